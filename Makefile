@@ -1,0 +1,55 @@
+# The commands a user and CI run. Each installs what it needs first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+LAYER_DIR := .build/layer
+LAYER_HASH := $(shell cat layers/requirements.txt Makefile 2>/dev/null | sha256sum | cut -c1-16)
+LAYER_STAMP := $(LAYER_DIR)/.built-$(LAYER_HASH)
+CDK := node_modules/.bin/cdk
+
+# Never a real AWS account here: fake credentials, a region, and no instance-metadata probe.
+LOCAL_AWS := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_SESSION_TOKEN=testing \
+	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+
+.PHONY: run test synth deploy install layer bench clean
+
+run: $(INSTALLED) $(LAYER_STAMP)  ## the whole scheduler locally, on an embedded AWS emulator
+	$(LOCAL_AWS) $(BIN)/python -m jobsched.local
+
+test: $(INSTALLED) $(LAYER_STAMP)  ## the whole test suite
+	$(LOCAL_AWS) $(BIN)/python -m pytest
+
+synth: $(INSTALLED) $(LAYER_STAMP) $(CDK)  ## CloudFormation template into cdk.out/, offline
+	AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet
+	@echo "template: cdk.out/Jobsched.template.json"
+
+deploy: $(INSTALLED) $(LAYER_STAMP) $(CDK)  ## cdk deploy, with your AWS credentials
+	$(CDK) deploy
+
+bench: $(INSTALLED)  ## benchmarks that print figures (see docs/performance.md)
+	$(LOCAL_AWS) $(BIN)/python -m bench
+
+install: $(INSTALLED)
+layer: $(LAYER_STAMP)
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+# The functions' dependency layer: manylinux wheels for Lambda's Python 3.12 on arm64,
+# installed with pip (no Docker). Cached until layers/requirements.txt changes.
+$(LAYER_STAMP): layers/requirements.txt | $(INSTALLED)
+	rm -rf $(LAYER_DIR)
+	$(BIN)/pip install --quiet --target $(LAYER_DIR)/python --platform manylinux2014_aarch64 \
+		--implementation cp --python-version 3.12 --only-binary=:all: -r layers/requirements.txt
+	touch $@
+
+$(CDK): package.json
+	npm install --no-audit --no-fund --silent
+	touch $@
+
+clean:
+	rm -rf .build cdk.out node_modules .pytest_cache

@@ -1,0 +1,1 @@
+"""jobsched: a serverless distributed job scheduler on AWS."""

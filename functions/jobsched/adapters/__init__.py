@@ -1,0 +1,1 @@
+"""Adapters to the outside world other than our own tables and queues (targets)."""

@@ -1,0 +1,1 @@
+"""The HTTP API's boundary: request models, their mapping to the domain, response shapes."""

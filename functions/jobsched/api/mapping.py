@@ -1,0 +1,171 @@
+"""Explicit mapping between API models and the domain, both ways."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jobsched.api.models import MAX_PAYLOAD_BYTES, JobRequest
+from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
+from jobsched.domain.executions import Execution
+from jobsched.domain.jobs import Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, Priority, Target, TargetType
+from jobsched.domain.retry import Backoff, RetryPolicy
+from jobsched.domain.schedule import (
+    Schedule,
+    ScheduleType,
+    cron_schedule,
+    delayed_schedule,
+    format_instant,
+    one_time_schedule,
+    parse_instant,
+    rate_schedule,
+)
+
+# A one-time job whose runAt is at most this far in the past runs at once; further is refused.
+RUN_AT_GRACE_MS = 5 * 60_000
+SUPPORTED_TARGETS = {TargetType.HTTP}
+
+_FIELDS_BY_TYPE = {
+    "ONE_TIME": {"runAt"},
+    "DELAYED": {"delaySeconds"},
+    "CRON": {"schedule", "timezone", "startAt", "endAt"},
+    "RATE": {"schedule", "startAt", "endAt"},
+}
+_SCHEDULE_FIELDS = {"schedule", "runAt", "delaySeconds", "startAt", "endAt"}
+
+
+def to_spec(request: JobRequest, now_ms: int) -> JobSpec:
+    payload_size = len(json.dumps(request.payload, separators=(",", ":")).encode())
+    if payload_size > MAX_PAYLOAD_BYTES:
+        raise PayloadTooLarge(
+            f"payload: {payload_size} bytes is over the 256 KB limit", [FieldProblem("payload", "over 256 KB")]
+        )
+    target = Target(TargetType(request.target.type), request.target.model_dump(exclude={"type"}))
+    if target.type not in SUPPORTED_TARGETS:
+        raise UnprocessableRequest.for_field("target.type", f"{target.type.value} targets are not available yet; use HTTP")
+    retry = request.retryPolicy
+    if retry.maxDelayMs < retry.initialDelayMs:
+        raise UnprocessableRequest.for_field("retryPolicy.maxDelayMs", "must be at least initialDelayMs")
+    return JobSpec(
+        name=request.name,
+        schedule=_schedule(request, now_ms),
+        target=target,
+        payload=request.payload,
+        retry=RetryPolicy(retry.maxAttempts, Backoff(retry.backoff), retry.initialDelayMs, retry.maxDelayMs),
+        timeout_sec=request.timeoutSec,
+        priority=Priority(request.priority),
+        overlap_policy=OverlapPolicy(request.overlapPolicy),
+        misfire_policy=MisfirePolicy(request.misfirePolicy),
+        jitter_sec=request.jitterSec,
+    )
+
+
+def _schedule(request: JobRequest, now_ms: int) -> Schedule:
+    given = {name for name in _SCHEDULE_FIELDS if getattr(request, name) is not None}
+    stray = sorted(given - _FIELDS_BY_TYPE[request.type])
+    if stray:
+        raise InvalidRequest(
+            f"{stray[0]}: not used by {request.type} jobs",
+            [FieldProblem(name, f"not used by {request.type} jobs") for name in stray],
+        )
+    if request.type == "ONE_TIME":
+        run_at = parse_instant(_required(request.runAt, "runAt", "ONE_TIME"), "runAt")
+        if run_at < now_ms - RUN_AT_GRACE_MS:
+            raise UnprocessableRequest.for_field("runAt", "is more than 5 minutes in the past")
+        return one_time_schedule(run_at)
+    if request.type == "DELAYED":
+        return delayed_schedule(_required(request.delaySeconds, "delaySeconds", "DELAYED"), now_ms)
+    start = parse_instant(request.startAt, "startAt") if request.startAt else None
+    end = parse_instant(request.endAt, "endAt") if request.endAt else None
+    expression = _required(request.schedule, "schedule", request.type)
+    if request.type == "CRON":
+        schedule = cron_schedule(expression, request.timezone, now_ms, start, end)
+    else:
+        schedule = rate_schedule(expression, now_ms, start, end)
+    if schedule.first_fire() is None:
+        raise UnprocessableRequest.for_field("endAt", "the schedule has no fire time before endAt")
+    return schedule
+
+
+def _required(value: Any, field_name: str, job_type: str) -> Any:
+    if value is None:
+        raise InvalidRequest(f"{field_name}: required for {job_type} jobs", [FieldProblem(field_name, "required")])
+    return value
+
+
+def next_fire_at(job: Job, now_ms: int) -> int | None:
+    if job.state is not JobState.ACTIVE:
+        return None
+    schedule = job.spec.schedule
+    if not schedule.recurring:
+        return schedule.run_at_ms
+    return schedule.next_fire_after(max(now_ms, schedule.first_fire() or now_ms) - 1)
+
+
+def job_to_json(job: Job, now_ms: int) -> dict:
+    spec = job.spec
+    schedule = spec.schedule
+    body: dict[str, Any] = {
+        "jobId": job.job_id,
+        "name": spec.name,
+        "type": schedule.type.value,
+        "schedule": schedule.text,
+        "timezone": schedule.timezone,
+    }
+    if schedule.type is ScheduleType.ONE_TIME:
+        body["runAt"] = format_instant(schedule.run_at_ms)
+    if schedule.type is ScheduleType.DELAYED:
+        body["delaySeconds"] = schedule.delay_seconds
+        body["runAt"] = format_instant(schedule.run_at_ms)
+    if schedule.start_ms is not None:
+        body["startAt"] = format_instant(schedule.start_ms)
+    if schedule.end_ms is not None:
+        body["endAt"] = format_instant(schedule.end_ms)
+    body.update({
+        "target": spec.target.to_item(),
+        "payload": spec.payload,
+        "retryPolicy": {
+            "maxAttempts": spec.retry.max_attempts,
+            "backoff": spec.retry.backoff.value,
+            "initialDelayMs": spec.retry.initial_delay_ms,
+            "maxDelayMs": spec.retry.max_delay_ms,
+        },
+        "timeoutSec": spec.timeout_sec,
+        "priority": spec.priority.value,
+        "overlapPolicy": spec.overlap_policy.value,
+        "misfirePolicy": spec.misfire_policy.value,
+        "jitterSec": spec.jitter_sec,
+        "state": job.state.value,
+        "nextFireAt": format_instant(next_fire_at(job, now_ms)),
+        "createdAt": format_instant(job.created_ms),
+        "updatedAt": format_instant(job.updated_ms),
+        "version": job.version,
+    })
+    return body
+
+
+def execution_to_json(execution: Execution) -> dict:
+    return {
+        "executionId": execution.execution_id,
+        "jobId": execution.job_id,
+        "scheduledAt": format_instant(execution.scheduled_ms),
+        "status": execution.status.value,
+        "attempt": execution.attempt,
+        "startedAt": format_instant(execution.started_ms),
+        "finishedAt": format_instant(execution.finished_ms),
+        "durationMs": execution.duration_ms,
+        "lateMs": execution.late_ms,
+        "attempts": [
+            {
+                "attempt": a.attempt,
+                "status": a.status.value,
+                "startedAt": format_instant(a.started_ms),
+                "finishedAt": format_instant(a.finished_ms),
+                "error": a.error,
+            }
+            for a in execution.attempts
+        ],
+        "output": execution.output,
+        "error": execution.error,
+        "progress": execution.progress,
+        "nextAttemptAt": format_instant(execution.retry_at_ms),
+    }

@@ -1,0 +1,1 @@
+"""The scheduler's domain: plain Python, no AWS, time always passed in."""

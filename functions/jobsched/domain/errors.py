@@ -1,0 +1,61 @@
+"""Typed domain errors. The API maps them to HTTP answers; nothing matches message text."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class FieldProblem:
+    field: str
+    message: str
+
+
+class DomainError(Exception):
+    code = "ERROR"
+
+    def __init__(self, message: str, details: list[FieldProblem] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or []
+
+
+class InvalidRequest(DomainError):
+    """Malformed: wrong JSON, missing fields, wrong types (HTTP 400)."""
+
+    code = "VALIDATION_ERROR"
+
+
+class UnprocessableRequest(DomainError):
+    """Well-formed but invalid: bad cron, unknown time zone, runAt too far back (HTTP 422)."""
+
+    code = "UNPROCESSABLE"
+
+    @classmethod
+    def for_field(cls, field_name: str, message: str) -> "UnprocessableRequest":
+        return cls(f"{field_name}: {message}", [FieldProblem(field_name, message)])
+
+
+class NotFound(DomainError):
+    code = "NOT_FOUND"
+
+
+class Conflict(DomainError):
+    code = "CONFLICT"
+
+
+class PayloadTooLarge(DomainError):
+    code = "PAYLOAD_TOO_LARGE"
+
+
+@dataclass
+class ConditionLost(Exception):
+    """A conditional write found the item in another state: someone else has it.
+
+    A normal outcome to count, never a failure of the batch."""
+
+    what: str = ""
+    current: dict | None = field(default=None)
+
+
+class Unauthorized(DomainError):
+    code = "UNAUTHORIZED"

@@ -1,0 +1,173 @@
+"""Executions: one run of a job at one due instant, its attempts and their fencing."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from jobsched.domain.timers import TimerKind
+
+
+class ExecutionStatus(str, Enum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"  # an attempt failed and a retry is scheduled
+    TIMED_OUT = "TIMED_OUT"
+    LOST = "LOST"
+    CANCELLED = "CANCELLED"
+    SKIPPED = "SKIPPED"
+    DEAD = "DEAD"
+
+
+TERMINAL = frozenset(
+    {ExecutionStatus.SUCCEEDED, ExecutionStatus.DEAD, ExecutionStatus.CANCELLED, ExecutionStatus.SKIPPED}
+)
+
+
+def execution_id_for(job_id: str, due_ms: int) -> str:
+    """Deterministic: the same occurrence always has the same id, whoever dispatches it."""
+    return f"{job_id}.{due_ms:013d}"
+
+
+def scheduled_ms_of(execution_id: str) -> int:
+    return int(execution_id.rpartition(".")[2])
+
+
+def job_id_of(execution_id: str) -> str | None:
+    job_id, sep, rest = execution_id.partition(".")
+    if not sep or not job_id.startswith("job_") or not rest:
+        return None
+    return job_id
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """The SQS message that asks a worker to run one attempt of one execution."""
+
+    kind: TimerKind
+    tenant_id: str
+    job_id: str
+    execution_id: str
+    due_ms: int
+    generation: int
+    attempt: int = 1
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "v": 1,
+                "kind": self.kind.value,
+                "tenantId": self.tenant_id,
+                "jobId": self.job_id,
+                "executionId": self.execution_id,
+                "dueMs": self.due_ms,
+                "generation": self.generation,
+                "attempt": self.attempt,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, body: str) -> "Dispatch":
+        data = json.loads(body)
+        return cls(
+            kind=TimerKind(data["kind"]),
+            tenant_id=data["tenantId"],
+            job_id=data["jobId"],
+            execution_id=data["executionId"],
+            due_ms=int(data["dueMs"]),
+            generation=int(data["generation"]),
+            attempt=int(data["attempt"]),
+        )
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    attempt: int
+    status: ExecutionStatus
+    started_ms: int
+    finished_ms: int | None
+    error: str | None = None
+
+    def to_item(self) -> dict:
+        return {
+            "attempt": self.attempt,
+            "status": self.status.value,
+            "startedMs": self.started_ms,
+            "finishedMs": self.finished_ms,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_item(cls, item: dict) -> "AttemptRecord":
+        return cls(
+            attempt=int(item["attempt"]),
+            status=ExecutionStatus(item["status"]),
+            started_ms=int(item["startedMs"]),
+            finished_ms=int(item["finishedMs"]) if item.get("finishedMs") is not None else None,
+            error=item.get("error"),
+        )
+
+
+@dataclass(frozen=True)
+class Execution:
+    job_id: str
+    execution_id: str
+    tenant_id: str
+    scheduled_ms: int
+    status: ExecutionStatus
+    attempt: int
+    started_ms: int | None = None
+    finished_ms: int | None = None
+    attempt_started_ms: int | None = None
+    lease_until_ms: int | None = None
+    retry_at_ms: int | None = None
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    output: Any = None
+    error: str | None = None
+    progress: Any = None
+
+    @property
+    def late_ms(self) -> int | None:
+        return None if self.started_ms is None else self.started_ms - self.scheduled_ms
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.finished_ms is None or self.attempt_started_ms is None:
+            return None
+        return self.finished_ms - self.attempt_started_ms
+
+    @classmethod
+    def from_item(cls, item: dict) -> "Execution":
+        def opt(key: str) -> int | None:
+            return int(item[key]) if item.get(key) is not None else None
+
+        return cls(
+            job_id=item["jobId"],
+            execution_id=item["executionId"],
+            tenant_id=item["tenantId"],
+            scheduled_ms=int(item["scheduledMs"]),
+            status=ExecutionStatus(item["status"]),
+            attempt=int(item.get("attempt", 0)),
+            started_ms=opt("startedMs"),
+            finished_ms=opt("finishedMs"),
+            attempt_started_ms=opt("attemptStartedMs"),
+            lease_until_ms=opt("leaseUntilMs"),
+            retry_at_ms=opt("retryAtMs"),
+            attempts=[AttemptRecord.from_item(a) for a in item.get("attempts", [])],
+            output=json.loads(item["output"]) if item.get("output") else None,
+            error=item.get("error"),
+            progress=json.loads(item["progress"]) if item.get("progress") else None,
+        )
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """What one call of the target came to."""
+
+    ok: bool
+    status: ExecutionStatus  # SUCCEEDED, FAILED or TIMED_OUT for the attempt itself
+    error: str | None = None
+    output: Any = None

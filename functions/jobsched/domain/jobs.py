@@ -1,0 +1,143 @@
+"""Jobs: what to run, where, and when."""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from jobsched.domain.retry import RetryPolicy
+from jobsched.domain.schedule import Schedule
+
+
+class JobState(str, Enum):
+    ACTIVE = "ACTIVE"
+    PAUSED = "PAUSED"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+
+
+class Priority(str, Enum):
+    HIGH = "HIGH"
+    NORMAL = "NORMAL"
+    LOW = "LOW"
+
+
+class OverlapPolicy(str, Enum):
+    ALLOW = "ALLOW"
+    SKIP = "SKIP"
+
+
+class MisfirePolicy(str, Enum):
+    RUN_ONCE = "RUN_ONCE"
+    RUN_ALL = "RUN_ALL"
+    SKIP = "SKIP"
+
+
+class TargetType(str, Enum):
+    HTTP = "HTTP"
+    SQS = "SQS"
+    SNS = "SNS"
+    EVENTBRIDGE = "EVENTBRIDGE"
+    LAMBDA = "LAMBDA"
+
+
+@dataclass(frozen=True)
+class Target:
+    type: TargetType
+    config: dict[str, Any]  # the target's own fields as the API names them (url, method, ...)
+
+    def to_item(self) -> dict:
+        return {"type": self.type.value, **self.config}
+
+    @classmethod
+    def from_item(cls, item: dict) -> "Target":
+        config = {k: v for k, v in item.items() if k != "type"}
+        return cls(type=TargetType(item["type"]), config=config)
+
+
+def new_job_id() -> str:
+    return "job_" + uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a tenant asks for: the mutable part of a job."""
+
+    name: str
+    schedule: Schedule
+    target: Target
+    payload: Any = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout_sec: int = 300
+    priority: Priority = Priority.NORMAL
+    overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
+    misfire_policy: MisfirePolicy = MisfirePolicy.RUN_ONCE
+    jitter_sec: int = 0
+
+
+@dataclass(frozen=True)
+class Job:
+    tenant_id: str
+    job_id: str
+    spec: JobSpec
+    state: JobState
+    generation: int  # bumped by every change that invalidates timers and in-flight messages
+    version: int  # bumped by every write; the API's optimistic-concurrency token
+    created_ms: int
+    updated_ms: int
+
+    def fires(self) -> bool:
+        return self.state is JobState.ACTIVE
+
+    def completed(self, now_ms: int) -> "Job":
+        return replace(self, state=JobState.COMPLETED, version=self.version + 1, updated_ms=now_ms)
+
+    def to_item(self) -> dict:
+        spec = self.spec
+        return {
+            "tenantId": self.tenant_id,
+            "jobId": self.job_id,
+            "name": spec.name,
+            "schedule": spec.schedule.to_item(),
+            "target": spec.target.to_item(),
+            # JSON text: keeps floats and any nesting exactly as the client sent them.
+            "payload": json.dumps(spec.payload, separators=(",", ":")),
+            "retryPolicy": spec.retry.to_item(),
+            "timeoutSec": spec.timeout_sec,
+            "priority": spec.priority.value,
+            "overlapPolicy": spec.overlap_policy.value,
+            "misfirePolicy": spec.misfire_policy.value,
+            "jitterSec": spec.jitter_sec,
+            "state": self.state.value,
+            "generation": self.generation,
+            "version": self.version,
+            "createdMs": self.created_ms,
+            "updatedMs": self.updated_ms,
+        }
+
+    @classmethod
+    def from_item(cls, item: dict) -> "Job":
+        spec = JobSpec(
+            name=item["name"],
+            schedule=Schedule.from_item(item["schedule"]),
+            target=Target.from_item(item["target"]),
+            payload=json.loads(item["payload"]),
+            retry=RetryPolicy.from_item(item["retryPolicy"]),
+            timeout_sec=int(item["timeoutSec"]),
+            priority=Priority(item["priority"]),
+            overlap_policy=OverlapPolicy(item.get("overlapPolicy", "ALLOW")),
+            misfire_policy=MisfirePolicy(item.get("misfirePolicy", "RUN_ONCE")),
+            jitter_sec=int(item.get("jitterSec", 0)),
+        )
+        return cls(
+            tenant_id=item["tenantId"],
+            job_id=item["jobId"],
+            spec=spec,
+            state=JobState(item["state"]),
+            generation=int(item["generation"]),
+            version=int(item["version"]),
+            created_ms=int(item["createdMs"]),
+            updated_ms=int(item["updatedMs"]),
+        )

@@ -1,0 +1,103 @@
+"""The timer wheel: every future action is a timer in a minute bucket of one segment."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import Enum
+
+from jobsched.domain.schedule import MS_PER_MINUTE
+
+# Timers expire through DynamoDB TTL this long after their due instant, never deleted one by one.
+TIMER_TTL_SECONDS = 7 * 86_400
+
+
+class TimerKind(str, Enum):
+    FIRE = "FIRE"  # a job's next occurrence
+    RETRY = "RETRY"  # a backoff longer than SQS's 15-minute delay cap
+
+
+def segment_of(job_id: str, segments: int) -> int:
+    """Stable across processes and Python versions (unlike hash())."""
+    digest = hashlib.sha256(job_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % segments
+
+
+def minute_of(ms: int) -> int:
+    return ms // MS_PER_MINUTE
+
+
+def bucket_key(minute: int, segment: int) -> str:
+    return f"{minute}#{segment}"
+
+
+@dataclass(frozen=True)
+class Timer:
+    """One future action. Its key is unique per action and immutable: writing it twice is harmless.
+
+    The generation is part of the key, so a timer of an older job version can never overwrite
+    one of the newer version; stale ones are dropped when handed off."""
+
+    due_ms: int
+    kind: TimerKind
+    tenant_id: str
+    job_id: str
+    generation: int
+    segment: int
+    execution_id: str | None = None  # RETRY: the execution to run again
+    attempt: int = 1  # RETRY: the attempt it runs
+
+    @property
+    def minute(self) -> int:
+        return minute_of(self.due_ms)
+
+    @property
+    def bucket(self) -> str:
+        return bucket_key(self.minute, self.segment)
+
+    @property
+    def sort_key(self) -> str:
+        ref = self.job_id if self.kind is TimerKind.FIRE else f"{self.execution_id}#{self.attempt}"
+        return f"{self.due_ms:013d}#{self.kind.value}#{ref}#{self.generation}"
+
+    def to_item(self) -> dict:
+        item = {
+            "bucket": self.bucket,
+            "sk": self.sort_key,
+            "dueMs": self.due_ms,
+            "kind": self.kind.value,
+            "tenantId": self.tenant_id,
+            "jobId": self.job_id,
+            "generation": self.generation,
+            "segment": self.segment,
+            "attempt": self.attempt,
+            "expiresAt": self.due_ms // 1000 + TIMER_TTL_SECONDS,
+        }
+        if self.execution_id:
+            item["executionId"] = self.execution_id
+        return item
+
+    @classmethod
+    def from_item(cls, item: dict) -> "Timer":
+        return cls(
+            due_ms=int(item["dueMs"]),
+            kind=TimerKind(item["kind"]),
+            tenant_id=item["tenantId"],
+            job_id=item["jobId"],
+            generation=int(item["generation"]),
+            segment=int(item["segment"]),
+            execution_id=item.get("executionId"),
+            attempt=int(item.get("attempt", 1)),
+        )
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """Per segment: the newest bucket a tick has claimed, and the newest fully handed off."""
+
+    segment: int
+    claimed_through: int | None
+    done_through: int | None
+
+
+def is_claimed(minute: int, watermark: Watermark | None) -> bool:
+    return bool(watermark and watermark.claimed_through is not None and minute <= watermark.claimed_through)

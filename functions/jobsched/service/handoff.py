@@ -1,0 +1,138 @@
+"""Hand-off: turning due timers into SQS dispatches. One mechanism for the tick, the API's
+direct dispatch and the worker's long retries, so every writer follows the same protocol."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from jobsched.domain.clock import Clock
+from jobsched.domain.executions import Dispatch, execution_id_for, scheduled_ms_of
+from jobsched.domain.jobs import Job, MisfirePolicy
+from jobsched.domain.timers import Timer, TimerKind, is_claimed, minute_of, segment_of
+from jobsched.store.queues import Outgoing
+
+# An occurrence later than this is a misfire, handled by the job's misfirePolicy.
+MISFIRE_GRACE_MS = 60_000
+# Ticks claim at most the next minute; a writer whose bucket lies beyond this skips the
+# watermark read (clock skew between writer and tick is assumed below a minute).
+DIRECT_DISPATCH_HORIZON_MINUTES = 2
+
+
+@dataclass
+class HandOffReport:
+    dispatched: int = 0
+    stale: int = 0
+    next_timers: int = 0
+    misfires_skipped: int = 0
+    sqs_batches: int = 0
+    lateness_ms: list[int] = field(default_factory=list)
+
+    def add(self, other: "HandOffReport") -> None:
+        self.dispatched += other.dispatched
+        self.stale += other.stale
+        self.next_timers += other.next_timers
+        self.misfires_skipped += other.misfires_skipped
+        self.sqs_batches += other.sqs_batches
+
+
+class HandOff:
+    def __init__(self, stores, clock: Clock, segments: int) -> None:
+        self._segments = segments
+        self._timers = stores.timers
+        self._watermarks = stores.watermarks
+        self._lanes = stores.lanes
+        self._clock = clock
+
+    def segment_of(self, job_id: str) -> int:
+        return segment_of(job_id, self._segments)
+
+    def place(self, timer: Timer, job: Job) -> HandOffReport:
+        """Write a new timer, then dispatch it directly if a tick already claimed its bucket.
+
+        Both sides use strongly consistent reads (the tick claims before it queries), so either
+        the tick's query sees this timer or this read sees the claim: never neither."""
+        self._timers.put_many([timer])
+        # Crash here: the timer is durable; if its bucket was claimed, the caller's retry
+        # places it again (idempotent) and this time dispatches it.
+        if timer.minute > minute_of(self._clock.now_ms()) + DIRECT_DISPATCH_HORIZON_MINUTES:
+            return HandOffReport()
+        watermark = self._watermarks.get(timer.segment)
+        if not is_claimed(timer.minute, watermark):
+            return HandOffReport()
+        return self.hand_off([timer], {(job.tenant_id, job.job_id): job}, watermark.claimed_through)
+
+    def hand_off(self, timers: list[Timer], jobs: dict[tuple[str, str], Job], claimed_through: int) -> HandOffReport:
+        """Dispatch these due timers. For recurring jobs, write the next FIRE timer (computed
+        from the due instant, never from now); occurrences that fall in already-claimed buckets
+        are dispatched here too, since no tick will read them."""
+        report = HandOffReport()
+        now = self._clock.now_ms()
+        outgoing: list[Outgoing] = []
+        pending = timers
+        claimed = claimed_through
+        while pending:
+            next_timers: list[Timer] = []
+            for timer in pending:
+                job = jobs.get((timer.tenant_id, timer.job_id))
+                if job is None or job.generation != timer.generation or not job.fires():
+                    report.stale += 1  # deleted, updated, paused or finished since: drop
+                    continue
+                if timer.kind is TimerKind.RETRY:
+                    assert timer.execution_id is not None
+                    dispatch = Dispatch(TimerKind.RETRY, job.tenant_id, job.job_id, timer.execution_id,
+                                        scheduled_ms_of(timer.execution_id), job.generation, timer.attempt)
+                    outgoing.append(Outgoing(job.spec.priority, dispatch, _delay_seconds(timer.due_ms, now)))
+                    continue
+                following = self._fire_chain(timer, job, claimed, now, outgoing, report)
+                if following is not None:
+                    next_timers.append(following)
+            pending = []
+            if next_timers:
+                self._timers.put_many(next_timers)
+                report.next_timers += len(next_timers)
+                # A next timer may land in a bucket that a tick claimed meanwhile: same
+                # protocol as place(), one consistent read per segment involved.
+                near = [t for t in next_timers if t.minute <= minute_of(now) + DIRECT_DISPATCH_HORIZON_MINUTES]
+                for segment in sorted({t.segment for t in near}):
+                    watermark = self._watermarks.get(segment)
+                    mine = [t for t in near if t.segment == segment and is_claimed(t.minute, watermark)]
+                    if mine:
+                        claimed = max(claimed, watermark.claimed_through)
+                        pending.extend(mine)
+        # Crash before or during the send: the bucket is not marked done, so it is handed off
+        # again; the deterministic execution ids make the repeat a duplicate send, not a rerun.
+        if outgoing:
+            report.sqs_batches += self._lanes.send(outgoing)
+        report.dispatched += len(outgoing)
+        return report
+
+    def _fire_chain(self, timer: Timer, job: Job, claimed: int, now: int,
+                    outgoing: list[Outgoing], report: HandOffReport) -> Timer | None:
+        """Dispatch this occurrence and any later ones inside claimed buckets; return the timer
+        of the first occurrence beyond them (None when the schedule has ended)."""
+        schedule = job.spec.schedule
+        policy = job.spec.misfire_policy
+        occurrence: int | None = timer.due_ms
+        while occurrence is not None and minute_of(occurrence) <= claimed:
+            late = occurrence < now - MISFIRE_GRACE_MS
+            if late and policy is MisfirePolicy.SKIP:
+                report.misfires_skipped += 1
+            else:
+                dispatch = Dispatch(TimerKind.FIRE, job.tenant_id, job.job_id,
+                                    execution_id_for(job.job_id, occurrence), occurrence, job.generation)
+                outgoing.append(Outgoing(job.spec.priority, dispatch, _delay_seconds(occurrence, now)))
+            if not schedule.recurring:
+                return None
+            after = occurrence
+            if late and policy is not MisfirePolicy.RUN_ALL:
+                # RUN_ONCE ran this one as the catch-up; SKIP ran none. Both resume from now.
+                after = max(occurrence, now - MISFIRE_GRACE_MS)
+            occurrence = schedule.next_fire_after(after)
+        if occurrence is None:
+            return None
+        return Timer(occurrence, TimerKind.FIRE, job.tenant_id, job.job_id, job.generation, timer.segment)
+
+
+def _delay_seconds(due_ms: int, now_ms: int) -> int:
+    """Whole seconds, rounded down: the message becomes visible at most a second early and the
+    worker waits out the remainder, so the target is called at its due instant."""
+    return max(0, (due_ms - now_ms) // 1000)

@@ -1,0 +1,78 @@
+"""Function settings: parsed once from the environment into a typed model.
+
+The CDK stack imports `Env` to name the variables it sets, so the names live here only."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from jobsched.domain.jobs import Priority
+
+
+class Env:
+    JOBS_TABLE = "JOBS_TABLE"
+    TIMERS_TABLE = "TIMERS_TABLE"
+    EXECUTIONS_TABLE = "EXECUTIONS_TABLE"
+    SEGMENTS_TABLE = "SEGMENTS_TABLE"
+    API_KEYS_TABLE = "API_KEYS_TABLE"
+    LANE_URL = {
+        Priority.HIGH: "LANE_HIGH_URL",
+        Priority.NORMAL: "LANE_NORMAL_URL",
+        Priority.LOW: "LANE_LOW_URL",
+    }
+    SEGMENTS = "SEGMENTS"
+    ALLOW_PRIVATE_TARGETS = "ALLOW_PRIVATE_TARGETS"
+    SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
+    METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
+
+
+# Which settings each function reads; the infrastructure test holds the template to this.
+FUNCTION_ENV = {
+    "api": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
+            Env.API_KEYS_TABLE, *Env.LANE_URL.values(), Env.SEGMENTS],
+    "tick": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.SEGMENTS_TABLE, *Env.LANE_URL.values(), Env.SEGMENTS],
+    "worker": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
+               *Env.LANE_URL.values(), Env.SEGMENTS, Env.ALLOW_PRIVATE_TARGETS],
+}
+
+
+class SettingsError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    jobs_table: str = ""
+    timers_table: str = ""
+    executions_table: str = ""
+    segments_table: str = ""
+    api_keys_table: str = ""
+    lane_urls: tuple[tuple[Priority, str], ...] = ()
+    segments: int = 1
+    allow_private_targets: bool = False
+
+    def lane_url(self, priority: Priority) -> str:
+        return dict(self.lane_urls)[priority]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], function: str) -> "Settings":
+        wanted = FUNCTION_ENV[function]
+        missing = [name for name in wanted if not env.get(name)]
+        if missing:
+            raise SettingsError(f"{function} function: missing environment variables {missing}")
+        try:
+            segments = int(env[Env.SEGMENTS])
+        except ValueError:
+            raise SettingsError(f"{Env.SEGMENTS} must be an integer, got {env[Env.SEGMENTS]!r}") from None
+        if segments < 1:
+            raise SettingsError(f"{Env.SEGMENTS} must be at least 1")
+        return cls(
+            jobs_table=env.get(Env.JOBS_TABLE, ""),
+            timers_table=env.get(Env.TIMERS_TABLE, ""),
+            executions_table=env.get(Env.EXECUTIONS_TABLE, ""),
+            segments_table=env.get(Env.SEGMENTS_TABLE, ""),
+            api_keys_table=env.get(Env.API_KEYS_TABLE, ""),
+            lane_urls=tuple((p, env[v]) for p, v in Env.LANE_URL.items() if env.get(v)),
+            segments=segments,
+            allow_private_targets=env.get(Env.ALLOW_PRIVATE_TARGETS, "false").lower() == "true",
+        )

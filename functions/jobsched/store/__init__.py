@@ -1,0 +1,1 @@
+"""The data-access layer: every DynamoDB and SQS call lives here, and nowhere else."""

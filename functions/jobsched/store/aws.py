@@ -1,0 +1,42 @@
+"""boto3 clients, built once per process from settings, never at import time."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import boto3
+from botocore.config import Config
+
+from jobsched.settings import Settings
+from jobsched.store.dynamo import ApiKeysStore, ExecutionsStore, JobsStore, TimersStore, WatermarksStore
+from jobsched.store.queues import LaneQueues
+
+_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 5},
+    connect_timeout=2,
+    read_timeout=10,
+    max_pool_connections=32,
+)
+
+
+@dataclass
+class Stores:
+    jobs: JobsStore
+    timers: TimersStore
+    watermarks: WatermarksStore
+    executions: ExecutionsStore
+    api_keys: ApiKeysStore
+    lanes: LaneQueues
+
+
+def build_stores(settings: Settings, session: boto3.session.Session | None = None) -> Stores:
+    session = session or boto3.session.Session()
+    dynamodb = session.resource("dynamodb", config=_CONFIG)
+    sqs = session.client("sqs", config=_CONFIG)
+    return Stores(
+        jobs=JobsStore(dynamodb, settings.jobs_table),
+        timers=TimersStore(dynamodb, settings.timers_table),
+        watermarks=WatermarksStore(dynamodb, settings.segments_table),
+        executions=ExecutionsStore(dynamodb, settings.executions_table),
+        api_keys=ApiKeysStore(dynamodb, settings.api_keys_table),
+        lanes=LaneQueues(sqs, dict(settings.lane_urls)),
+    )

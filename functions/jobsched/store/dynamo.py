@@ -1,0 +1,323 @@
+"""DynamoDB access. `ClientError` becomes a typed domain error here, once, by error code."""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Iterator
+
+from boto3.dynamodb.conditions import Key
+from botocore.exceptions import ClientError
+
+from jobsched.domain.errors import ConditionLost, InvalidRequest
+from jobsched.domain.executions import AttemptRecord, Dispatch, Execution, ExecutionStatus
+from jobsched.domain.jobs import Job, JobState
+from jobsched.domain.timers import Timer, Watermark
+
+CONDITION_FAILED = "ConditionalCheckFailedException"
+BATCH_GET_LIMIT = 100
+
+
+def plain(value: Any) -> Any:
+    """DynamoDB's Decimals back to ints (all our numbers are integers) and floats."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def _condition_lost(exc: ClientError, what: str) -> ConditionLost | None:
+    if exc.response.get("Error", {}).get("Code") != CONDITION_FAILED:
+        return None
+    current = exc.response.get("Item")
+    return ConditionLost(what=what, current=plain(current) if current else None)
+
+
+def encode_cursor(key: dict | None) -> str | None:
+    if not key:
+        return None
+    return base64.urlsafe_b64encode(json.dumps(plain(key), separators=(",", ":")).encode()).decode()
+
+
+def decode_cursor(cursor: str | None, required: tuple[str, ...]) -> dict | None:
+    if not cursor:
+        return None
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, TypeError):
+        key = None
+    if not isinstance(key, dict) or set(key) != set(required):
+        raise InvalidRequest("cursor: not a cursor this list returned", [])
+    return key
+
+
+@dataclass
+class Page:
+    items: list
+    next_cursor: str | None
+
+
+class JobsStore:
+    def __init__(self, dynamodb, table_name: str) -> None:
+        self._table = dynamodb.Table(table_name)
+        self._dynamodb = dynamodb
+        self._name = table_name
+
+    def put_new(self, job: Job) -> None:
+        try:
+            self._table.put_item(Item=job.to_item(), ConditionExpression="attribute_not_exists(jobId)")
+        except ClientError as exc:
+            raise (_condition_lost(exc, "job exists") or exc) from exc
+
+    def get(self, tenant_id: str, job_id: str, consistent: bool = False) -> Job | None:
+        item = self._table.get_item(Key={"tenantId": tenant_id, "jobId": job_id}, ConsistentRead=consistent).get("Item")
+        return Job.from_item(plain(item)) if item else None
+
+    def get_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Job]:
+        """One BatchGetItem per 100 distinct jobs instead of a read per timer."""
+        found: dict[tuple[str, str], Job] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), BATCH_GET_LIMIT):
+            request = {self._name: {"Keys": [{"tenantId": t, "jobId": j} for t, j in unique[start:start + BATCH_GET_LIMIT]]}}
+            while request:
+                answer = self._dynamodb.batch_get_item(RequestItems=request)
+                for item in answer.get("Responses", {}).get(self._name, []):
+                    job = Job.from_item(plain(item))
+                    found[(job.tenant_id, job.job_id)] = job
+                request = answer.get("UnprocessedKeys") or None
+        return found
+
+    def mark_completed(self, job: Job, now_ms: int) -> bool:
+        """ACTIVE → COMPLETED, only for this generation; False if the job changed meanwhile."""
+        try:
+            self._table.update_item(
+                Key={"tenantId": job.tenant_id, "jobId": job.job_id},
+                UpdateExpression="SET #state = :completed, version = version + :one, updatedMs = :now",
+                ConditionExpression="#state = :active AND generation = :gen",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={
+                    ":completed": JobState.COMPLETED.value,
+                    ":active": JobState.ACTIVE.value,
+                    ":gen": job.generation,
+                    ":one": 1,
+                    ":now": now_ms,
+                },
+            )
+            return True
+        except ClientError as exc:
+            if _condition_lost(exc, "job changed"):
+                return False
+            raise
+
+
+class TimersStore:
+    def __init__(self, dynamodb, table_name: str, page_size: int = 500) -> None:
+        self._table = dynamodb.Table(table_name)
+        self._page_size = page_size
+
+    def put_many(self, timers: list[Timer]) -> None:
+        """Timer keys are unique per action and their content immutable, so a repeated put
+        rewrites identical data: idempotent without a condition, and batchable."""
+        if len(timers) == 1:
+            self._table.put_item(Item=timers[0].to_item())
+            return
+        with self._table.batch_writer(overwrite_by_pkeys=["bucket", "sk"]) as batch:
+            for timer in timers:
+                batch.put_item(Item=timer.to_item())
+
+    def pages(self, bucket: str) -> Iterator[list[Timer]]:
+        """Due-ordered pages of one bucket, strongly consistent so that a timer written before
+        the bucket was claimed is always seen."""
+        start: dict | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "KeyConditionExpression": Key("bucket").eq(bucket),
+                "ConsistentRead": True,
+                "Limit": self._page_size,
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            answer = self._table.query(**kwargs)
+            items = answer.get("Items", [])
+            if items:
+                yield [Timer.from_item(plain(i)) for i in items]
+            start = answer.get("LastEvaluatedKey")
+            if not start:
+                return
+
+
+class WatermarksStore:
+    def __init__(self, dynamodb, table_name: str) -> None:
+        self._table = dynamodb.Table(table_name)
+
+    def get(self, segment: int) -> Watermark | None:
+        item = self._table.get_item(Key={"segment": segment}, ConsistentRead=True).get("Item")
+        if not item:
+            return None
+        item = plain(item)
+        return Watermark(segment, item.get("claimedThrough"), item.get("doneThrough"))
+
+    def claim(self, segment: int, minute: int) -> None:
+        """Raise claimedThrough to `minute` before its bucket is read. A lost condition means
+        another tick claimed it already: harmless, dispatch is idempotent."""
+        self._raise(segment, "claimedThrough", minute)
+
+    def mark_done(self, segment: int, minute: int) -> None:
+        self._raise(segment, "doneThrough", minute)
+
+    def _raise(self, segment: int, attribute: str, minute: int) -> None:
+        try:
+            self._table.update_item(
+                Key={"segment": segment},
+                UpdateExpression=f"SET {attribute} = :m",
+                ConditionExpression=f"attribute_not_exists({attribute}) OR {attribute} < :m",
+                ExpressionAttributeValues={":m": minute},
+            )
+        except ClientError as exc:
+            if not _condition_lost(exc, attribute):
+                raise
+
+
+@dataclass(frozen=True)
+class Claim:
+    attempt: int  # the fencing token of this attempt
+    taken_over: AttemptRecord | None  # the attempt whose lease expired, now recorded LOST
+
+
+class ExecutionsStore:
+    def __init__(self, dynamodb, table_name: str) -> None:
+        self._table = dynamodb.Table(table_name)
+
+    def claim(self, dispatch: Dispatch, now_ms: int, lease_until_ms: int) -> Claim:
+        """The worker's first write: the execution does not exist yet, or waits for exactly this
+        attempt, or its running attempt's lease has expired. Raises ConditionLost otherwise."""
+        try:
+            answer = self._table.update_item(
+                Key={"jobId": dispatch.job_id, "executionId": dispatch.execution_id},
+                UpdateExpression=(
+                    "SET #st = :running, attempt = if_not_exists(attempt, :zero) + :one, "
+                    "tenantId = :tenant, scheduledMs = :due, generation = :gen, "
+                    "startedMs = if_not_exists(startedMs, :now), attemptStartedMs = :now, "
+                    "leaseUntilMs = :lease REMOVE retryAtMs"
+                ),
+                ConditionExpression=(
+                    "attribute_not_exists(executionId)"
+                    " OR (#st = :failed AND attempt = :prev)"
+                    " OR (#st = :running AND leaseUntilMs < :now)"
+                ),
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues={
+                    ":running": ExecutionStatus.RUNNING.value,
+                    ":failed": ExecutionStatus.FAILED.value,
+                    ":zero": 0,
+                    ":one": 1,
+                    ":prev": dispatch.attempt - 1,
+                    ":tenant": dispatch.tenant_id,
+                    ":due": dispatch.due_ms,
+                    ":gen": dispatch.generation,
+                    ":now": now_ms,
+                    ":lease": lease_until_ms,
+                },
+                ReturnValues="ALL_OLD",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            raise (_condition_lost(exc, "execution claimed") or exc) from exc
+        old = plain(answer.get("Attributes") or {})
+        if not old:
+            return Claim(attempt=1, taken_over=None)
+        taken_over = None
+        if old.get("status") == ExecutionStatus.RUNNING.value:
+            taken_over = AttemptRecord(
+                attempt=int(old["attempt"]),
+                status=ExecutionStatus.LOST,
+                started_ms=int(old.get("attemptStartedMs", now_ms)),
+                finished_ms=now_ms,
+                error="lease expired: the worker stopped reporting",
+            )
+        return Claim(attempt=int(old.get("attempt", 0)) + 1, taken_over=taken_over)
+
+    def finish_attempt(
+        self,
+        dispatch: Dispatch,
+        attempt: int,
+        status: ExecutionStatus,
+        records: list[AttemptRecord],
+        now_ms: int,
+        error: str | None,
+        output: Any = None,
+        retry_at_ms: int | None = None,
+    ) -> None:
+        """Fenced: applies only while this attempt still holds the execution."""
+        names = {"#st": "status", "#err": "error"}
+        values: dict[str, Any] = {
+            ":status": status.value,
+            ":records": [r.to_item() for r in records],
+            ":empty": [],
+            ":mine": attempt,
+            ":running": ExecutionStatus.RUNNING.value,
+            ":error": error,
+        }
+        sets = ["#st = :status", "attempts = list_append(if_not_exists(attempts, :empty), :records)", "#err = :error"]
+        if status is ExecutionStatus.FAILED:
+            sets.append("retryAtMs = :retryAt")
+            values[":retryAt"] = retry_at_ms
+        else:
+            sets.append("finishedMs = :now")
+            values[":now"] = now_ms
+        if output is not None:
+            sets.append("output = :output")
+            values[":output"] = json.dumps(output, separators=(",", ":"))
+        try:
+            self._table.update_item(
+                Key={"jobId": dispatch.job_id, "executionId": dispatch.execution_id},
+                UpdateExpression="SET " + ", ".join(sets) + " REMOVE leaseUntilMs",
+                ConditionExpression="attempt = :mine AND #st = :running",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            raise (_condition_lost(exc, "stale attempt") or exc) from exc
+
+    def get(self, job_id: str, execution_id: str) -> Execution | None:
+        item = self._table.get_item(Key={"jobId": job_id, "executionId": execution_id}, ConsistentRead=True).get("Item")
+        return Execution.from_item(plain(item)) if item else None
+
+    def list_for_job(self, job_id: str, limit: int, cursor: str | None) -> Page:
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": Key("jobId").eq(job_id),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        start = decode_cursor(cursor, ("jobId", "executionId"))
+        if start:
+            if start["jobId"] != job_id:
+                raise InvalidRequest("cursor: belongs to another list", [])
+            kwargs["ExclusiveStartKey"] = start
+        answer = self._table.query(**kwargs)
+        items = [Execution.from_item(plain(i)) for i in answer.get("Items", [])]
+        return Page(items, encode_cursor(answer.get("LastEvaluatedKey")))
+
+
+class ApiKeysStore:
+    def __init__(self, dynamodb, table_name: str) -> None:
+        self._table = dynamodb.Table(table_name)
+
+    def tenant_for(self, key_hash: str) -> str | None:
+        item = self._table.get_item(Key={"keyHash": key_hash}).get("Item")
+        if not item or item.get("revoked"):
+            return None
+        return str(item["tenantId"])
+
+    def put(self, key_hash: str, tenant_id: str, key_id: str, now_ms: int) -> None:
+        try:
+            self._table.put_item(
+                Item={"keyHash": key_hash, "tenantId": tenant_id, "keyId": key_id, "createdMs": now_ms},
+                ConditionExpression="attribute_not_exists(keyHash)",
+            )
+        except ClientError as exc:
+            raise (_condition_lost(exc, "key exists") or exc) from exc

@@ -1,0 +1,1 @@
+"""Infrastructure as code for jobsched (AWS CDK v2)."""

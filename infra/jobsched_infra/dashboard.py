@@ -1,0 +1,65 @@
+"""The first CloudWatch dashboard: dispatches, lateness, outcomes, queue and DLQ depth."""
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from jobsched.domain.jobs import Priority
+
+NAMESPACE = "Jobsched"
+PERIOD = Duration.minutes(1)
+
+
+def app_metric(service: str, name: str, statistic: str = "Sum") -> cw.Metric:
+    return cw.Metric(namespace=NAMESPACE, metric_name=name, dimensions_map={"service": service},
+                     statistic=statistic, period=PERIOD, label=f"{name} {statistic}")
+
+
+class Dashboard(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, lanes: dict[Priority, sqs.Queue],
+                 dead_letters: dict[Priority, sqs.Queue], functions: dict[str, lambda_.Function]) -> None:
+        super().__init__(scope, construct_id)
+        board = cw.Dashboard(self, "Board", dashboard_name=None, default_interval=Duration.hours(3))
+        worker, tick = "jobsched-worker", "jobsched-tick"
+        board.add_widgets(
+            cw.GraphWidget(title="Fire lateness (ms)", width=12, left=[
+                app_metric(worker, "FireLatenessMs", "p50"),
+                app_metric(worker, "FireLatenessMs", "p99"),
+                app_metric(worker, "FireLatenessMs", "Maximum"),
+            ]),
+            cw.GraphWidget(title="Dispatched and outcomes", width=12, left=[
+                app_metric(tick, "Dispatched"),
+                app_metric(worker, "Succeeded"),
+                app_metric(worker, "Retried"),
+                app_metric(worker, "Dead"),
+                app_metric(worker, "DuplicatesDropped"),
+                app_metric(worker, "StaleResultsRejected"),
+            ]),
+        )
+        board.add_widgets(
+            cw.GraphWidget(title="Lane depth", width=8, left=[
+                q.metric_approximate_number_of_messages_visible(period=PERIOD, label=p.value)
+                for p, q in lanes.items()
+            ]),
+            cw.GraphWidget(title="Dead-letter depth", width=8, left=[
+                q.metric_approximate_number_of_messages_visible(period=PERIOD, label=f"{p.value} DLQ")
+                for p, q in dead_letters.items()
+            ]),
+            cw.GraphWidget(title="Tick catch-up", width=8, left=[
+                app_metric(tick, "BucketsCaughtUp"),
+                app_metric(tick, "MinutesBehind", "Maximum"),
+                app_metric(tick, "TickDurationMs", "Maximum"),
+            ]),
+        )
+        board.add_widgets(
+            cw.GraphWidget(title="Lambda errors", width=12, left=[
+                fn.metric_errors(period=PERIOD, label=name) for name, fn in functions.items()
+            ]),
+            cw.GraphWidget(title="Lambda throttles", width=12, left=[
+                fn.metric_throttles(period=PERIOD, label=name) for name, fn in functions.items()
+            ]),
+        )
+        self.dashboard = board

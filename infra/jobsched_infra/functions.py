@@ -1,0 +1,53 @@
+"""One factory for Lambda defaults: runtime, architecture, dependency layer, logs, tracing."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Duration
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from jobsched_infra.config import ROOT, ConfigError
+
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+ARCHITECTURE = lambda_.Architecture.ARM_64
+CODE_EXCLUDES = ["**/__pycache__", "**/*.pyc", "jobsched/local", "jobsched/local/**"]
+
+
+class FunctionFactory(Construct):
+    def __init__(self, scope: Construct, construct_id: str, layer_dir: Path, common_env: dict[str, str]) -> None:
+        super().__init__(scope, construct_id)
+        if not (layer_dir / "python").is_dir():
+            raise ConfigError(
+                f"the dependency layer is not built at {layer_dir}; run `make layer` (or `make synth`)"
+            )
+        self._env = common_env
+        self._code = lambda_.Code.from_asset(str(ROOT / "functions"), exclude=CODE_EXCLUDES)
+        self.layer = lambda_.LayerVersion(
+            self,
+            "Dependencies",
+            code=lambda_.Code.from_asset(str(layer_dir)),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            description="croniter, Powertools, pydantic, tzdata (layers/requirements.txt)",
+        )
+
+    def create(self, name: str, handler: str, env: dict[str, str], timeout: Duration, memory_mb: int,
+               **kwargs) -> lambda_.Function:
+        log_group = logs.LogGroup(self, f"{name}Logs", retention=logs.RetentionDays.ONE_MONTH)
+        return lambda_.Function(
+            self,
+            name,
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            handler=handler,
+            code=self._code,
+            layers=[self.layer],
+            timeout=timeout,
+            memory_size=memory_mb,
+            environment={**self._env, **env},
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=log_group,
+            **kwargs,
+        )

@@ -1,0 +1,39 @@
+"""SQS lanes by priority, each with its own dead-letter queue."""
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from jobsched.domain.jobs import Priority
+
+# A message that crashed the worker this many times rests in the lane's DLQ.
+MAX_RECEIVE_COUNT = 5
+
+
+class Lanes(Construct):
+    def __init__(self, scope: Construct, construct_id: str, worker_timeout: Duration) -> None:
+        super().__init__(scope, construct_id)
+        self.queues: dict[Priority, sqs.Queue] = {}
+        self.dead_letters: dict[Priority, sqs.Queue] = {}
+        for priority in Priority:
+            name = priority.value.capitalize()
+            dlq = sqs.Queue(
+                self,
+                f"{name}Dlq",
+                retention_period=Duration.days(14),
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+            )
+            self.dead_letters[priority] = dlq
+            self.queues[priority] = sqs.Queue(
+                self,
+                f"{name}Lane",
+                # AWS's guidance for Lambda consumers: six times the function timeout, so a
+                # redelivery never overlaps a live attempt (its lease has expired by then).
+                visibility_timeout=Duration.seconds(worker_timeout.to_seconds() * 6),
+                retention_period=Duration.days(4),
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=MAX_RECEIVE_COUNT),
+            )

@@ -1,0 +1,120 @@
+"""The stack: composes one construct per capability."""
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda_event_sources as sources
+from constructs import Construct
+
+from jobsched.domain.jobs import Priority
+from jobsched.settings import Env
+from jobsched_infra.config import StackConfig
+from jobsched_infra.dashboard import NAMESPACE, Dashboard
+from jobsched_infra.functions import FunctionFactory
+from jobsched_infra.lanes import Lanes
+from jobsched_infra.storage import Storage
+
+WORKER_TIMEOUT = Duration.minutes(15)
+WORKER_BATCH_SIZE = 10
+
+DDB_READ = ["dynamodb:GetItem"]
+DDB_BATCH_READ = ["dynamodb:BatchGetItem"]
+DDB_QUERY = ["dynamodb:Query"]
+DDB_PUT = ["dynamodb:PutItem"]
+DDB_BATCH_PUT = ["dynamodb:PutItem", "dynamodb:BatchWriteItem"]
+DDB_UPDATE = ["dynamodb:UpdateItem"]
+
+
+class JobschedStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs) -> None:
+        super().__init__(scope, construct_id, description="jobsched: serverless distributed job scheduler", **kwargs)
+        storage = Storage(self, "Storage")
+        lanes = Lanes(self, "Lanes", worker_timeout=WORKER_TIMEOUT)
+
+        common_env = {
+            Env.JOBS_TABLE: storage.jobs.table_name,
+            Env.TIMERS_TABLE: storage.timers.table_name,
+            Env.SEGMENTS_TABLE: storage.segments.table_name,
+            Env.SEGMENTS: str(config.segments),
+            Env.METRICS_NAMESPACE: NAMESPACE,
+            **{Env.LANE_URL[p]: q.queue_url for p, q in lanes.queues.items()},
+        }
+        factory = FunctionFactory(self, "Functions", config.layer_dir, common_env)
+
+        api_fn = factory.create("Api", "jobsched.handlers.api.handler", {
+            Env.EXECUTIONS_TABLE: storage.executions.table_name,
+            Env.API_KEYS_TABLE: storage.api_keys.table_name,
+            Env.SERVICE_NAME: "jobsched-api",
+        }, timeout=Duration.seconds(29), memory_mb=512)
+        tick_fn = factory.create("Tick", "jobsched.handlers.tick.handler", {
+            Env.SERVICE_NAME: "jobsched-tick",
+        }, timeout=Duration.seconds(60), memory_mb=1024)
+        worker_fn = factory.create("Worker", "jobsched.handlers.worker.handler", {
+            Env.EXECUTIONS_TABLE: storage.executions.table_name,
+            Env.SERVICE_NAME: "jobsched-worker",
+            Env.ALLOW_PRIVATE_TARGETS: str(config.allow_private_targets).lower(),
+        }, timeout=WORKER_TIMEOUT, memory_mb=512)
+
+        # Least privilege: each function gets the actions it calls, on the tables it uses.
+        storage.jobs.grant(api_fn, *DDB_READ, *DDB_PUT)
+        storage.timers.grant(api_fn, *DDB_BATCH_PUT)
+        storage.segments.grant(api_fn, *DDB_READ)
+        storage.executions.grant(api_fn, *DDB_READ, *DDB_QUERY)
+        storage.api_keys.grant(api_fn, *DDB_READ)
+
+        storage.jobs.grant(tick_fn, *DDB_BATCH_READ)
+        storage.timers.grant(tick_fn, *DDB_QUERY, *DDB_BATCH_PUT)
+        storage.segments.grant(tick_fn, *DDB_READ, *DDB_UPDATE)
+
+        storage.jobs.grant(worker_fn, *DDB_READ, *DDB_UPDATE)
+        storage.timers.grant(worker_fn, *DDB_BATCH_PUT)
+        storage.segments.grant(worker_fn, *DDB_READ)
+        storage.executions.grant(worker_fn, *DDB_READ, *DDB_UPDATE)
+
+        for fn in (api_fn, tick_fn, worker_fn):
+            for queue in lanes.queues.values():
+                queue.grant_send_messages(fn)
+        for priority, queue in lanes.queues.items():
+            worker_fn.add_event_source(sources.SqsEventSource(
+                queue, batch_size=WORKER_BATCH_SIZE, report_batch_item_failures=True,
+                max_batching_window=Duration.seconds(0) if priority is Priority.HIGH else None,
+            ))
+
+        # One rule per segment, each minute: the tick of minute m hands off bucket m + 1.
+        for segment in range(config.segments):
+            events.Rule(
+                self,
+                f"TickSegment{segment}",
+                description=f"jobsched tick for segment {segment}",
+                schedule=events.Schedule.cron(minute="*"),
+                targets=[targets.LambdaFunction(
+                    tick_fn,
+                    event=events.RuleTargetInput.from_object({"segment": segment}),
+                    # A missed tick is caught up by the next one; a retried one would overlap it.
+                    retry_attempts=0,
+                    max_event_age=Duration.seconds(60),
+                )],
+            )
+
+        api = apigw.LambdaRestApi(
+            self,
+            "Api",
+            handler=api_fn,
+            proxy=True,
+            description="jobsched HTTP API v1",
+            deploy_options=apigw.StageOptions(
+                stage_name="live",
+                throttling_rate_limit=config.api_rate_limit,
+                throttling_burst_limit=config.api_burst_limit,
+                tracing_enabled=True,
+            ),
+        )
+
+        Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters,
+                  functions={"api": api_fn, "tick": tick_fn, "worker": worker_fn})
+
+        CfnOutput(self, "ApiUrl", value=api.url, description="Base URL; routes start with /v1")
+        CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)
+        CfnOutput(self, "ApiKeysTableName", value=storage.api_keys.table_name)

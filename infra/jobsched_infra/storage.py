@@ -1,0 +1,36 @@
+"""Tables: jobs, the timer wheel, execution history, segment watermarks, API keys."""
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as ddb
+from constructs import Construct
+
+S = ddb.AttributeType.STRING
+N = ddb.AttributeType.NUMBER
+
+
+class Storage(Construct):
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.jobs = self._table("Jobs", ("tenantId", S), ("jobId", S))
+        # Partition "<epoch-minute>#<segment>", sort "<due-ms>#<kind>#<ref>#<generation>": one
+        # query per segment and minute returns what is due, in order. TTL expires old timers.
+        self.timers = self._table("Timers", ("bucket", S), ("sk", S), ttl="expiresAt")
+        self.executions = self._table("Executions", ("jobId", S), ("executionId", S), ttl="expiresAt")
+        self.segments = self._table("Segments", ("segment", N))
+        self.api_keys = self._table("ApiKeys", ("keyHash", S))
+
+    def _table(self, name: str, pk, sk=None, ttl: str | None = None) -> ddb.Table:
+        return ddb.Table(
+            self,
+            name,
+            partition_key=ddb.Attribute(name=pk[0], type=pk[1]),
+            sort_key=ddb.Attribute(name=sk[0], type=sk[1]) if sk else None,
+            billing_mode=ddb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=ddb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=ddb.TableEncryption.AWS_MANAGED,
+            time_to_live_attribute=ttl,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
