@@ -57,7 +57,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     app = APIGatewayRestResolver()
 
     def tenant() -> str:
-        tenant_id = auth.tenant_for(app.current_event.get_header_value("Authorization"))
+        tenant_id = auth.tenant_for(app.current_event.headers.get("Authorization"))
         logger.append_keys(tenantId=tenant_id)
         return tenant_id
 

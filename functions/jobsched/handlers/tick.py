@@ -35,7 +35,6 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         started = parts.clock.now_ms()
         report = ticker.run(segment)
         handoff = report.handoff
-        metrics.add_dimension(name="Segment", value=str(segment))
         metrics.add_metric(name="Dispatched", unit=MetricUnit.Count, value=handoff.dispatched)
         metrics.add_metric(name="StaleTimers", unit=MetricUnit.Count, value=handoff.stale)
         metrics.add_metric(name="MisfiresSkipped", unit=MetricUnit.Count, value=handoff.misfires_skipped)

@@ -96,9 +96,9 @@ class JobsStore:
         try:
             self._table.update_item(
                 Key={"tenantId": job.tenant_id, "jobId": job.job_id},
-                UpdateExpression="SET #state = :completed, version = version + :one, updatedMs = :now",
+                UpdateExpression="SET #state = :completed, #ver = #ver + :one, updatedMs = :now",
                 ConditionExpression="#state = :active AND generation = :gen",
-                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeNames={"#state": "state", "#ver": "version"},
                 ExpressionAttributeValues={
                     ":completed": JobState.COMPLETED.value,
                     ":active": JobState.ACTIVE.value,
@@ -270,7 +270,8 @@ class ExecutionsStore:
             sets.append("finishedMs = :now")
             values[":now"] = now_ms
         if output is not None:
-            sets.append("output = :output")
+            sets.append("#out = :output")
+            names["#out"] = "output"
             values[":output"] = json.dumps(output, separators=(",", ":"))
         try:
             self._table.update_item(

@@ -1,0 +1,66 @@
+"""The AWS emulator, with its request handling serialized.
+
+moto is not thread-safe: two concurrent conditional writes can both succeed in it. Every
+request therefore goes through one lock, in-process (tests) and over HTTP (the local stack),
+which keeps the claim guarantee that DynamoDB gives in AWS."""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Callable, Iterator
+
+EMULATOR_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def serialized_in_process() -> Iterator[None]:
+    """Serialize moto's in-process interception (mock_aws) across threads."""
+    from unittest import mock
+
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    original = BotocoreStubber.__call__
+
+    def locked(self, *args, **kwargs):
+        with EMULATOR_LOCK:
+            return original(self, *args, **kwargs)
+
+    with mock.patch.object(BotocoreStubber, "__call__", locked):
+        yield
+
+
+@contextlib.contextmanager
+def emulator_time(now_ms: Callable[[], int]) -> Iterator[None]:
+    """Make moto's SQS delays and visibility timeouts follow the given clock (tests move a fake
+    clock; an SQS delay of 40 s then passes when the clock does, not the wall)."""
+    from unittest import mock
+
+    with mock.patch("moto.sqs.models.unix_time_millis", lambda *a: float(now_ms())):
+        yield
+
+
+class SerializedServer:
+    """moto's server on loopback, one request at a time."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import make_server
+
+        app = DomainDispatcherApplication(create_backend_app)
+
+        def locked_app(environ, start_response):
+            with EMULATOR_LOCK:
+                # Materialize the body inside the lock: the response is computed there.
+                return list(app(environ, start_response))
+
+        self._server = make_server(host, port, locked_app, threaded=True)
+        self.port = self._server.server_port
+        self.url = f"http://{host}:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="emulator", daemon=True)
+
+    def start(self) -> "SerializedServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()

@@ -1,0 +1,150 @@
+"""Build the events that AWS would hand each function: API Gateway proxy requests, SQS
+batches. The handlers receive exactly what they get in the cloud."""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+STAGE = "live"
+
+
+@dataclass
+class LambdaContext:
+    function_name: str
+    memory_limit_in_mb: int = 512
+    function_version: str = "$LATEST"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    log_group_name: str = ""
+    log_stream_name: str = "local"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+class Function:
+    """One deployed function: invocations run one at a time, as in a Lambda container."""
+
+    def __init__(self, name: str, handler: Callable) -> None:
+        self.name = name
+        self._handler = handler
+        self._lock = threading.Lock()
+
+    def invoke(self, event: Any) -> Any:
+        with self._lock:
+            return self._handler(event, LambdaContext(function_name=f"jobsched-{self.name}"))
+
+
+def api_gateway_event(method: str, raw_path: str, headers: dict[str, str], body: str | None,
+                      source_ip: str = "127.0.0.1") -> dict:
+    parts = urlsplit(raw_path)
+    query = parse_qs(parts.query, keep_blank_values=True)
+    return {
+        "resource": "/{proxy+}",
+        "path": parts.path,
+        "httpMethod": method.upper(),
+        "headers": dict(headers),
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
+        "multiValueQueryStringParameters": query or None,
+        "pathParameters": {"proxy": parts.path.lstrip("/")},
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": "/{proxy+}",
+            "httpMethod": method.upper(),
+            "path": f"/{STAGE}{parts.path}",
+            "stage": STAGE,
+            "requestId": str(uuid.uuid4()),
+            "accountId": ACCOUNT,
+            "identity": {"sourceIp": source_ip},
+        },
+        "body": body,
+        "isBase64Encoded": False,
+    }
+
+
+def sqs_event(messages: list[dict], queue_arn: str) -> dict:
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "messageAttributes": m.get("MessageAttributes", {}),
+                "md5OfBody": m.get("MD5OfBody") or hashlib.md5(m["Body"].encode()).hexdigest(),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": REGION,
+            }
+            for m in messages
+        ]
+    }
+
+
+class LanePoller:
+    """What Lambda's SQS event source mapping does: receive a batch, invoke the worker, delete
+    what succeeded, leave the reported failures to reappear after their visibility timeout.
+    Short polls only: a long poll would hold the emulator's lock."""
+
+    def __init__(self, sqs, queue_urls: list[str], worker: Function, batch_size: int = 10) -> None:
+        self._sqs = sqs
+        self._urls = queue_urls
+        self._worker = worker
+        self._batch = batch_size
+        self._arns = {url: f"arn:aws:sqs:{REGION}:{ACCOUNT}:{url.rsplit('/', 1)[-1]}" for url in queue_urls}
+
+    def poll_once(self, url: str) -> int:
+        """One receive and one invocation; returns the number of messages handed to the worker."""
+        answer = self._sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=self._batch, WaitTimeSeconds=0,
+                                           AttributeNames=["All"])
+        messages = answer.get("Messages", [])
+        if not messages:
+            return 0
+        try:
+            result = self._worker.invoke(sqs_event(messages, self._arns[url])) or {}
+            failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+        except Exception:  # noqa: BLE001 - an invocation error fails the whole batch, as in AWS
+            failed = {m["MessageId"] for m in messages}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            self._sqs.delete_message_batch(
+                QueueUrl=url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+            )
+        return len(messages)
+
+    def drain(self, max_rounds: int = 1000) -> int:
+        """Deliver every visible message (tests); returns how many were handed over."""
+        total = 0
+        for _ in range(max_rounds):
+            handed = sum(self.poll_once(url) for url in self._urls)
+            total += handed
+            if not handed:
+                return total
+        return total
+
+
+def http_response(result: dict) -> tuple[int, dict[str, str], bytes]:
+    headers = dict(result.get("headers") or {})
+    for name, values in (result.get("multiValueHeaders") or {}).items():
+        headers[name] = ", ".join(values)
+    body = result.get("body") or ""
+    return int(result["statusCode"]), headers, body.encode() if isinstance(body, str) else body
+
+
+def json_or_text(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")

@@ -1,0 +1,66 @@
+"""Create the synthesized template's data resources in the emulator's CloudFormation and read
+each function's environment from the template, so local and cloud cannot drift."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+# What the emulator creates: the resources that hold state. Functions run in-process, rules are
+# replaced by the local tick loop, the REST API by the loopback adapter.
+DATA_RESOURCE_TYPES = ("AWS::DynamoDB::Table", "AWS::SQS::Queue")
+STACK_NAME = "Jobsched"
+
+
+class TemplateError(RuntimeError):
+    pass
+
+
+def function_name(handler: str) -> str:
+    """'jobsched.handlers.api.handler' → 'api'."""
+    parts = handler.split(".")
+    if len(parts) < 2:
+        raise TemplateError(f"unexpected handler {handler!r}")
+    return parts[-2]
+
+
+def data_template(template: dict) -> dict:
+    resources = {
+        logical: resource
+        for logical, resource in template["Resources"].items()
+        if resource["Type"] in DATA_RESOURCE_TYPES
+    }
+    return {"AWSTemplateFormatVersion": "2010-09-09", "Resources": resources}
+
+
+@dataclass
+class LocalStack:
+    envs: dict[str, dict[str, str]]  # function name → environment, as in the template
+    physical_ids: dict[str, str]  # logical id → table name or queue URL
+
+    @classmethod
+    def create(cls, session, template: dict) -> "LocalStack":
+        cfn = session.client("cloudformation")
+        cfn.create_stack(StackName=STACK_NAME, TemplateBody=json.dumps(data_template(template)))
+        resources = cfn.describe_stack_resources(StackName=STACK_NAME)["StackResources"]
+        physical = {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in resources}
+        return cls(function_envs(template, physical), physical)
+
+
+def function_envs(template: dict, physical: dict[str, str]) -> dict[str, dict[str, str]]:
+    envs: dict[str, dict[str, str]] = {}
+    for logical, resource in template["Resources"].items():
+        if resource["Type"] != "AWS::Lambda::Function":
+            continue
+        props = resource["Properties"]
+        variables = props.get("Environment", {}).get("Variables", {})
+        envs[function_name(props["Handler"])] = {k: _resolve(v, physical, f"{logical}.{k}") for k, v in variables.items()}
+    return envs
+
+
+def _resolve(value: Any, physical: dict[str, str], where: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Ref" in value and value["Ref"] in physical:
+        return physical[value["Ref"]]
+    raise TemplateError(f"{where}: cannot resolve {value!r} locally; only Refs to tables and queues are supported")

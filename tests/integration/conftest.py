@@ -1,0 +1,23 @@
+import pytest
+from moto import mock_aws
+
+from jobsched.domain.clock import FakeClock
+from jobsched.domain.schedule import parse_instant
+from jobsched.local.emulator import emulator_time, serialized_in_process
+
+from .harness import Harness
+
+# 2030-01-01T00:00:05Z: a few seconds past a minute boundary, as a real deployment would be.
+START_MS = parse_instant("2030-01-01T00:00:05Z", "start")
+
+
+@pytest.fixture
+def clock():
+    return FakeClock(START_MS)
+
+
+@pytest.fixture
+def harness(template, clock):
+    """A fresh emulator per test, its stack created from the synthesized template."""
+    with mock_aws(), serialized_in_process(), emulator_time(clock.now_ms):
+        yield Harness(template, clock)
