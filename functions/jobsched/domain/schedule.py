@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from jobsched.domain.errors import UnprocessableRequest
 
@@ -218,7 +218,10 @@ def _next_cron(expression: str, zone: ZoneInfo, after_ms: int) -> int | None:
     iterator = croniter(expression, start)
     horizon = after_ms + CRON_HORIZON_YEARS * 366 * 86_400_000
     for _ in range(10_000):
-        candidate = iterator.get_next(datetime)
+        try:
+            candidate = iterator.get_next(datetime)
+        except CroniterBadDateError:  # matches no date at all (30 February)
+            return None
         ms = to_ms(candidate)
         if ms > horizon:
             return None

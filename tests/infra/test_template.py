@@ -1,0 +1,126 @@
+"""Assertions on the synthesized CloudFormation template."""
+import json
+
+import pytest
+
+from jobsched.local.stack import function_name
+from jobsched.settings import FUNCTION_ENV, Env, Settings
+
+from ..conftest import TEST_SEGMENTS
+
+
+def resources(template, kind):
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def test_tables_keys_billing_recovery_and_ttl(template):
+    tables = resources(template, "AWS::DynamoDB::Table")
+    keys = {
+        tuple((k["AttributeName"], k["KeyType"]) for k in t["Properties"]["KeySchema"]): t["Properties"]
+        for t in tables.values()
+    }
+    assert set(keys) == {
+        (("tenantId", "HASH"), ("jobId", "RANGE")),
+        (("bucket", "HASH"), ("sk", "RANGE")),
+        (("jobId", "HASH"), ("executionId", "RANGE")),
+        (("segment", "HASH"),),
+        (("keyHash", "HASH"),),
+    }
+    for props in keys.values():
+        assert props["BillingMode"] == "PAY_PER_REQUEST"
+        assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    timers = keys[(("bucket", "HASH"), ("sk", "RANGE"))]
+    assert timers["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
+
+
+def test_three_lanes_each_with_its_own_dlq(template):
+    queues = resources(template, "AWS::SQS::Queue")
+    lanes = {k: q for k, q in queues.items() if "RedrivePolicy" in q.get("Properties", {})}
+    assert len(lanes) == 3 and len(queues) == 6
+    dlqs = {q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0] for q in lanes.values()}
+    assert len(dlqs) == 3 and dlqs <= set(queues)
+    for lane in lanes.values():
+        assert lane["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 5
+        # visibility timeout covers the worker's timeout six times over
+        assert lane["Properties"]["VisibilityTimeout"] == 6 * 900
+
+
+def test_one_rule_per_segment_each_minute_naming_its_segment(template):
+    rules = resources(template, "AWS::Events::Rule")
+    assert len(rules) == TEST_SEGMENTS
+    segments = sorted(json.loads(r["Properties"]["Targets"][0]["Input"])["segment"] for r in rules.values())
+    assert segments == list(range(TEST_SEGMENTS))
+    for rule in rules.values():
+        assert rule["Properties"]["ScheduleExpression"] == "cron(* * * * ? *)"
+        assert rule["Properties"]["Targets"][0]["RetryPolicy"]["MaximumRetryAttempts"] == 0
+
+
+def test_worker_consumes_every_lane_with_partial_batch_failures(template):
+    mappings = resources(template, "AWS::Lambda::EventSourceMapping")
+    assert len(mappings) == 3
+    for mapping in mappings.values():
+        assert mapping["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert mapping["Properties"]["BatchSize"] == 10
+
+
+def test_functions_get_exactly_the_settings_they_parse(template):
+    functions = resources(template, "AWS::Lambda::Function")
+    names = set()
+    for fn in functions.values():
+        props = fn["Properties"]
+        name = function_name(props["Handler"])
+        names.add(name)
+        variables = props["Environment"]["Variables"]
+        assert set(FUNCTION_ENV[name]) <= set(variables), name
+        assert props["Runtime"] == "python3.12" and props["Architectures"] == ["arm64"]
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        fake = {k: v if isinstance(v, str) else "resolved" for k, v in variables.items()}
+        Settings.from_env(fake, name)  # parses without error
+    assert names == {"api", "tick", "worker"}
+
+
+def _statements(template, function_logical_id):
+    role = template["Resources"][function_logical_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+    out = []
+    for policy in resources(template, "AWS::IAM::Policy").values():
+        if {"Ref": role} in policy["Properties"]["Roles"]:
+            out.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return out
+
+
+@pytest.mark.parametrize("name", ["api", "tick", "worker"])
+def test_least_privilege_no_wildcard_actions(template, name):
+    logical = next(k for k, r in resources(template, "AWS::Lambda::Function").items()
+                   if function_name(r["Properties"]["Handler"]) == name)
+    actions = set()
+    for statement in _statements(template, logical):
+        acts = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        actions.update(acts)
+        for action in acts:
+            assert "*" not in action, f"{name} has wildcard action {action}"
+    assert not any(a.startswith("dynamodb:") and a in ("dynamodb:Scan", "dynamodb:DeleteItem") for a in actions)
+    if name == "tick":
+        assert "dynamodb:Query" in actions and "dynamodb:UpdateItem" in actions
+        assert "dynamodb:GetItem" in actions  # watermarks only
+    if name == "api":
+        assert "dynamodb:UpdateItem" not in actions
+
+
+def test_rest_api_and_dashboard(template):
+    assert len(resources(template, "AWS::ApiGateway::RestApi")) == 1
+    stage = next(iter(resources(template, "AWS::ApiGateway::Stage").values()))["Properties"]
+    assert stage["StageName"] == "live"
+    dashboard = next(iter(resources(template, "AWS::CloudWatch::Dashboard").values()))
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for metric in ("FireLatenessMs", "Dispatched", "Succeeded", "Dead", "ApproximateNumberOfMessagesVisible"):
+        assert metric in body
+
+
+def test_every_log_group_has_a_retention(template):
+    groups = resources(template, "AWS::Logs::LogGroup")
+    assert len(groups) == 3
+    assert all(g["Properties"].get("RetentionInDays") for g in groups.values())
+
+
+def test_settings_names_come_from_one_module():
+    assert Env.LANE_URL and all(v.endswith("_URL") for v in Env.LANE_URL.values())

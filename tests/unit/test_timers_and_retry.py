@@ -1,0 +1,42 @@
+from jobsched.domain.executions import Dispatch, execution_id_for, job_id_of, scheduled_ms_of
+from jobsched.domain.retry import Backoff, RetryPolicy
+from jobsched.domain.timers import Timer, TimerKind, segment_of
+
+
+def test_segment_is_stable_and_spread():
+    assert segment_of("job_abc", 16) == segment_of("job_abc", 16)
+    counts = [0] * 8
+    for i in range(8000):
+        counts[segment_of(f"job_{i:032x}", 8)] += 1
+    assert min(counts) > 850 and max(counts) < 1150
+
+
+def test_timer_keys_order_by_due_time_and_carry_the_generation():
+    a = Timer(1_000_000, TimerKind.FIRE, "t", "job_a", 1, 0)
+    b = Timer(999_999, TimerKind.FIRE, "t", "job_b", 1, 0)
+    assert b.sort_key < a.sort_key
+    assert a.bucket == "16#0"
+    assert Timer(1_000_000, TimerKind.FIRE, "t", "job_a", 2, 0).sort_key != a.sort_key
+    assert Timer.from_item(a.to_item()) == a
+    assert a.to_item()["expiresAt"] > 1_000_000 // 1000
+
+
+def test_execution_ids_are_deterministic_and_parseable():
+    eid = execution_id_for("job_x", 1_893_456_000_000)
+    assert eid == execution_id_for("job_x", 1_893_456_000_000)
+    assert job_id_of(eid) == "job_x" and scheduled_ms_of(eid) == 1_893_456_000_000
+    assert job_id_of("nonsense") is None
+    d = Dispatch(TimerKind.FIRE, "t", "job_x", eid, 1_893_456_000_000, 3, 2)
+    assert Dispatch.from_json(d.to_json()) == d
+
+
+def test_exponential_backoff_doubles_within_full_jitter_and_caps():
+    policy = RetryPolicy(max_attempts=10, initial_delay_ms=1000, max_delay_ms=5000)
+    assert [policy.delay_before(n, 1.0) for n in (2, 3, 4, 5)] == [1000, 2000, 4000, 5000]
+    assert [policy.delay_before(n, 0.0) for n in (2, 3, 4, 5)] == [500, 1000, 2000, 2500]
+    assert policy.exhausted(10) and not policy.exhausted(9)
+
+
+def test_fixed_backoff():
+    policy = RetryPolicy(backoff=Backoff.FIXED, initial_delay_ms=3000)
+    assert policy.delay_before(2, 1.0) == policy.delay_before(7, 1.0) == 3000
