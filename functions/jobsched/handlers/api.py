@@ -97,7 +97,6 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     @app.exception_handler(DomainError)
     def domain_error(exc: DomainError):
         status = next((s for cls, s in HTTP_STATUS.items() if isinstance(exc, cls)), 400)
-        metrics.add_metric(name="ApiClientErrors", unit=MetricUnit.Count, value=1)
         return error_response(status, exc.code, exc.message, exc.details)
 
     @app.not_found
@@ -107,7 +106,14 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     @metrics.log_metrics
     @logger.inject_lambda_context(clear_state=True)
     def handler(event, context):
-        return app.resolve(event, context)
+        response = app.resolve(event, context)
+        status = int(response.get("statusCode", 500))
+        metrics.add_metric(name="ApiRequests", unit=MetricUnit.Count, value=1)
+        if status >= 500:
+            metrics.add_metric(name="Api5xx", unit=MetricUnit.Count, value=1)
+        elif status >= 400:
+            metrics.add_metric(name="Api4xx", unit=MetricUnit.Count, value=1)
+        return response
 
     return handler
 

@@ -44,7 +44,11 @@ class SerializedServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-        from werkzeug.serving import make_server
+        from werkzeug.serving import WSGIRequestHandler, make_server
+
+        class QuietHandler(WSGIRequestHandler):
+            def log_request(self, *args, **kwargs):
+                pass
 
         app = DomainDispatcherApplication(create_backend_app)
 
@@ -53,7 +57,7 @@ class SerializedServer:
                 # Materialize the body inside the lock: the response is computed there.
                 return list(app(environ, start_response))
 
-        self._server = make_server(host, port, locked_app, threaded=True)
+        self._server = make_server(host, port, locked_app, threaded=True, request_handler=QuietHandler)
         self.port = self._server.server_port
         self.url = f"http://{host}:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="emulator", daemon=True)

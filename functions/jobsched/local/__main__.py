@@ -1,0 +1,125 @@
+"""`make run`: the whole scheduler locally on an embedded AWS emulator.
+
+Environment: JOBSCHED_PORT (API, default 8080), JOBSCHED_API_KEYS ("tenant:key,..."; else a
+dev key is printed), JOBSCHED_SEGMENTS (default 4), JOBSCHED_ECHO_PORT (default 8081),
+JOBSCHED_EMULATOR_PORT (default: any free port), DEMO=1 (schedule a demo job and show it
+fire), JOBSCHED_VERBOSE=1 (the functions' INFO logs as well as their EMF metric lines)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from jobsched.local.runtime import LocalRuntime, Options, use_local_aws_env
+
+
+def _int_env(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    try:
+        return int(value) if value else default
+    except ValueError:
+        sys.exit(f"{name} must be an integer, got {value!r}")
+
+
+def parse_api_keys(text: str) -> list[tuple[str, str]]:
+    pairs = []
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        tenant, sep, key = item.partition(":")
+        if not sep or not tenant or not key:
+            sys.exit(f"JOBSCHED_API_KEYS: expected 'tenant:key' pairs, got {item!r}")
+        pairs.append((tenant, key))
+    return pairs
+
+
+def call_api(url: str, key: str, method: str, path: str, body: dict | None = None) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url + path, data=data, method=method, headers={
+        "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def run_demo(api_url: str, key: str, echo_url: str) -> None:
+    try:
+        _demo(api_url, key, echo_url)
+    except Exception as exc:  # noqa: BLE001 - the demo reports, the stack keeps running
+        print(f"[demo] failed: {exc}", flush=True)
+
+
+def _demo(api_url: str, key: str, echo_url: str) -> None:
+    run_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 20))
+    job = call_api(api_url, key, "POST", "/v1/jobs", {
+        "name": "demo-hello", "type": "ONE_TIME", "runAt": run_at,
+        "target": {"type": "HTTP", "url": f"{echo_url}/demo"}, "payload": {"hello": "world"}})
+    print(f"[demo] created {job['jobId']}, due {job['nextFireAt']}; watch the echo line below.", flush=True)
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        time.sleep(2)
+        page = call_api(api_url, key, "GET", f"/v1/jobs/{job['jobId']}/executions")
+        done = [e for e in page["items"] if e["status"] in ("SUCCEEDED", "DEAD")]
+        if done:
+            e = done[0]
+            print(f"[demo] execution {e['executionId']}: {e['status']}, attempt {e['attempt']}, "
+                  f"late by {e['lateMs']} ms", flush=True)
+            return
+    print("[demo] the demo job has not finished within 90 s", flush=True)
+
+
+def main() -> None:
+    use_local_aws_env()
+    options = Options(
+        port=_int_env("JOBSCHED_PORT", 8080),
+        emulator_port=_int_env("JOBSCHED_EMULATOR_PORT", 0),
+        segments=_int_env("JOBSCHED_SEGMENTS", 4),
+        workdir=Path(os.environ.get("JOBSCHED_WORKDIR", ".build/local")),
+        quiet_functions=os.environ.get("JOBSCHED_VERBOSE", "") not in ("1", "true"),
+    )
+    seeded = parse_api_keys(os.environ.get("JOBSCHED_API_KEYS", ""))
+    print("jobsched: synthesizing the stack and starting the emulator ...", flush=True)
+    runtime = LocalRuntime(options).start()
+
+    from jobsched.domain.clock import SystemClock
+    from jobsched.service.auth import ApiKeys
+    from jobsched.store.aws import build_stores
+
+    keys = ApiKeys(build_stores(runtime.settings).api_keys, SystemClock())
+    if seeded:
+        for tenant, key in seeded:
+            keys.register(tenant, key)
+        key_lines = [f"  tenant {tenant}: {key}" for tenant, key in seeded]
+        demo_key = seeded[0][1]
+    else:
+        _, demo_key = keys.issue("dev")
+        key_lines = [f"  tenant dev: {demo_key}"]
+    from jobsched.local.echo import EchoServer
+
+    echo = EchoServer(port=_int_env("JOBSCHED_ECHO_PORT", 8081))
+    print("\n".join([
+        "",
+        f"jobsched is running: API {runtime.api_url}/v1  (health: {runtime.api_url}/v1/health)",
+        f"  emulator (moto) at {runtime.emulator.url}; {runtime.settings.segments} segments ticking each minute",
+        f"  echo endpoint for targets: {echo.url}/anything",
+        "API keys:",
+        *key_lines,
+        "Try:",
+        f"  export JOBSCHED_URL={runtime.api_url} JOBSCHED_API_KEY={demo_key}",
+        "Ctrl-C stops it.",
+        "",
+    ]), flush=True)
+    if os.environ.get("DEMO", "") in ("1", "true", "yes"):
+        threading.Thread(target=run_demo, args=(runtime.api_url, demo_key, echo.url), daemon=True).start()
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("\njobsched: stopping", flush=True)
+        runtime.stop()
+        echo.stop()
+
+
+if __name__ == "__main__":
+    main()
