@@ -9,6 +9,7 @@ LAYER_STAMP := $(LAYER_DIR)/.built-$(LAYER_HASH)
 CDK := node_modules/.bin/cdk
 
 # Never a real AWS account here: fake credentials, a region, and no instance-metadata probe.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 LOCAL_AWS := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_SESSION_TOKEN=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 

@@ -2,6 +2,7 @@
 
 The one suite that waits on real time (a few seconds): it proves that `make run` fires jobs."""
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -17,12 +18,15 @@ from jobsched.store.aws import build_stores
 
 @pytest.fixture(scope="module")
 def local_stack(tmp_path_factory):
+    saved_env = dict(os.environ)
     runtime = LocalRuntime(Options(port=0, segments=2, workdir=tmp_path_factory.mktemp("local"))).start()
     ApiKeys(build_stores(runtime.settings).api_keys, SystemClock()).register("e2e", "e2e-key")
     echo = EchoServer()
     yield runtime, echo
     runtime.stop()
     echo.stop()
+    os.environ.clear()
+    os.environ.update(saved_env)  # the runtime pointed AWS_ENDPOINT_URL at its emulator
 
 
 def call(runtime, method, path, body=None, key="e2e-key"):

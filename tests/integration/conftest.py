@@ -17,7 +17,8 @@ def clock():
 
 
 @pytest.fixture
-def harness(template, clock):
+def harness(template, clock, monkeypatch):
     """A fresh emulator per test, its stack created from the synthesized template."""
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with mock_aws(), serialized_in_process(), emulator_time(clock.now_ms):
         yield Harness(template, clock)
