@@ -58,10 +58,11 @@ class JobschedStack(Stack):
         }, timeout=WORKER_TIMEOUT, memory_mb=512)
 
         # Least privilege: each function gets the actions it calls, on the tables it uses.
-        storage.jobs.grant(api_fn, *DDB_READ, *DDB_PUT)
+        storage.jobs.grant(api_fn, *DDB_READ, *DDB_PUT, *DDB_QUERY)
         storage.timers.grant(api_fn, *DDB_BATCH_PUT)
         storage.segments.grant(api_fn, *DDB_READ)
-        storage.executions.grant(api_fn, *DDB_READ, *DDB_QUERY)
+        # PutItem: a triggered execution's PENDING record; UpdateItem: a redrive (DEAD → PENDING).
+        storage.executions.grant(api_fn, *DDB_READ, *DDB_QUERY, *DDB_PUT, *DDB_UPDATE)
         storage.api_keys.grant(api_fn, *DDB_READ)
 
         storage.jobs.grant(tick_fn, *DDB_BATCH_READ)

@@ -5,6 +5,8 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as ddb
 from constructs import Construct
 
+from jobsched.store.dynamo import DEAD_LETTERS_INDEX
+
 S = ddb.AttributeType.STRING
 N = ddb.AttributeType.NUMBER
 
@@ -12,11 +14,19 @@ N = ddb.AttributeType.NUMBER
 class Storage(Construct):
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
-        self.jobs = self._table("Jobs", ("tenantId", S), ("jobId", S))
+        # Idempotency records live beside the jobs of their tenant (sort key "idem#...") and expire.
+        self.jobs = self._table("Jobs", ("tenantId", S), ("jobId", S), ttl="expiresAt")
         # Partition "<epoch-minute>#<segment>", sort "<due-ms>#<kind>#<ref>#<generation>": one
         # query per segment and minute returns what is due, in order. TTL expires old timers.
         self.timers = self._table("Timers", ("bucket", S), ("sk", S), ttl="expiresAt")
         self.executions = self._table("Executions", ("jobId", S), ("executionId", S), ttl="expiresAt")
+        # Sparse: only DEAD executions carry deadLetterTenant, so GET /v1/dead-letters reads only them.
+        self.executions.add_global_secondary_index(
+            index_name=DEAD_LETTERS_INDEX,
+            partition_key=ddb.Attribute(name="deadLetterTenant", type=S),
+            sort_key=ddb.Attribute(name="deadAtMs", type=N),
+            projection_type=ddb.ProjectionType.ALL,
+        )
         self.segments = self._table("Segments", ("segment", N))
         self.api_keys = self._table("ApiKeys", ("keyHash", S))
 

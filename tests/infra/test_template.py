@@ -103,7 +103,19 @@ def test_least_privilege_no_wildcard_actions(template, name):
         assert "dynamodb:Query" in actions and "dynamodb:UpdateItem" in actions
         assert "dynamodb:GetItem" in actions  # watermarks only
     if name == "api":
-        assert "dynamodb:UpdateItem" not in actions
+        assert "dynamodb:BatchGetItem" not in actions
+
+
+def test_dead_letters_index_is_queryable_by_the_api(template):
+    executions = next(t for t in resources(template, "AWS::DynamoDB::Table").values()
+                      if t["Properties"]["KeySchema"][1:] == [{"AttributeName": "executionId", "KeyType": "RANGE"}])
+    [index] = executions["Properties"]["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == "DeadLetters"
+    assert [k["AttributeName"] for k in index["KeySchema"]] == ["deadLetterTenant", "deadAtMs"]
+    api_logical = next(k for k, r in resources(template, "AWS::Lambda::Function").items()
+                       if function_name(r["Properties"]["Handler"]) == "api")
+    resources_text = json.dumps([s["Resource"] for s in _statements(template, api_logical)])
+    assert "/index/*" in resources_text
 
 
 def test_rest_api_and_dashboard(template):

@@ -9,13 +9,16 @@ from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge
 from jobsched.domain.executions import Execution
 from jobsched.domain.jobs import Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, Priority, Target, TargetType
 from jobsched.domain.retry import Backoff, RetryPolicy
+from jobsched.domain.aws_expressions import is_aws_expression, parse_at, rate_to_duration
 from jobsched.domain.schedule import (
     Schedule,
     ScheduleType,
     cron_schedule,
     delayed_schedule,
     format_instant,
+    local_instant,
     one_time_schedule,
+    parse_duration_ms,
     parse_instant,
     rate_schedule,
 )
@@ -25,7 +28,7 @@ RUN_AT_GRACE_MS = 5 * 60_000
 SUPPORTED_TARGETS = {TargetType.HTTP}
 
 _FIELDS_BY_TYPE = {
-    "ONE_TIME": {"runAt"},
+    "ONE_TIME": {"runAt", "schedule"},
     "DELAYED": {"delaySeconds"},
     "CRON": {"schedule", "timezone", "startAt", "endAt"},
     "RATE": {"schedule", "startAt", "endAt"},
@@ -68,15 +71,22 @@ def _schedule(request: JobRequest, now_ms: int) -> Schedule:
             [FieldProblem(name, f"not used by {request.type} jobs") for name in stray],
         )
     if request.type == "ONE_TIME":
-        run_at = parse_instant(_required(request.runAt, "runAt", "ONE_TIME"), "runAt")
+        if request.schedule is not None:  # AWS-style at(...), read in the job's timezone
+            if request.runAt is not None:
+                raise InvalidRequest("runAt: give runAt or an at() schedule, not both",
+                                     [FieldProblem("runAt", "conflicts with schedule")])
+            run_at, field_name = local_instant(parse_at(request.schedule), request.timezone, "schedule"), "schedule"
+        else:
+            run_at, field_name = parse_instant(_required(request.runAt, "runAt", "ONE_TIME"), "runAt"), "runAt"
         if run_at < now_ms - RUN_AT_GRACE_MS:
-            raise UnprocessableRequest.for_field("runAt", "is more than 5 minutes in the past")
-        return one_time_schedule(run_at)
+            raise UnprocessableRequest.for_field(field_name, "is more than 5 minutes in the past")
+        return one_time_schedule(run_at, request.schedule, request.timezone)
     if request.type == "DELAYED":
         return delayed_schedule(_required(request.delaySeconds, "delaySeconds", "DELAYED"), now_ms)
     start = parse_instant(request.startAt, "startAt") if request.startAt else None
     end = parse_instant(request.endAt, "endAt") if request.endAt else None
     expression = _required(request.schedule, "schedule", request.type)
+    _check_expression_kind(request.type, expression)
     if request.type == "CRON":
         schedule = cron_schedule(expression, request.timezone, now_ms, start, end)
     else:
@@ -84,6 +94,49 @@ def _schedule(request: JobRequest, now_ms: int) -> Schedule:
     if schedule.first_fire() is None:
         raise UnprocessableRequest.for_field("endAt", "the schedule has no fire time before endAt")
     return schedule
+
+
+def _check_expression_kind(job_type: str, expression: str) -> None:
+    if not is_aws_expression(expression):
+        return
+    expected = {"CRON": "cron(", "RATE": "rate(", "ONE_TIME": "at("}[job_type]
+    if not expression.strip().startswith(expected):
+        raise UnprocessableRequest.for_field("schedule", f"a {job_type} job takes {expected}...) here, not '{expression}'")
+
+
+PREVIEW_TYPES = ("CRON", "RATE", "ONE_TIME")
+
+
+def parse_rate_period(expression: str) -> int:
+    return parse_duration_ms(rate_to_duration(expression) if is_aws_expression(expression) else expression)
+
+
+def preview_schedule(job_type: str, expression: str, tz: str, count: int, after_ms: int) -> list[int]:
+    """The next `count` fire instants after `after_ms`, for a form that shows them."""
+    if job_type not in PREVIEW_TYPES:
+        raise InvalidRequest(f"type: preview takes one of {', '.join(PREVIEW_TYPES)}", [FieldProblem("type", "unsupported")])
+    if not 1 <= count <= 100:
+        raise InvalidRequest("count: must be an integer from 1 to 100", [FieldProblem("count", "1..100")])
+    if job_type == "ONE_TIME":
+        _check_expression_kind(job_type, expression)
+        if not is_aws_expression(expression):
+            raise UnprocessableRequest.for_field("schedule", "a ONE_TIME preview takes an at(...) expression")
+        instant = local_instant(parse_at(expression), tz, "schedule")
+        return [instant] if instant > after_ms else []
+    _check_expression_kind(job_type, expression)
+    if job_type == "CRON":
+        schedule = cron_schedule(expression, tz, after_ms)
+    else:
+        schedule = rate_schedule(expression, after_ms - parse_rate_period(expression))
+    out: list[int] = []
+    cursor = after_ms
+    while len(out) < count:
+        nxt = schedule.next_fire_after(cursor)
+        if nxt is None:
+            break
+        out.append(nxt)
+        cursor = nxt
+    return out
 
 
 def _required(value: Any, field_name: str, job_type: str) -> Any:

@@ -6,7 +6,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from jobsched.domain.timers import TimerKind
+
+class DispatchKind(str, Enum):
+    FIRE = "FIRE"  # an occurrence of the schedule
+    RETRY = "RETRY"  # another attempt of an execution (a retry, or a redrive)
+    MANUAL = "MANUAL"  # POST /jobs/{id}/trigger: one run outside the schedule
 
 
 class ExecutionStatus(str, Enum):
@@ -31,8 +35,13 @@ def execution_id_for(job_id: str, due_ms: int) -> str:
     return f"{job_id}.{due_ms:013d}"
 
 
+def manual_execution_id(job_id: str, now_ms: int) -> str:
+    """A run outside the schedule: its own id, never equal to an occurrence's."""
+    return f"{job_id}.{now_ms:013d}.manual"
+
+
 def scheduled_ms_of(execution_id: str) -> int:
-    return int(execution_id.rpartition(".")[2])
+    return int(execution_id.split(".")[1])
 
 
 def job_id_of(execution_id: str) -> str | None:
@@ -46,7 +55,7 @@ def job_id_of(execution_id: str) -> str | None:
 class Dispatch:
     """The SQS message that asks a worker to run one attempt of one execution."""
 
-    kind: TimerKind
+    kind: DispatchKind
     tenant_id: str
     job_id: str
     execution_id: str
@@ -73,7 +82,7 @@ class Dispatch:
     def from_json(cls, body: str) -> "Dispatch":
         data = json.loads(body)
         return cls(
-            kind=TimerKind(data["kind"]),
+            kind=DispatchKind(data["kind"]),
             tenant_id=data["tenantId"],
             job_id=data["jobId"],
             execution_id=data["executionId"],

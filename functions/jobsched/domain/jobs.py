@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from jobsched.domain.errors import Conflict
 from jobsched.domain.retry import RetryPolicy
 from jobsched.domain.schedule import Schedule
 
@@ -57,8 +58,10 @@ class Target:
         return cls(type=TargetType(item["type"]), config=config)
 
 
-def new_job_id() -> str:
-    return "job_" + uuid.uuid4().hex
+def new_job_id(now_ms: int) -> str:
+    """Time-ordered (creation millisecond first), so a tenant's jobs list in creation order and
+    jobs created while a client pages through the list only ever appear at its end."""
+    return f"job_{now_ms:012x}{uuid.uuid4().hex[:20]}"
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,37 @@ class Job:
 
     def completed(self, now_ms: int) -> "Job":
         return replace(self, state=JobState.COMPLETED, version=self.version + 1, updated_ms=now_ms)
+
+    # Each change below bumps the generation: timers and in-flight messages of the old one are
+    # recognised as stale and dropped.
+    def _changed(self, now_ms: int, **changes) -> "Job":
+        return replace(self, generation=self.generation + 1, version=self.version + 1, updated_ms=now_ms, **changes)
+
+    def paused(self, now_ms: int) -> "Job":
+        if self.state is JobState.PAUSED:
+            return self
+        if self.state is not JobState.ACTIVE:
+            raise Conflict(f"job is {self.state.value}; only an ACTIVE job can be paused")
+        if not self.spec.schedule.recurring:
+            raise Conflict("only recurring (CRON, RATE) jobs can be paused; cancel a one-off job instead")
+        return self._changed(now_ms, state=JobState.PAUSED)
+
+    def resumed(self, now_ms: int) -> "Job":
+        if self.state is JobState.ACTIVE:
+            return self
+        if self.state is not JobState.PAUSED:
+            raise Conflict(f"job is {self.state.value}; only a PAUSED job can be resumed")
+        return self._changed(now_ms, state=JobState.ACTIVE)
+
+    def cancelled(self, now_ms: int) -> "Job":
+        if self.state is JobState.CANCELLED:
+            return self
+        return self._changed(now_ms, state=JobState.CANCELLED)
+
+    def replaced(self, spec: "JobSpec", now_ms: int) -> "Job":
+        if self.state not in (JobState.ACTIVE, JobState.PAUSED):
+            raise Conflict(f"job is {self.state.value}; create a new job instead")
+        return self._changed(now_ms, spec=spec)
 
     def to_item(self) -> dict:
         spec = self.spec

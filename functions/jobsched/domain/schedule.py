@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
 
+from jobsched.domain.aws_expressions import (
+    is_aws_expression,
+    last_year,
+    rate_to_duration,
+    translate_cron,
+    year_allowed,
+)
 from jobsched.domain.errors import UnprocessableRequest
 
 MS_PER_SECOND = 1000
@@ -135,6 +142,7 @@ class Schedule:
     origin_ms: int = 0  # CRON without startAt: fires after this instant (its creation)
     text: str | None = None  # the `schedule` string as the client sent it (cron or duration)
     delay_seconds: int | None = None  # DELAYED, as the client sent it
+    years: str | None = None  # CRON from an AWS cron() with a year field: "2030,2032-2034"
 
     @property
     def recurring(self) -> bool:
@@ -161,7 +169,7 @@ class Schedule:
             else:
                 candidate = self.anchor_ms + ((after_ms - self.anchor_ms) // self.period_ms + 1) * self.period_ms
             return self._bounded(candidate)
-        return self._bounded(_next_cron(self.cron or "", load_zone(self.timezone), after_ms))
+        return self._bounded(_next_cron(self.cron or "", load_zone(self.timezone), after_ms, self.years))
 
     def _bounded(self, candidate: int | None) -> int | None:
         if candidate is None:
@@ -183,6 +191,7 @@ class Schedule:
             "originMs": self.origin_ms,
             "text": self.text,
             "delaySeconds": self.delay_seconds,
+            "years": self.years,
         }
         return {k: v for k, v in item.items() if v is not None}
 
@@ -203,10 +212,11 @@ class Schedule:
             origin_ms=int(item.get("originMs", 0)),
             text=item.get("text"),
             delay_seconds=opt_int("delaySeconds"),
+            years=item.get("years"),
         )
 
 
-def _next_cron(expression: str, zone: ZoneInfo, after_ms: int) -> int | None:
+def _next_cron(expression: str, zone: ZoneInfo, after_ms: int, years: str | None = None) -> int | None:
     """Next instant strictly after `after_ms` whose wall time in `zone` matches `expression`.
 
     DST (croniter works on zone-aware datetimes): a wall time skipped by spring-forward fires
@@ -227,6 +237,13 @@ def _next_cron(expression: str, zone: ZoneInfo, after_ms: int) -> int | None:
             return None
         if ms <= after_ms:
             continue
+        if not year_allowed(years, candidate.year):
+            following = next((y for y in range(candidate.year + 1, (last_year(years) or 0) + 1)
+                              if year_allowed(years, y)), None)
+            if following is None:
+                return None
+            iterator = croniter(expression, datetime(following, 1, 1, tzinfo=zone) - timedelta(minutes=1))
+            continue
         if not every_hour and _is_second_pass(candidate, zone):
             continue
         return ms
@@ -245,8 +262,18 @@ def _is_second_pass(instant: datetime, zone: ZoneInfo) -> bool:
 
 # --- factories: validate and normalize; every error names its field ---------------------
 
-def one_time_schedule(run_at_ms: int) -> Schedule:
-    return Schedule(type=ScheduleType.ONE_TIME, run_at_ms=run_at_ms)
+def one_time_schedule(run_at_ms: int, text: str | None = None, tz: str = "UTC") -> Schedule:
+    return Schedule(type=ScheduleType.ONE_TIME, run_at_ms=run_at_ms, text=text, timezone=tz)
+
+
+def local_instant(local: str, tz: str, field_name: str) -> int:
+    """A wall-clock date-time without offset (from at(...)), read in the given zone."""
+    zone = load_zone(tz)
+    try:
+        naive = datetime.fromisoformat(local)
+    except ValueError:
+        raise UnprocessableRequest.for_field(field_name, f"'{local}' is not a date-time") from None
+    return to_ms(naive.replace(tzinfo=zone))
 
 
 def delayed_schedule(delay_seconds: int, created_ms: int) -> Schedule:
@@ -262,16 +289,22 @@ def cron_schedule(
 ) -> Schedule:
     load_zone(tz)
     _check_bounds(start_ms, end_ms)
+    years = None
+    standard = expression
+    if is_aws_expression(expression):
+        translated = translate_cron(expression)
+        standard, years = translated.cron, translated.years
     schedule = Schedule(
         type=ScheduleType.CRON,
-        cron=validate_cron(expression),
+        cron=validate_cron(standard),
+        years=years,
         timezone=tz,
         start_ms=start_ms,
         end_ms=end_ms,
         origin_ms=created_ms,
         text=" ".join(expression.split()),
     )
-    if _next_cron(schedule.cron or "", load_zone(tz), created_ms) is None:
+    if _next_cron(schedule.cron or "", load_zone(tz), created_ms, years) is None:
         raise UnprocessableRequest.for_field("schedule", f"'{expression}' never matches a date")
     return schedule
 
@@ -279,7 +312,7 @@ def cron_schedule(
 def rate_schedule(
     duration: str, created_ms: int, start_ms: int | None = None, end_ms: int | None = None
 ) -> Schedule:
-    period = parse_duration_ms(duration)
+    period = parse_duration_ms(rate_to_duration(duration) if is_aws_expression(duration) else duration)
     _check_bounds(start_ms, end_ms)
     anchor = start_ms if start_ms is not None else created_ms + period
     return Schedule(

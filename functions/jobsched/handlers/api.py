@@ -9,6 +9,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from jobsched.api.mapping import execution_to_json, job_to_json
 from jobsched.api.models import JobRequest, parse_body
+from jobsched.api.openapi import openapi_document
+from jobsched.api.routes import ROUTES
+from jobsched.domain.jobs import JobState
+from jobsched.domain.schedule import format_instant, parse_instant
 from jobsched.domain.errors import (
     Conflict,
     DomainError,
@@ -49,6 +53,25 @@ def _limit(value: str | None) -> int:
     return int(value)
 
 
+def _int_param(value: str | None, name: str, default: int | None) -> int | None:
+    if value is None or value == "":
+        return default
+    text = value.strip().strip('"')
+    if not text.lstrip("-").isdigit():
+        raise InvalidRequest(f"{name}: must be an integer", [FieldProblem(name, "not an integer")])
+    return int(text)
+
+
+def _state(value: str | None) -> JobState | None:
+    if not value:
+        return None
+    try:
+        return JobState(value)
+    except ValueError:
+        names = ", ".join(s.value for s in JobState)
+        raise InvalidRequest(f"state: one of {names}", [FieldProblem("state", f"one of {names}")]) from None
+
+
 def make_handler(env: Mapping[str, str], clock=None, session=None):
     parts = build(env, "api", clock, session)
     metrics = metrics_for(env, "jobsched-api")
@@ -61,38 +84,99 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         logger.append_keys(tenantId=tenant_id)
         return tenant_id
 
-    def json_response(status: int, body: Any) -> Response:
+    def query(name: str) -> str | None:
+        return (app.current_event.query_string_parameters or {}).get(name)
+
+    def header(name: str) -> str | None:
+        return app.current_event.headers.get(name)
+
+    def now() -> int:
+        return parts.clock.now_ms()
+
+    def ok(status: int, body: Any) -> Response:
         return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
 
-    @app.get("/v1/health")
-    def health():
-        return json_response(200, {"status": "ok"})
+    def job_body(job) -> dict:
+        return job_to_json(job, now())
 
-    @app.post("/v1/jobs")
+    def page_body(page, to_json) -> dict:
+        return {"items": [to_json(item) for item in page.items], "nextCursor": page.next_cursor}
+
+    def request_body() -> JobRequest:
+        return parse_body(JobRequest, app.current_event.decoded_body)
+
+    # One function per entry of api/routes.py; registered from that table below.
     def create_job():
         tenant_id = tenant()
-        request = parse_body(JobRequest, app.current_event.decoded_body)
-        job = service.create(tenant_id, request)
-        logger.info("job created", extra={"jobId": job.job_id, "type": job.spec.schedule.type.value})
-        metrics.add_metric(name="JobsCreated", unit=MetricUnit.Count, value=1)
-        return json_response(201, job_to_json(job, parts.clock.now_ms()))
+        job, created = service.create(tenant_id, request_body(), header("Idempotency-Key"))
+        if created:
+            logger.info("job created", extra={"jobId": job.job_id, "type": job.spec.schedule.type.value})
+            metrics.add_metric(name="JobsCreated", unit=MetricUnit.Count, value=1)
+        return ok(201, job_body(job))
 
-    @app.get("/v1/jobs/<jobId>")
-    def get_job(jobId: str):  # noqa: N803 (path parameter name from the API contract)
-        job = service.get(tenant(), jobId)
-        return json_response(200, job_to_json(job, parts.clock.now_ms()))
+    def list_jobs():
+        tenant_id = tenant()
+        page = service.list(tenant_id, _state(query("state")), _limit(query("limit")), query("cursor"))
+        return ok(200, page_body(page, job_body))
 
-    @app.get("/v1/jobs/<jobId>/executions")
+    def get_job(jobId: str):  # noqa: N803 - path parameter names follow the API contract
+        return ok(200, job_body(service.get(tenant(), jobId)))
+
+    def replace_job(jobId: str):  # noqa: N803
+        tenant_id = tenant()
+        job = service.replace(tenant_id, jobId, request_body(), _int_param(header("If-Match"), "If-Match", None))
+        return ok(200, job_body(job))
+
+    def cancel_job(jobId: str):  # noqa: N803
+        return ok(200, job_body(service.cancel(tenant(), jobId)))
+
+    def pause_job(jobId: str):  # noqa: N803
+        return ok(200, job_body(service.pause(tenant(), jobId)))
+
+    def resume_job(jobId: str):  # noqa: N803
+        return ok(200, job_body(service.resume(tenant(), jobId)))
+
+    def trigger_job(jobId: str):  # noqa: N803
+        tenant_id = tenant()
+        return ok(202, execution_to_json(service.trigger(tenant_id, jobId, header("Idempotency-Key"))))
+
     def list_executions(jobId: str):  # noqa: N803
         tenant_id = tenant()
-        query = app.current_event.query_string_parameters or {}
-        page = service.executions(tenant_id, jobId, _limit(query.get("limit")), query.get("cursor"))
-        return json_response(200, {"items": [execution_to_json(e) for e in page.items], "nextCursor": page.next_cursor})
+        page = service.executions(tenant_id, jobId, _limit(query("limit")), query("cursor"))
+        return ok(200, page_body(page, execution_to_json))
 
-    @app.get("/v1/executions/<executionId>")
     def get_execution(executionId: str):  # noqa: N803
-        execution = service.execution(tenant(), executionId)
-        return json_response(200, execution_to_json(execution))
+        return ok(200, execution_to_json(service.execution(tenant(), executionId)))
+
+    def list_dead_letters():
+        tenant_id = tenant()
+        return ok(200, page_body(service.dead_letters(tenant_id, _limit(query("limit")), query("cursor")),
+                                 execution_to_json))
+
+    def redrive_execution(executionId: str):  # noqa: N803
+        return ok(202, execution_to_json(service.redrive(tenant(), executionId)))
+
+    def schedule_preview():
+        tenant()
+        after = query("after")
+        fire_times = service.preview(
+            query("type") or "CRON",
+            _required_query(query("schedule"), "schedule"),
+            query("timezone") or "UTC",
+            _int_param(query("count"), "count", 10),
+            parse_instant(after, "after") if after else None,
+        )
+        return ok(200, {"fireTimes": [format_instant(t) for t in fire_times]})
+
+    def openapi():
+        return ok(200, openapi_document())
+
+    def health():
+        return ok(200, {"status": "ok"})
+
+    functions = locals()
+    for route in ROUTES:
+        app.route(route.resolver_path, route.method)(functions[route.name])
 
     @app.exception_handler(DomainError)
     def domain_error(exc: DomainError):
@@ -116,6 +200,12 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         return response
 
     return handler
+
+
+def _required_query(value: str | None, name: str) -> str:
+    if not value:
+        raise InvalidRequest(f"{name}: required", [FieldProblem(name, "required")])
+    return value
 
 
 handler = lazy(make_handler)

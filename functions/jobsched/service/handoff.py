@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from jobsched.domain.clock import Clock
-from jobsched.domain.executions import Dispatch, execution_id_for, scheduled_ms_of
+from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for, scheduled_ms_of
 from jobsched.domain.jobs import Job, MisfirePolicy
 from jobsched.domain.timers import Timer, TimerKind, is_claimed, minute_of, segment_of
 from jobsched.store.queues import Outgoing
@@ -78,7 +78,7 @@ class HandOff:
                     continue
                 if timer.kind is TimerKind.RETRY:
                     assert timer.execution_id is not None
-                    dispatch = Dispatch(TimerKind.RETRY, job.tenant_id, job.job_id, timer.execution_id,
+                    dispatch = Dispatch(DispatchKind.RETRY, job.tenant_id, job.job_id, timer.execution_id,
                                         scheduled_ms_of(timer.execution_id), job.generation, timer.attempt)
                     outgoing.append(Outgoing(job.spec.priority, dispatch, _delay_seconds(timer.due_ms, now)))
                     continue
@@ -117,7 +117,7 @@ class HandOff:
             if late and policy is MisfirePolicy.SKIP:
                 report.misfires_skipped += 1
             else:
-                dispatch = Dispatch(TimerKind.FIRE, job.tenant_id, job.job_id,
+                dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id,
                                     execution_id_for(job.job_id, occurrence), occurrence, job.generation)
                 outgoing.append(Outgoing(job.spec.priority, dispatch, _delay_seconds(occurrence, now)))
             if not schedule.recurring:

@@ -1,44 +1,151 @@
-"""Job use cases behind the API. Every read and write is scoped to the caller's tenant."""
+"""Job use cases behind the API. Every read and write is scoped to the caller's tenant: another
+tenant's job or execution answers exactly like a missing one."""
 from __future__ import annotations
 
+import hashlib
+import json
+
+from jobsched.api.mapping import preview_schedule, to_spec
 from jobsched.api.models import JobRequest
-from jobsched.api.mapping import to_spec
 from jobsched.domain.clock import Clock
-from jobsched.domain.errors import NotFound
-from jobsched.domain.executions import Execution, job_id_of
+from jobsched.domain.errors import ConditionLost, Conflict, NotFound
+from jobsched.domain.executions import (
+    Dispatch,
+    DispatchKind,
+    Execution,
+    job_id_of,
+    manual_execution_id,
+)
 from jobsched.domain.jobs import Job, JobState, new_job_id
 from jobsched.domain.timers import Timer, TimerKind
 from jobsched.service.handoff import HandOff
 from jobsched.store.dynamo import Page
+from jobsched.store.queues import Outgoing
+
+# How long an Idempotency-Key is remembered.
+IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+
+
+def body_hash(body: object) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 class JobsService:
     def __init__(self, stores, handoff: HandOff, clock: Clock) -> None:
         self._jobs = stores.jobs
         self._executions = stores.executions
+        self._lanes = stores.lanes
         self._handoff = handoff
         self._clock = clock
 
-    def create(self, tenant_id: str, request: JobRequest) -> Job:
+    # --- jobs ------------------------------------------------------------------------------
+    def create(self, tenant_id: str, request: JobRequest, idempotency_key: str | None = None) -> tuple[Job, bool]:
+        """Returns the job and whether this call created it (False: an idempotent repeat)."""
         now = self._clock.now_ms()
         spec = to_spec(request, now)
-        job = Job(tenant_id, new_job_id(), spec, JobState.ACTIVE, generation=1, version=1,
-                  created_ms=now, updated_ms=now)
-        self._jobs.put_new(job)
-        first = spec.schedule.first_fire()
-        if first is not None:
-            # Crash between the job write and this one: the client saw an error and retries;
-            # a job without a timer never fires, so the timer write is what the answer waits for.
-            timer = Timer(first, TimerKind.FIRE, tenant_id, job.job_id, job.generation,
-                          self._handoff.segment_of(job.job_id))
-            self._handoff.place(timer, job)
-        return job
+        job_id = new_job_id(now)
+        if idempotency_key:
+            earlier = self._jobs.remember_request(tenant_id, "create", idempotency_key, job_id,
+                                                  body_hash(request.model_dump(mode="json")),
+                                                  now // 1000 + IDEMPOTENCY_TTL_SECONDS)
+            if earlier is not None:
+                earlier_id, earlier_hash = earlier
+                if earlier_hash != body_hash(request.model_dump(mode="json")):
+                    raise Conflict("Idempotency-Key was already used with a different request body")
+                existing = self._jobs.get(tenant_id, earlier_id, consistent=True)
+                if existing is not None:
+                    # The first call may have died before its timer was written: placing it
+                    # again is harmless (same timer key, deterministic execution ids).
+                    self._place_first_timer(existing, existing.spec.schedule.first_fire())
+                    return existing, False
+                job_id = earlier_id  # the first call died before writing the job: finish its work
+        job = Job(tenant_id, job_id, spec, JobState.ACTIVE, generation=1, version=1, created_ms=now, updated_ms=now)
+        try:
+            self._jobs.put_new(job)
+        except ConditionLost:
+            job = self.get(tenant_id, job_id)
+        # Crash between the job write and the timer write: the client saw an error and retries
+        # (with its Idempotency-Key, the retry places the timer of the same job).
+        self._place_first_timer(job, spec.schedule.first_fire())
+        return job, True
 
     def get(self, tenant_id: str, job_id: str) -> Job:
-        job = self._jobs.get(tenant_id, job_id, consistent=True)
+        job = self._jobs.get(tenant_id, job_id, consistent=True) if job_id.startswith("job_") else None
         if job is None:
             raise NotFound(f"no job {job_id}")
         return job
+
+    def list(self, tenant_id: str, state: JobState | None, limit: int, cursor: str | None) -> Page:
+        return self._jobs.list_for_tenant(tenant_id, state, limit, cursor)
+
+    def replace(self, tenant_id: str, job_id: str, request: JobRequest, if_match: int | None) -> Job:
+        """New schedule, target, payload and policies. The generation moves on, so the old
+        schedule's timers and in-flight messages are dropped; the new one starts from now."""
+        job = self.get(tenant_id, job_id)
+        if if_match is not None and if_match != job.version:
+            raise Conflict(f"If-Match {if_match} does not match the job's version {job.version}")
+        now = self._clock.now_ms()
+        updated = job.replaced(to_spec(request, now), now)
+        self._jobs.save(job, updated)
+        if updated.state is JobState.ACTIVE:
+            self._place_first_timer(updated, updated.spec.schedule.first_fire())
+        return updated
+
+    def cancel(self, tenant_id: str, job_id: str) -> Job:
+        job = self.get(tenant_id, job_id)
+        cancelled = job.cancelled(self._clock.now_ms())
+        self._jobs.save(job, cancelled)
+        return cancelled
+
+    def pause(self, tenant_id: str, job_id: str) -> Job:
+        job = self.get(tenant_id, job_id)
+        paused = job.paused(self._clock.now_ms())
+        self._jobs.save(job, paused)
+        return paused
+
+    def resume(self, tenant_id: str, job_id: str) -> Job:
+        """The next fire is computed from now, not from the pause: missed ones are not run."""
+        job = self.get(tenant_id, job_id)
+        now = self._clock.now_ms()
+        resumed = job.resumed(now)
+        if resumed is job:
+            return job
+        self._jobs.save(job, resumed)
+        self._place_first_timer(resumed, resumed.spec.schedule.next_fire_after(now))
+        return resumed
+
+    def _place_first_timer(self, job: Job, due_ms: int | None) -> None:
+        if due_ms is None or job.state is not JobState.ACTIVE:
+            return
+        timer = Timer(due_ms, TimerKind.FIRE, job.tenant_id, job.job_id, job.generation,
+                      self._handoff.segment_of(job.job_id))
+        self._handoff.place(timer, job)
+
+    # --- executions ------------------------------------------------------------------------
+    def trigger(self, tenant_id: str, job_id: str, idempotency_key: str | None = None) -> Execution:
+        """One run now, outside the schedule, with its own execution id."""
+        job = self.get(tenant_id, job_id)
+        if job.state is JobState.CANCELLED:
+            raise Conflict("job is CANCELLED; a cancelled job does not run")
+        now = self._clock.now_ms()
+        execution_id = manual_execution_id(job_id, now)
+        if idempotency_key:
+            earlier = self._jobs.remember_request(tenant_id, f"trigger#{job_id}", idempotency_key, execution_id,
+                                                  body_hash({"jobId": job_id}), now // 1000 + IDEMPOTENCY_TTL_SECONDS)
+            if earlier is not None:
+                existing = self._executions.get(job_id, earlier[0])
+                if existing is not None:
+                    return existing
+                execution_id = earlier[0]
+        try:
+            execution = self._executions.put_pending(tenant_id, job_id, execution_id, now, job.generation)
+        except ConditionLost:
+            return self.execution(tenant_id, execution_id)
+        # Crash before the send: the execution stays PENDING and visible; the client's retry
+        # with the same Idempotency-Key returns it (the send itself is not repeated).
+        dispatch = Dispatch(DispatchKind.MANUAL, tenant_id, job_id, execution_id, now, job.generation)
+        self._lanes.send([Outgoing(job.spec.priority, dispatch, 0)])
+        return execution
 
     def executions(self, tenant_id: str, job_id: str, limit: int, cursor: str | None) -> Page:
         self.get(tenant_id, job_id)
@@ -53,3 +160,28 @@ class JobsService:
         if execution is None or execution.tenant_id != tenant_id:
             raise NotFound(f"no execution {execution_id}")
         return execution
+
+    def dead_letters(self, tenant_id: str, limit: int, cursor: str | None) -> Page:
+        return self._executions.list_dead_letters(tenant_id, limit, cursor)
+
+    def redrive(self, tenant_id: str, execution_id: str) -> Execution:
+        """Run a DEAD execution again, as a new attempt of the same execution."""
+        execution = self.execution(tenant_id, execution_id)
+        job = self.get(tenant_id, execution.job_id)
+        if job.state is JobState.CANCELLED:
+            raise Conflict("job is CANCELLED; a cancelled job does not run")
+        try:
+            reopened = self._executions.reopen_dead(execution.job_id, execution_id)
+        except ConditionLost:
+            raise Conflict(f"execution is {execution.status.value}; only a DEAD execution can be redriven") from None
+        # Crash before the send: the execution is PENDING with no message; a second redrive
+        # answers 409. Recovering such PENDING executions is left to a sweeper (see docs).
+        dispatch = Dispatch(DispatchKind.RETRY, tenant_id, execution.job_id, execution_id, execution.scheduled_ms,
+                            job.generation, reopened.attempt + 1)
+        self._lanes.send([Outgoing(job.spec.priority, dispatch, 0)])
+        return reopened
+
+    # --- preview ---------------------------------------------------------------------------
+    def preview(self, job_type: str, schedule: str, timezone: str, count: int, after_ms: int | None) -> list[int]:
+        return preview_schedule(job_type, schedule, timezone, count, after_ms if after_ms is not None
+                                else self._clock.now_ms())

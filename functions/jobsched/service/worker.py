@@ -11,7 +11,7 @@ from typing import Callable, Protocol
 
 from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost
-from jobsched.domain.executions import AttemptOutcome, AttemptRecord, Dispatch, ExecutionStatus
+from jobsched.domain.executions import AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, ExecutionStatus
 from jobsched.domain.jobs import Job, JobState
 from jobsched.domain.retry import SQS_MAX_DELAY_MS
 from jobsched.domain.timers import Timer, TimerKind
@@ -63,12 +63,10 @@ class Worker:
 
     def process(self, dispatch: Dispatch) -> WorkResult:
         job = self._jobs.get(dispatch.tenant_id, dispatch.job_id, consistent=True)
-        if job is None or job.generation != dispatch.generation:
-            return WorkResult(Outcome.STALE_MESSAGE)
-        if dispatch.kind is TimerKind.FIRE and not job.fires():
+        if not _still_wanted(job, dispatch):
             return WorkResult(Outcome.STALE_MESSAGE)
 
-        if dispatch.kind is TimerKind.FIRE:
+        if dispatch.kind is DispatchKind.FIRE:
             early_ms = dispatch.due_ms - self._clock.now_ms()
             if 0 < early_ms <= MAX_PRECISION_WAIT_MS:
                 self._clock.sleep(early_ms / 1000)
@@ -89,12 +87,12 @@ class Worker:
             if outcome.ok:
                 self._executions.finish_attempt(dispatch, claim.attempt, ExecutionStatus.SUCCEEDED, records,
                                                 finished, None, outcome.output)
-                self._complete_if_one_shot(job, finished)
+                self._complete_if_last(job, dispatch, finished)
                 return WorkResult(Outcome.SUCCEEDED, claim.attempt, late_ms)
             if job.spec.retry.exhausted(claim.attempt):
                 self._executions.finish_attempt(dispatch, claim.attempt, ExecutionStatus.DEAD, records,
                                                 finished, outcome.error)
-                self._complete_if_one_shot(job, finished)
+                self._complete_if_last(job, dispatch, finished)
                 return WorkResult(Outcome.DEAD, claim.attempt, late_ms)
             retry_at = finished + job.spec.retry.delay_before(claim.attempt + 1, self._random())
             self._executions.finish_attempt(dispatch, claim.attempt, ExecutionStatus.FAILED, records,
@@ -121,7 +119,7 @@ class Worker:
     def _schedule_retry(self, job: Job, dispatch: Dispatch, attempt: int, retry_at_ms: int) -> None:
         now = self._clock.now_ms()
         if retry_at_ms - now <= SQS_MAX_DELAY_MS:
-            retry = Dispatch(TimerKind.RETRY, dispatch.tenant_id, dispatch.job_id, dispatch.execution_id,
+            retry = Dispatch(DispatchKind.RETRY, dispatch.tenant_id, dispatch.job_id, dispatch.execution_id,
                              dispatch.due_ms, dispatch.generation, attempt)
             self._lanes.send([Outgoing(job.spec.priority, retry, max(0, -(-(retry_at_ms - now) // 1000)))])
             return
@@ -129,6 +127,20 @@ class Worker:
                       self._handoff.segment_of(job.job_id), dispatch.execution_id, attempt)
         self._handoff.place(timer, job)
 
-    def _complete_if_one_shot(self, job: Job, now_ms: int) -> None:
-        if not job.spec.schedule.recurring and job.state is JobState.ACTIVE:
+    def _complete_if_last(self, job: Job, dispatch: Dispatch, now_ms: int) -> None:
+        """A job whose schedule has no occurrence after this one (a one-off, or a recurring job
+        past its endAt) is COMPLETED once that occurrence has ended."""
+        if dispatch.kind is DispatchKind.MANUAL or job.state is not JobState.ACTIVE:
+            return
+        if job.spec.schedule.next_fire_after(dispatch.due_ms) is None:
             self._jobs.mark_completed(job, now_ms)
+
+
+def _still_wanted(job: Job | None, dispatch: Dispatch) -> bool:
+    if job is None:
+        return False
+    if dispatch.kind is DispatchKind.MANUAL:
+        return job.state is not JobState.CANCELLED
+    if job.generation != dispatch.generation:
+        return False  # updated, paused, resumed or cancelled since this was dispatched
+    return dispatch.kind is DispatchKind.RETRY or job.fires()

@@ -7,15 +7,19 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Iterator
 
-from boto3.dynamodb.conditions import Key
+from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
-from jobsched.domain.errors import ConditionLost, InvalidRequest
+from jobsched.domain.errors import ConditionLost, Conflict, InvalidRequest
 from jobsched.domain.executions import AttemptRecord, Dispatch, Execution, ExecutionStatus
 from jobsched.domain.jobs import Job, JobState
 from jobsched.domain.timers import Timer, Watermark
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
+JOB_ID_PREFIX = "job_"
+# Idempotency records share the Jobs table (same tenant partition), under another sort-key prefix.
+IDEMPOTENCY_PREFIX = "idem#"
+DEAD_LETTERS_INDEX = "DeadLetters"
 BATCH_GET_LIMIT = 100
 
 
@@ -90,6 +94,67 @@ class JobsStore:
                     found[(job.tenant_id, job.job_id)] = job
                 request = answer.get("UnprocessedKeys") or None
         return found
+
+    def save(self, before: Job, after: Job) -> None:
+        """Write a changed job, only if nobody changed it since it was read (optimistic lock)."""
+        if after is before:
+            return
+        try:
+            self._table.put_item(Item=after.to_item(), ConditionExpression="#ver = :read",
+                                 ExpressionAttributeNames={"#ver": "version"},
+                                 ExpressionAttributeValues={":read": before.version})
+        except ClientError as exc:
+            if _condition_lost(exc, "job changed"):
+                raise Conflict(f"job {before.job_id} was changed concurrently; read it again and retry") from exc
+            raise
+
+    def list_for_tenant(self, tenant_id: str, state: JobState | None, limit: int, cursor: str | None) -> Page:
+        """In creation order (job ids are time-ordered). A cursor is the last key returned, so
+        jobs created meanwhile appear at the end and none is skipped or repeated."""
+        start = decode_cursor(cursor, ("tenantId", "jobId"))
+        if start and start["tenantId"] != tenant_id:
+            raise InvalidRequest("cursor: belongs to another list", [])
+        items: list[Job] = []
+        while True:
+            kwargs: dict[str, Any] = {
+                "KeyConditionExpression": Key("tenantId").eq(tenant_id) & Key("jobId").begins_with(JOB_ID_PREFIX),
+                "Limit": limit - len(items) if state is None else max(limit, 25),
+            }
+            if state is not None:
+                kwargs["FilterExpression"] = Attr("state").eq(state.value)
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            answer = self._table.query(**kwargs)
+            for raw in answer.get("Items", []):
+                items.append(Job.from_item(plain(raw)))
+                if len(items) == limit:
+                    last = items[-1]
+                    return Page(items, encode_cursor({"tenantId": tenant_id, "jobId": last.job_id}))
+            start = answer.get("LastEvaluatedKey")
+            if not start:
+                return Page(items, None)
+
+    def remember_request(self, tenant_id: str, scope: str, key: str, result_id: str, body_hash: str,
+                         expires_at: int) -> tuple[str, str] | None:
+        """Record (Idempotency-Key → result) once. Returns None when this call recorded it, or the
+        (result id, body hash) recorded by an earlier call with the same key."""
+        try:
+            self._table.put_item(
+                Item={"tenantId": tenant_id, "jobId": f"{IDEMPOTENCY_PREFIX}{scope}#{key}", "resultId": result_id,
+                      "bodyHash": body_hash, "expiresAt": expires_at},
+                ConditionExpression="attribute_not_exists(jobId)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return None
+        except ClientError as exc:
+            lost = _condition_lost(exc, "key used")
+            if not lost:
+                raise
+            if lost.current is None:
+                item = self._table.get_item(Key={"tenantId": tenant_id, "jobId": f"{IDEMPOTENCY_PREFIX}{scope}#{key}"},
+                                            ConsistentRead=True)["Item"]
+                lost.current = plain(item)
+            return str(lost.current["resultId"]), str(lost.current["bodyHash"])
 
     def mark_completed(self, job: Job, now_ms: int) -> bool:
         """ACTIVE → COMPLETED, only for this generation; False if the job changed meanwhile."""
@@ -206,13 +271,14 @@ class ExecutionsStore:
                 ),
                 ConditionExpression=(
                     "attribute_not_exists(executionId)"
-                    " OR (#st = :failed AND attempt = :prev)"
+                    " OR (#st IN (:failed, :pending) AND attempt = :prev)"
                     " OR (#st = :running AND leaseUntilMs < :now)"
                 ),
                 ExpressionAttributeNames={"#st": "status"},
                 ExpressionAttributeValues={
                     ":running": ExecutionStatus.RUNNING.value,
                     ":failed": ExecutionStatus.FAILED.value,
+                    ":pending": ExecutionStatus.PENDING.value,
                     ":zero": 0,
                     ":one": 1,
                     ":prev": dispatch.attempt - 1,
@@ -269,6 +335,9 @@ class ExecutionsStore:
         else:
             sets.append("finishedMs = :now")
             values[":now"] = now_ms
+        if status is ExecutionStatus.DEAD:
+            # A sparse index: only dead executions carry these, so listing them reads nothing else.
+            sets.extend(["deadLetterTenant = tenantId", "deadAtMs = :now"])
         if output is not None:
             sets.append("#out = :output")
             names["#out"] = "output"
@@ -283,6 +352,47 @@ class ExecutionsStore:
             )
         except ClientError as exc:
             raise (_condition_lost(exc, "stale attempt") or exc) from exc
+
+    def put_pending(self, tenant_id: str, job_id: str, execution_id: str, scheduled_ms: int, generation: int) -> Execution:
+        """A known execution that no worker has claimed yet (a manual trigger)."""
+        item = {"jobId": job_id, "executionId": execution_id, "tenantId": tenant_id, "scheduledMs": scheduled_ms,
+                "status": ExecutionStatus.PENDING.value, "attempt": 0, "generation": generation, "attempts": []}
+        try:
+            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(executionId)")
+        except ClientError as exc:
+            raise (_condition_lost(exc, "execution exists") or exc) from exc
+        return Execution.from_item(item)
+
+    def reopen_dead(self, job_id: str, execution_id: str) -> Execution:
+        """DEAD → PENDING for one more attempt (redrive). Raises ConditionLost if not DEAD."""
+        try:
+            answer = self._table.update_item(
+                Key={"jobId": job_id, "executionId": execution_id},
+                UpdateExpression="SET #st = :pending REMOVE deadLetterTenant, deadAtMs, finishedMs",
+                ConditionExpression="#st = :dead",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues={":pending": ExecutionStatus.PENDING.value, ":dead": ExecutionStatus.DEAD.value},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            raise (_condition_lost(exc, "not dead") or exc) from exc
+        return Execution.from_item(plain(answer["Attributes"]))
+
+    def list_dead_letters(self, tenant_id: str, limit: int, cursor: str | None) -> Page:
+        kwargs: dict[str, Any] = {
+            "IndexName": DEAD_LETTERS_INDEX,
+            "KeyConditionExpression": Key("deadLetterTenant").eq(tenant_id),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        start = decode_cursor(cursor, ("jobId", "executionId", "deadLetterTenant", "deadAtMs"))
+        if start:
+            if start["deadLetterTenant"] != tenant_id:
+                raise InvalidRequest("cursor: belongs to another list", [])
+            kwargs["ExclusiveStartKey"] = start
+        answer = self._table.query(**kwargs)
+        items = [Execution.from_item(plain(i)) for i in answer.get("Items", [])]
+        return Page(items, encode_cursor(answer.get("LastEvaluatedKey")))
 
     def get(self, job_id: str, execution_id: str) -> Execution | None:
         item = self._table.get_item(Key={"jobId": job_id, "executionId": execution_id}, ConsistentRead=True).get("Item")

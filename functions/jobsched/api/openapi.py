@@ -1,0 +1,59 @@
+"""The OpenAPI 3.1 document of the API, generated from the route table and the models."""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from pydantic import BaseModel
+
+from jobsched.api import schemas
+from jobsched.api.routes import ROUTES, Route
+
+ERROR_TEXT = {400: "Malformed request", 401: "No or bad API key", 404: "Not found (or another tenant's)",
+              409: "State conflict or version mismatch", 413: "Payload over 256 KB",
+              422: "Well-formed but invalid (bad cron, unknown time zone, ...)"}
+
+
+@lru_cache(maxsize=1)
+def openapi_document() -> dict:
+    components: dict[str, dict] = {}
+
+    def ref(model: type[BaseModel]) -> dict:
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, definition in schema.pop("$defs", {}).items():
+            components.setdefault(name, definition)
+        components[model.__name__] = schema
+        return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+    error_ref = ref(schemas.Error)
+    paths: dict[str, dict] = {}
+    for route in ROUTES:
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, ref, error_ref)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "jobsched", "version": "1",
+                 "description": "A serverless distributed job scheduler. Authenticate with `Authorization: Bearer <api key>`."},
+        "paths": paths,
+        "components": {"schemas": components,
+                       "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"}}},
+    }
+
+
+def _operation(route: Route, ref, error_ref: dict) -> dict:
+    operation: dict = {"operationId": route.name, "summary": route.summary}
+    parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                  for name in re.findall(r"{(\w+)}", route.path)]
+    parameters += [{"name": p.name, "in": p.where, "required": False, "description": p.description,
+                    "schema": {"type": p.type}} for p in route.params]
+    if parameters:
+        operation["parameters"] = parameters
+    if route.request is not None:
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref(route.request)}}}
+    ok: dict = {"description": route.summary}
+    if route.response is not None:
+        ok["content"] = {"application/json": {"schema": ref(route.response)}}
+    operation["responses"] = {str(route.status): ok, **{
+        str(code): {"description": ERROR_TEXT[code], "content": {"application/json": {"schema": error_ref}}}
+        for code in route.errors}}
+    operation["security"] = [{"apiKey": []}] if route.auth else []
+    return operation

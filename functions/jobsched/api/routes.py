@@ -1,0 +1,76 @@
+"""The route table: the single list from which the API registers its handlers and from which
+the OpenAPI document is generated, so the two cannot drift."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from jobsched.api import schemas
+from jobsched.api.models import JobRequest
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    where: str  # "query" or "header"
+    description: str
+    type: str = "string"
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    method: str
+    path: str  # OpenAPI form: /v1/jobs/{jobId}
+    summary: str
+    status: int
+    response: type[BaseModel] | None
+    request: type[BaseModel] | None = None
+    params: tuple[Param, ...] = field(default_factory=tuple)
+    auth: bool = True
+    errors: tuple[int, ...] = (400, 401, 404)
+
+    @property
+    def resolver_path(self) -> str:
+        """Powertools' form: /v1/jobs/<jobId>."""
+        return self.path.replace("{", "<").replace("}", ">")
+
+
+PAGING = (Param("limit", "query", "1..100, default 20", "integer"),
+          Param("cursor", "query", "nextCursor of the previous page"))
+IDEMPOTENCY = Param("Idempotency-Key", "header", "a repeat with the same key and body returns the first answer")
+
+ROUTES: tuple[Route, ...] = (
+    Route("create_job", "POST", "/v1/jobs", "Create a job", 201, schemas.Job, JobRequest, (IDEMPOTENCY,),
+          errors=(400, 401, 409, 413, 422)),
+    Route("list_jobs", "GET", "/v1/jobs", "List the tenant's jobs", 200, schemas.JobList,
+          params=(Param("state", "query", "ACTIVE, PAUSED, COMPLETED or CANCELLED"), *PAGING)),
+    Route("get_job", "GET", "/v1/jobs/{jobId}", "One job", 200, schemas.Job),
+    Route("replace_job", "PUT", "/v1/jobs/{jobId}", "Replace schedule, target, payload and policies", 200,
+          schemas.Job, JobRequest, (Param("If-Match", "header", "the version the change is based on", "integer"),),
+          errors=(400, 401, 404, 409, 413, 422)),
+    Route("cancel_job", "DELETE", "/v1/jobs/{jobId}", "Cancel: no future fires; history is kept", 200, schemas.Job),
+    Route("pause_job", "POST", "/v1/jobs/{jobId}/pause", "Pause a recurring job", 200, schemas.Job,
+          errors=(401, 404, 409)),
+    Route("resume_job", "POST", "/v1/jobs/{jobId}/resume", "Resume a paused job from now", 200, schemas.Job,
+          errors=(401, 404, 409)),
+    Route("trigger_job", "POST", "/v1/jobs/{jobId}/trigger", "Run now, outside the schedule", 202,
+          schemas.Execution, params=(IDEMPOTENCY,), errors=(401, 404, 409)),
+    Route("list_executions", "GET", "/v1/jobs/{jobId}/executions", "Execution history, newest first", 200,
+          schemas.ExecutionList, params=PAGING),
+    Route("get_execution", "GET", "/v1/executions/{executionId}", "One execution with its attempts", 200,
+          schemas.Execution),
+    Route("list_dead_letters", "GET", "/v1/dead-letters", "Executions that exhausted their retries", 200,
+          schemas.ExecutionList, params=PAGING),
+    Route("redrive_execution", "POST", "/v1/executions/{executionId}/redrive", "Run a dead execution again",
+          202, schemas.Execution, errors=(401, 404, 409)),
+    Route("schedule_preview", "GET", "/v1/schedule-preview", "The next fire instants of a schedule", 200,
+          schemas.Preview, params=(
+              Param("type", "query", "CRON, RATE or ONE_TIME"), Param("schedule", "query", "the expression"),
+              Param("timezone", "query", "IANA time zone, default UTC"),
+              Param("count", "query", "1..100, default 10", "integer"),
+              Param("after", "query", "RFC 3339 instant, default now")), errors=(400, 401, 422)),
+    Route("openapi", "GET", "/v1/openapi.json", "This document", 200, None, auth=False, errors=()),
+    Route("health", "GET", "/v1/health", "Liveness", 200, schemas.Health, auth=False, errors=()),
+)

@@ -1,0 +1,100 @@
+"""Response models: the documented shapes. Responses are built by mapping.py; tests validate
+real responses against these models, and the OpenAPI document is generated from them."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from jobsched.api.models import RetryPolicyModel
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Job(_Out):
+    jobId: str
+    name: str
+    type: Literal["ONE_TIME", "DELAYED", "CRON", "RATE"]
+    schedule: str | None
+    timezone: str
+    runAt: str | None = None
+    delaySeconds: int | None = None
+    startAt: str | None = None
+    endAt: str | None = None
+    target: dict[str, Any]
+    payload: Any
+    retryPolicy: RetryPolicyModel
+    timeoutSec: int
+    priority: Literal["HIGH", "NORMAL", "LOW"]
+    overlapPolicy: Literal["ALLOW", "SKIP"]
+    misfirePolicy: Literal["RUN_ONCE", "RUN_ALL", "SKIP"]
+    jitterSec: int
+    state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"]
+    nextFireAt: str | None
+    createdAt: str
+    updatedAt: str
+    version: int
+
+
+ExecutionStatusName = Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "LOST", "CANCELLED",
+                              "SKIPPED", "DEAD"]
+
+
+class Attempt(_Out):
+    attempt: int
+    status: ExecutionStatusName
+    startedAt: str | None
+    finishedAt: str | None
+    error: str | None
+
+
+class Execution(_Out):
+    executionId: str
+    jobId: str
+    scheduledAt: str
+    status: ExecutionStatusName
+    attempt: int
+    startedAt: str | None
+    finishedAt: str | None
+    durationMs: int | None
+    lateMs: int | None
+    attempts: list[Attempt]
+    output: Any
+    error: str | None
+    progress: Any
+    nextAttemptAt: str | None
+
+
+class JobList(_Out):
+    items: list[Job]
+    nextCursor: str | None
+
+
+class ExecutionList(_Out):
+    items: list[Execution]
+    nextCursor: str | None
+
+
+class Preview(_Out):
+    fireTimes: list[str]
+
+
+class Health(_Out):
+    status: Literal["ok"]
+
+
+class ErrorDetail(_Out):
+    field: str
+    message: str
+
+
+class ErrorBody(_Out):
+    code: str
+    message: str
+    details: list[ErrorDetail]
+
+
+class Error(_Out):
+    error: ErrorBody
