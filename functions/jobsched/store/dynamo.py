@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any, Iterator
 
 from boto3.dynamodb.conditions import Attr, Key
+from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from jobsched.domain.errors import ConditionLost, Conflict, InvalidRequest
@@ -34,11 +35,18 @@ def plain(value: Any) -> Any:
     return value
 
 
+_DESERIALIZER = TypeDeserializer()
+
+
 def _condition_lost(exc: ClientError, what: str) -> ConditionLost | None:
+    """A failed condition as a domain outcome, with the item as it is now when DynamoDB returned
+    it (ReturnValuesOnConditionCheckFailure). The resource API leaves that item in wire format."""
     if exc.response.get("Error", {}).get("Code") != CONDITION_FAILED:
         return None
     current = exc.response.get("Item")
-    return ConditionLost(what=what, current=plain(current) if current else None)
+    if current:
+        current = plain({k: _DESERIALIZER.deserialize(v) for k, v in current.items()})
+    return ConditionLost(what=what, current=current or None)
 
 
 def encode_cursor(key: dict | None) -> str | None:
