@@ -12,7 +12,8 @@ from jobsched_infra.config import ROOT, ConfigError
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
-CODE_EXCLUDES = ["**/__pycache__", "**/*.pyc", "jobsched/local", "jobsched/local/**"]
+# The local stack and the CLI run on people's machines, never in Lambda.
+CODE_EXCLUDES = ["**/__pycache__", "**/*.pyc", "jobsched/local", "jobsched/local/**", "jobsched/cli", "jobsched/cli/**"]
 
 
 class FunctionFactory(Construct):

@@ -64,3 +64,76 @@ def test_the_local_api_answers_401_and_health(local_stack):
     assert call(runtime, "GET", "/v1/health", key="")[0] == 200
     status, body = call(runtime, "GET", "/v1/jobs/job_x", key="nope")
     assert status == 401 and body["error"]["code"] == "UNAUTHORIZED"
+
+
+# --- the CLI against the local stack ---------------------------------------------------------
+from io import StringIO  # noqa: E402
+
+from jobsched.cli.main import main as cli  # noqa: E402
+
+
+def run_cli(runtime, *args, key="e2e-key"):
+    out = StringIO()
+    code = cli(["--url", runtime.api_url, "--api-key", key, *args], out=out)
+    return code, out.getvalue()
+
+
+def test_cli_session_a_newcomer_would_type(local_stack):
+    runtime, echo = local_stack
+    code, out = run_cli(runtime, "jobs", "create", "--name", "nightly", "--type", "CRON", "--schedule", "0 3 * * *",
+                        "--timezone", "Europe/Paris", "--target-url", f"{echo.url}/n", "--payload", '{"a": 1}')
+    assert code == 0 and "nightly" in out and "ACTIVE" in out
+    code, out = run_cli(runtime, "--json", "jobs", "list")
+    jobs = json.loads(out)["items"]
+    job_id = next(j["jobId"] for j in jobs if j["name"] == "nightly")
+    code, out = run_cli(runtime, "jobs", "list")
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["JOB", "ID", "NAME"] and job_id in out
+    assert run_cli(runtime, "jobs", "pause", job_id) == (0, f"{job_id} PAUSED\n")
+    assert run_cli(runtime, "jobs", "resume", job_id) == (0, f"{job_id} ACTIVE\n")
+    code, out = run_cli(runtime, "jobs", "trigger", job_id)
+    assert code == 0 and out.endswith("PENDING\n")
+    execution_id = out.split()[0]
+    deadline = time.time() + 10
+    while time.time() < deadline and run_cli(runtime, "--json", "executions", "get", execution_id)[1].find(
+            '"SUCCEEDED"') < 0:
+        time.sleep(0.2)
+    code, out = run_cli(runtime, "executions", "get", execution_id)
+    assert code == 0 and "SUCCEEDED" in out and "attempts:" in out
+    code, out = run_cli(runtime, "executions", "list", job_id)
+    assert code == 0 and execution_id in out
+    code, out = run_cli(runtime, "preview", "0 3 * * *", "--timezone", "Europe/Paris", "--count", "2",
+                        "--after", "2030-06-01T00:00:00Z")
+    assert (code, out) == (0, "2030-06-01T01:00:00Z\n2030-06-02T01:00:00Z\n")
+    assert run_cli(runtime, "jobs", "delete", job_id) == (0, f"{job_id} CANCELLED\n")
+    assert run_cli(runtime, "dead-letters")[0] == 0
+
+
+def test_cli_exit_codes_and_error_messages(local_stack, capsys):
+    runtime, _ = local_stack
+    assert run_cli(runtime, "jobs", "get", "job_missing")[0] == 3
+    assert "NOT_FOUND" in capsys.readouterr().err
+    assert run_cli(runtime, "jobs", "get", "job_missing", key="bad")[0] == 5
+    code, _ = run_cli(runtime, "jobs", "create", "--name", "x", "--type", "CRON", "--schedule", "0 25 * * *",
+                      "--target-url", "http://127.0.0.1:9/x")
+    assert code == 1 and "schedule" in capsys.readouterr().err  # the API's own message, naming the field
+    assert run_cli(runtime, "jobs", "create", "--name", "x")[0] == 2
+    assert cli(["--url", "http://127.0.0.1:9", "jobs", "list"], out=StringIO()) == 6
+
+
+def test_cli_manages_keys_in_the_local_emulator(local_stack):
+    runtime, _ = local_stack
+    local = ["keys", "--endpoint-url", runtime.emulator.url]
+    code, out = run_cli(runtime, "--json", *local, "create", "tenant-cli")
+    assert code == 0
+    issued = json.loads(out)
+    code, _ = run_cli(runtime, "jobs", "list", key=issued["apiKey"])
+    assert code == 0
+    code, out = run_cli(runtime, *local, "list", "tenant-cli")
+    assert code == 0 and issued["keyId"] in out
+    assert run_cli(runtime, *local, "revoke", issued["keyId"])[0] == 0
+    assert run_cli(runtime, *local, "revoke", "key_000000000000")[0] == 3
+    # the API caches a key for at most a minute; a fresh container sees the revocation at once
+    from jobsched.store.aws import build_stores
+
+    assert build_stores(runtime.settings).api_keys.tenant_for(__import__("hashlib").sha256(
+        issued["apiKey"].encode()).hexdigest()) is None

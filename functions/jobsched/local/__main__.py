@@ -2,7 +2,7 @@
 
 Environment: JOBSCHED_PORT (API, default 8080), JOBSCHED_API_KEYS ("tenant:key,..."; else a
 dev key is printed), JOBSCHED_SEGMENTS (default 4), JOBSCHED_ECHO_PORT (default 8081),
-JOBSCHED_EMULATOR_PORT (default: any free port), DEMO=1 (schedule a demo job and show it
+JOBSCHED_EMULATOR_PORT (default 8090, where `jobsched keys --local` finds it), DEMO=1 (schedule a demo job and show it
 fire), JOBSCHED_VERBOSE=1 (the functions' INFO logs as well as their EMF metric lines)."""
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def main() -> None:
     use_local_aws_env()
     options = Options(
         port=_int_env("JOBSCHED_PORT", 8080),
-        emulator_port=_int_env("JOBSCHED_EMULATOR_PORT", 0),
+        emulator_port=_int_env("JOBSCHED_EMULATOR_PORT", 8090),
         segments=_int_env("JOBSCHED_SEGMENTS", 4),
         workdir=Path(os.environ.get("JOBSCHED_WORKDIR", ".build/local")),
         quiet_functions=os.environ.get("JOBSCHED_VERBOSE", "") not in ("1", "true"),
@@ -107,6 +107,8 @@ def main() -> None:
         *key_lines,
         "Try:",
         f"  export JOBSCHED_URL={runtime.api_url} JOBSCHED_API_KEY={demo_key}",
+        "  jobsched jobs list          (.venv/bin/jobsched, or `source .venv/bin/activate`)",
+        "  jobsched keys --local create another-tenant",
         "Ctrl-C stops it.",
         "",
     ]), flush=True)

@@ -432,6 +432,35 @@ class ApiKeysStore:
             return None
         return str(item["tenantId"])
 
+    def list_keys(self, tenant_id: str | None) -> list[dict]:
+        """Administration only (the CLI), never on a request path: the table holds one small
+        item per key, and a scan reads them all."""
+        kwargs: dict[str, Any] = {"ProjectionExpression": "keyId, tenantId, createdMs, revoked"}
+        if tenant_id:
+            kwargs["FilterExpression"] = Attr("tenantId").eq(tenant_id)
+        items: list[dict] = []
+        while True:
+            answer = self._table.scan(**kwargs)
+            items.extend(plain(i) for i in answer.get("Items", []))
+            if not answer.get("LastEvaluatedKey"):
+                return sorted(items, key=lambda i: (i["tenantId"], i["createdMs"]))
+            kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+    def revoke(self, key_id: str, now_ms: int) -> dict | None:
+        """Mark the key with this id revoked; None if no such key."""
+        prefix = key_id.removeprefix("key_")
+        kwargs: dict[str, Any] = {"FilterExpression": Attr("keyHash").begins_with(prefix) & Attr("keyId").eq(key_id)}
+        while True:
+            answer = self._table.scan(**kwargs)
+            for item in answer.get("Items", []):
+                self._table.update_item(Key={"keyHash": item["keyHash"]}, UpdateExpression="SET revoked = :now",
+                                        ConditionExpression="attribute_exists(keyHash)",
+                                        ExpressionAttributeValues={":now": now_ms})
+                return plain({k: v for k, v in item.items() if k != "keyHash"})
+            if not answer.get("LastEvaluatedKey"):
+                return None
+            kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
     def put(self, key_hash: str, tenant_id: str, key_id: str, now_ms: int) -> None:
         try:
             self._table.put_item(

@@ -1,0 +1,305 @@
+"""`jobsched`: the command line client.
+
+Configured by JOBSCHED_URL (default: the local stack, http://127.0.0.1:8080) and
+JOBSCHED_API_KEY. Tables for people, `--json` for scripts. Exit codes:
+0 ok · 1 invalid request (400, 413, 422) · 2 usage · 3 not found · 4 conflict ·
+5 no or bad API key · 6 unreachable, throttled or a server error."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Callable
+
+from jobsched.cli.client import ApiError, Client
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+LOCAL_EMULATOR = "http://127.0.0.1:8090"
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_AUTH, EXIT_UNAVAILABLE = range(7)
+
+
+def exit_code_for(error: ApiError) -> int:
+    if error.status in (400, 413, 422):
+        return EXIT_INVALID
+    return {404: EXIT_NOT_FOUND, 409: EXIT_CONFLICT, 401: EXIT_AUTH, 403: EXIT_AUTH}.get(error.status, EXIT_UNAVAILABLE)
+
+
+# --- output --------------------------------------------------------------------------------
+def table(rows: list[dict], columns: list[tuple[str, str]], out) -> None:
+    if not rows:
+        print("(none)", file=out)
+        return
+    cells = [[("" if row.get(key) is None else str(row.get(key))) for key, _ in columns] for row in rows]
+    widths = [max(len(title), *(len(c[i]) for c in cells)) for i, (_, title) in enumerate(columns)]
+    print("  ".join(title.ljust(w) for (_, title), w in zip(columns, widths)).rstrip(), file=out)
+    for c in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(c, widths)).rstrip(), file=out)
+
+
+def details(record: dict, keys: list[str], out) -> None:
+    width = max(len(k) for k in keys)
+    for key in keys:
+        value = record.get(key)
+        if isinstance(value, (dict, list)):
+            value = json.dumps(value)
+        print(f"{key.ljust(width)}  {'' if value is None else value}", file=out)
+
+
+JOB_COLUMNS = [("jobId", "JOB ID"), ("name", "NAME"), ("type", "TYPE"), ("schedule", "SCHEDULE"),
+               ("state", "STATE"), ("nextFireAt", "NEXT FIRE")]
+JOB_KEYS = ["jobId", "name", "type", "schedule", "timezone", "runAt", "delaySeconds", "startAt", "endAt", "state",
+            "nextFireAt", "target", "payload", "retryPolicy", "timeoutSec", "priority", "version", "createdAt",
+            "updatedAt"]
+EXECUTION_COLUMNS = [("executionId", "EXECUTION ID"), ("status", "STATUS"), ("attempt", "ATTEMPT"),
+                     ("scheduledAt", "SCHEDULED"), ("lateMs", "LATE MS"), ("error", "ERROR")]
+EXECUTION_KEYS = ["executionId", "jobId", "status", "attempt", "scheduledAt", "startedAt", "finishedAt", "durationMs",
+                  "lateMs", "nextAttemptAt", "error", "output"]
+
+
+# --- job bodies ----------------------------------------------------------------------------
+def job_body(args) -> dict:
+    if args.file:
+        with (sys.stdin if args.file == "-" else open(args.file)) as handle:
+            try:
+                body = json.load(handle)
+            except ValueError as exc:
+                raise UsageError(f"--file: not JSON: {exc}") from None
+    else:
+        body = {}
+    flags = {
+        "name": args.name, "type": args.type, "schedule": args.schedule, "timezone": args.timezone,
+        "runAt": args.run_at, "delaySeconds": args.delay, "startAt": args.start_at, "endAt": args.end_at,
+        "timeoutSec": args.timeout, "priority": args.priority,
+    }
+    body.update({k: v for k, v in flags.items() if v is not None})
+    if args.target_url:
+        body["target"] = {"type": "HTTP", "url": args.target_url, "method": args.method}
+    if args.target:
+        body["target"] = _json_arg(args.target, "--target")
+    if args.payload is not None:
+        body["payload"] = _json_arg(args.payload, "--payload")
+    if args.max_attempts is not None:
+        body.setdefault("retryPolicy", {})["maxAttempts"] = args.max_attempts
+    for required in ("name", "type", "target"):
+        if required not in body:
+            raise UsageError(f"a job needs --{required} (or --file with it)" if required != "target"
+                             else "a job needs --target-url (an HTTP target), --target JSON, or --file")
+    return body
+
+
+def _json_arg(text: str, flag: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: not JSON: {exc}") from None
+
+
+class UsageError(Exception):
+    pass
+
+
+# --- commands ------------------------------------------------------------------------------
+def run_command(args, client: Client, out) -> int:
+    emit_json = args.json
+
+    def show(value: Any, render: Callable[[], None]) -> int:
+        if emit_json:
+            print(json.dumps(value, indent=2), file=out)
+        else:
+            render()
+        return EXIT_OK
+
+    group, command = args.group, getattr(args, "command", None)
+    if group == "jobs":
+        if command == "create":
+            headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
+            job = client.call("POST", "/v1/jobs", job_body(args), headers=headers)
+            return show(job, lambda: details(job, JOB_KEYS, out))
+        if command == "list":
+            page = _collect(client, "/v1/jobs", {"state": args.state}, args.limit, args.all)
+            return show(page, lambda: table(page["items"], JOB_COLUMNS, out))
+        if command == "get":
+            job = client.call("GET", f"/v1/jobs/{args.job_id}")
+            return show(job, lambda: details(job, JOB_KEYS, out))
+        if command == "update":
+            headers = {"If-Match": str(args.if_match)} if args.if_match is not None else None
+            job = client.call("PUT", f"/v1/jobs/{args.job_id}", job_body(args), headers=headers)
+            return show(job, lambda: details(job, JOB_KEYS, out))
+        if command in ("delete", "pause", "resume"):
+            method, suffix = ("DELETE", "") if command == "delete" else ("POST", f"/{command}")
+            job = client.call(method, f"/v1/jobs/{args.job_id}{suffix}")
+            return show(job, lambda: print(f"{job['jobId']} {job['state']}", file=out))
+        if command == "trigger":
+            headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
+            execution = client.call("POST", f"/v1/jobs/{args.job_id}/trigger", headers=headers)
+            return show(execution, lambda: print(f"{execution['executionId']} {execution['status']}", file=out))
+    if group == "executions":
+        if command == "list":
+            page = _collect(client, f"/v1/jobs/{args.job_id}/executions", {}, args.limit, args.all)
+            return show(page, lambda: table(page["items"], EXECUTION_COLUMNS, out))
+        if command == "get":
+            execution = client.call("GET", f"/v1/executions/{args.execution_id}")
+
+            def render() -> None:
+                details(execution, EXECUTION_KEYS, out)
+                print("attempts:", file=out)
+                table(execution["attempts"], [("attempt", "ATTEMPT"), ("status", "STATUS"), ("startedAt", "STARTED"),
+                                              ("finishedAt", "FINISHED"), ("error", "ERROR")], out)
+            return show(execution, render)
+        if command in ("cancel", "redrive"):
+            execution = client.call("POST", f"/v1/executions/{args.execution_id}/{command}")
+            return show(execution, lambda: print(f"{execution['executionId']} {execution['status']}", file=out))
+    if group == "dead-letters":
+        page = _collect(client, "/v1/dead-letters", {}, args.limit, args.all)
+        return show(page, lambda: table(page["items"], [("jobId", "JOB ID"), *EXECUTION_COLUMNS], out))
+    if group == "preview":
+        answer = client.call("GET", "/v1/schedule-preview", query={
+            "type": args.type, "schedule": args.schedule, "timezone": args.timezone, "count": args.count,
+            "after": args.after})
+        return show(answer, lambda: print("\n".join(answer["fireTimes"]) or "(no fire times)", file=out))
+    raise UsageError("unknown command")
+
+
+def _collect(client: Client, path: str, query: dict, limit: int, all_pages: bool) -> dict:
+    page = client.call("GET", path, query={**query, "limit": limit})
+    items = list(page["items"])
+    while all_pages and page.get("nextCursor"):
+        page = client.call("GET", path, query={**query, "limit": limit, "cursor": page["nextCursor"]})
+        items.extend(page["items"])
+    return {"items": items, "nextCursor": None if all_pages else page.get("nextCursor")}
+
+
+def run_keys(args, out) -> int:
+    """API keys live hashed in the ApiKeys table: managed with AWS credentials, not an API key."""
+    from jobsched.cli.keys import KeyAdmin
+
+    admin = KeyAdmin.connect(local=args.local, endpoint_url=args.endpoint_url, table=args.table, stack=args.stack)
+    if args.command == "create":
+        key_id, key = admin.create(args.tenant)
+        record = {"tenantId": args.tenant, "keyId": key_id, "apiKey": key}
+        if args.json:
+            print(json.dumps(record, indent=2), file=out)
+        else:
+            print(f"tenant {args.tenant}: {key}\n(key id {key_id}; the key is shown once and stored only hashed)",
+                  file=out)
+        return EXIT_OK
+    if args.command == "list":
+        keys = admin.list(args.tenant)
+        if args.json:
+            print(json.dumps(keys, indent=2), file=out)
+        else:
+            table(keys, [("keyId", "KEY ID"), ("tenantId", "TENANT"), ("created", "CREATED"), ("revoked", "REVOKED")],
+                  out)
+        return EXIT_OK
+    revoked = admin.revoke(args.key_id)
+    if revoked is None:
+        print(f"jobsched: no key {args.key_id}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    print(json.dumps(revoked, indent=2) if args.json else f"{args.key_id} revoked", file=out)
+    return EXIT_OK
+
+
+# --- parser --------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jobsched", description="Command line client of the jobsched API.")
+    parser.add_argument("--url", default=os.environ.get("JOBSCHED_URL", DEFAULT_URL),
+                        help="API base URL (JOBSCHED_URL; default the local stack)")
+    parser.add_argument("--api-key", default=os.environ.get("JOBSCHED_API_KEY"), help="API key (JOBSCHED_API_KEY)")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    groups = parser.add_subparsers(dest="group", required=True)
+
+    jobs = groups.add_parser("jobs", help="create, list, change and run jobs").add_subparsers(dest="command",
+                                                                                               required=True)
+    for name in ("create", "update"):
+        cmd = jobs.add_parser(name, help=f"{name} a job (flags, or --file with a JSON body)")
+        if name == "update":
+            cmd.add_argument("job_id")
+            cmd.add_argument("--if-match", type=int, help="the version the change is based on")
+        else:
+            cmd.add_argument("--idempotency-key")
+        cmd.add_argument("--file", help="JSON body of the job ('-' for stdin); flags override its fields")
+        cmd.add_argument("--name")
+        cmd.add_argument("--type", choices=["ONE_TIME", "DELAYED", "CRON", "RATE"])
+        cmd.add_argument("--schedule", help="cron '0 3 * * *', duration PT5M, or at()/rate()/cron()")
+        cmd.add_argument("--timezone")
+        cmd.add_argument("--run-at", help="ONE_TIME: RFC 3339 instant")
+        cmd.add_argument("--delay", type=int, help="DELAYED: seconds")
+        cmd.add_argument("--start-at")
+        cmd.add_argument("--end-at")
+        cmd.add_argument("--target-url", help="HTTP target URL")
+        cmd.add_argument("--method", default="POST", help="HTTP target method (default POST)")
+        cmd.add_argument("--target", help="target as JSON")
+        cmd.add_argument("--payload", help="payload as JSON")
+        cmd.add_argument("--max-attempts", type=int)
+        cmd.add_argument("--timeout", type=int, help="seconds per attempt")
+        cmd.add_argument("--priority", choices=["HIGH", "NORMAL", "LOW"])
+    listing = jobs.add_parser("list", help="the tenant's jobs")
+    listing.add_argument("--state", choices=["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"])
+    _paging(listing)
+    for name, text in (("get", "one job"), ("delete", "cancel: no future fires"), ("pause", "pause a recurring job"),
+                       ("resume", "resume from now")):
+        jobs.add_parser(name, help=text).add_argument("job_id")
+    trigger = jobs.add_parser("trigger", help="run now, outside the schedule")
+    trigger.add_argument("job_id")
+    trigger.add_argument("--idempotency-key")
+
+    executions = groups.add_parser("executions", help="execution history").add_subparsers(dest="command",
+                                                                                          required=True)
+    ex_list = executions.add_parser("list", help="a job's executions, newest first")
+    ex_list.add_argument("job_id")
+    _paging(ex_list)
+    for name, text in (("get", "one execution with its attempts"), ("cancel", "cancel a pending or running one"),
+                       ("redrive", "run a dead execution again")):
+        executions.add_parser(name, help=text).add_argument("execution_id")
+
+    _paging(groups.add_parser("dead-letters", help="executions that exhausted their retries"))
+    preview = groups.add_parser("preview", help="the next fire times of a schedule")
+    preview.add_argument("schedule")
+    preview.add_argument("--type", default="CRON", choices=["CRON", "RATE", "ONE_TIME"])
+    preview.add_argument("--timezone", default="UTC")
+    preview.add_argument("--count", type=int, default=10)
+    preview.add_argument("--after", help="RFC 3339 instant (default now)")
+
+    keys = groups.add_parser("keys", help="tenant API keys (needs AWS credentials, or --local)")
+    keys.add_argument("--local", action="store_true", help=f"the local stack's emulator ({LOCAL_EMULATOR})")
+    keys.add_argument("--endpoint-url", help="an AWS endpoint to use instead")
+    keys.add_argument("--stack", default="Jobsched", help="CloudFormation stack to find the ApiKeys table in")
+    keys.add_argument("--table", help="the ApiKeys table name (instead of looking it up)")
+    key_commands = keys.add_subparsers(dest="command", required=True)
+    key_commands.add_parser("create", help="issue a key for a tenant").add_argument("tenant")
+    key_commands.add_parser("list", help="keys, of one tenant or all").add_argument("tenant", nargs="?")
+    key_commands.add_parser("revoke", help="revoke a key by its id").add_argument("key_id")
+    return parser
+
+
+def _paging(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--limit", type=int, default=20, help="page size, 1..100")
+    parser.add_argument("--all", action="store_true", help="follow every page")
+
+
+def main(argv: list[str] | None = None, out=None) -> int:
+    out = out or sys.stdout
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        if args.group == "keys":
+            return run_keys(args, out)
+        return run_command(args, Client(args.url, args.api_key), out)
+    except UsageError as exc:
+        print(f"jobsched: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ApiError as exc:
+        print(f"jobsched: {exc}", file=sys.stderr)
+        return exit_code_for(exc)
+    except Exception as exc:  # noqa: BLE001 - e.g. AWS errors of `keys`; say what happened, exit non-zero
+        print(f"jobsched: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+
+
+def entry() -> None:
+    sys.exit(main())
