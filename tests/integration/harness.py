@@ -38,8 +38,15 @@ class RecordingTarget:
     calls: list[Call] = field(default_factory=list)
     script: dict[str, list[AttemptOutcome]] = field(default_factory=dict)
 
-    def invoke(self, job: Job, dispatch: Dispatch, attempt: int) -> AttemptOutcome:
+    tokens: dict[str, str] = field(default_factory=dict)  # execution id → the latest callback token
+    progress_seen: list = field(default_factory=list)
+
+    def invoke(self, job: Job, dispatch: Dispatch, attempt: int, callback_token: str | None = None,
+               progress=None) -> AttemptOutcome:
         self.calls.append(Call(dispatch.execution_id, attempt, self.clock.now_ms(), job.job_id))
+        if callback_token:
+            self.tokens[dispatch.execution_id] = callback_token
+        self.progress_seen.append(progress)
         planned = self.script.get(job.job_id)
         if planned:
             return planned.pop(0)
@@ -50,6 +57,8 @@ class RecordingTarget:
 
 
 FAIL = AttemptOutcome(False, ExecutionStatus.FAILED, "HTTP 503: try later")
+ACCEPTED = AttemptOutcome(True, ExecutionStatus.RUNNING, None, None, accepted=True)
+TIMEOUT = AttemptOutcome(False, ExecutionStatus.TIMED_OUT, "no answer within 30 s")
 
 
 class Harness:

@@ -51,7 +51,8 @@ def test_malformed_requests_answer_400_naming_the_field(harness, body, field):
     ({"type": "RATE", "delaySeconds": None, "schedule": "P1M"}, "schedule"),
     ({"type": "ONE_TIME", "delaySeconds": None, "runAt": "2020-01-01T00:00:00Z"}, "runAt"),
     ({"type": "ONE_TIME", "delaySeconds": None, "runAt": "tomorrow"}, "runAt"),
-    ({"target": {"type": "SQS", "queueUrl": "https://sqs.us-east-1.amazonaws.com/1/q"}}, "target.type"),
+    ({"type": "RATE", "delaySeconds": None, "schedule": "PT5M", "startAt": "2030-01-02T00:00:00Z",
+      "endAt": "2030-01-01T00:00:00Z"}, "endAt"),
 ])
 def test_well_formed_but_invalid_requests_answer_422(harness, changes, field):
     status, answer = harness.request("POST", "/v1/jobs", with_(**changes))

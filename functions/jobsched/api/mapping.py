@@ -25,7 +25,7 @@ from jobsched.domain.schedule import (
 
 # A one-time job whose runAt is at most this far in the past runs at once; further is refused.
 RUN_AT_GRACE_MS = 5 * 60_000
-SUPPORTED_TARGETS = {TargetType.HTTP}
+SUPPORTED_TARGETS = set(TargetType)
 
 _FIELDS_BY_TYPE = {
     "ONE_TIME": {"runAt", "schedule"},
@@ -59,6 +59,7 @@ def to_spec(request: JobRequest, now_ms: int) -> JobSpec:
         overlap_policy=OverlapPolicy(request.overlapPolicy),
         misfire_policy=MisfirePolicy(request.misfirePolicy),
         jitter_sec=request.jitterSec,
+        heartbeat_timeout_sec=request.heartbeatTimeoutSec,
     )
 
 
@@ -187,6 +188,7 @@ def job_to_json(job: Job, now_ms: int) -> dict:
         "overlapPolicy": spec.overlap_policy.value,
         "misfirePolicy": spec.misfire_policy.value,
         "jitterSec": spec.jitter_sec,
+        "heartbeatTimeoutSec": spec.heartbeat_timeout_sec,
         "state": job.state.value,
         "nextFireAt": format_instant(next_fire_at(job, now_ms)),
         "createdAt": format_instant(job.created_ms),
@@ -221,4 +223,5 @@ def execution_to_json(execution: Execution) -> dict:
         "error": execution.error,
         "progress": execution.progress,
         "nextAttemptAt": format_instant(execution.retry_at_ms),
+        "cancelRequested": execution.cancel_requested,
     }

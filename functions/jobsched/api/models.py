@@ -84,6 +84,19 @@ class JobRequest(_Model):
     overlapPolicy: Literal["ALLOW", "SKIP"] = "ALLOW"
     misfirePolicy: Literal["RUN_ONCE", "RUN_ALL", "SKIP"] = "RUN_ONCE"
     jitterSec: int = Field(0, ge=0, le=3600)
+    heartbeatTimeoutSec: int = Field(300, ge=10, le=86_400)
+
+
+class HeartbeatRequest(_Model):
+    progress: Any = None
+
+
+class CompleteRequest(_Model):
+    output: Any = None
+
+
+class FailRequest(_Model):
+    error: str = Field("failed", max_length=2000)
 
 
 def parse_body(model: type[_Model], body: str | None) -> Any:

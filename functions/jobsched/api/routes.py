@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from jobsched.api import schemas
-from jobsched.api.models import JobRequest
+from jobsched.api.models import CompleteRequest, FailRequest, HeartbeatRequest, JobRequest
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class Route:
 
 PAGING = (Param("limit", "query", "1..100, default 20", "integer"),
           Param("cursor", "query", "nextCursor of the previous page"))
+CALLBACK = Param("X-Callback-Token", "header", "the token that came with the call (X-Callback-Token)")
 IDEMPOTENCY = Param("Idempotency-Key", "header", "a repeat with the same key and body returns the first answer")
 
 ROUTES: tuple[Route, ...] = (
@@ -61,6 +62,17 @@ ROUTES: tuple[Route, ...] = (
           schemas.ExecutionList, params=PAGING),
     Route("get_execution", "GET", "/v1/executions/{executionId}", "One execution with its attempts", 200,
           schemas.Execution),
+    Route("cancel_execution", "POST", "/v1/executions/{executionId}/cancel", "Cancel a pending or running execution",
+          202, schemas.Execution, errors=(401, 404, 409)),
+    Route("heartbeat_execution", "POST", "/v1/executions/{executionId}/heartbeat",
+          "Long-running target: report progress and extend the lease", 200, schemas.HeartbeatAnswer,
+          HeartbeatRequest, (CALLBACK,), auth=False, errors=(400, 401, 404, 409)),
+    Route("complete_execution", "POST", "/v1/executions/{executionId}/complete",
+          "Long-running target: report success", 200, schemas.Execution, CompleteRequest, (CALLBACK,), auth=False,
+          errors=(400, 401, 404, 409)),
+    Route("fail_execution", "POST", "/v1/executions/{executionId}/fail",
+          "Long-running target: report failure (retried per policy)", 200, schemas.Execution, FailRequest,
+          (CALLBACK,), auth=False, errors=(400, 401, 404, 409)),
     Route("list_dead_letters", "GET", "/v1/dead-letters", "Executions that exhausted their retries", 200,
           schemas.ExecutionList, params=PAGING),
     Route("redrive_execution", "POST", "/v1/executions/{executionId}/redrive", "Run a dead execution again",

@@ -31,6 +31,7 @@ class Job(_Out):
     overlapPolicy: Literal["ALLOW", "SKIP"]
     misfirePolicy: Literal["RUN_ONCE", "RUN_ALL", "SKIP"]
     jitterSec: int
+    heartbeatTimeoutSec: int
     state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"]
     nextFireAt: str | None
     createdAt: str
@@ -65,6 +66,13 @@ class Execution(_Out):
     error: str | None
     progress: Any
     nextAttemptAt: str | None
+    cancelRequested: bool
+
+
+class HeartbeatAnswer(_Out):
+    status: ExecutionStatusName
+    cancelRequested: bool
+    leaseUntil: str | None
 
 
 class JobList(_Out):

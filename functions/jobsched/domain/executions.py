@@ -11,6 +11,7 @@ class DispatchKind(str, Enum):
     FIRE = "FIRE"  # an occurrence of the schedule
     RETRY = "RETRY"  # another attempt of an execution (a retry, or a redrive)
     MANUAL = "MANUAL"  # POST /jobs/{id}/trigger: one run outside the schedule
+    LEASE = "LEASE"  # check a long-running attempt's heartbeat deadline
 
 
 class ExecutionStatus(str, Enum):
@@ -137,6 +138,8 @@ class Execution:
     output: Any = None
     error: str | None = None
     progress: Any = None
+    cancel_requested: bool = False
+    callback_token_hash: str | None = None
 
     @property
     def late_ms(self) -> int | None:
@@ -169,6 +172,8 @@ class Execution:
             output=json.loads(item["output"]) if item.get("output") else None,
             error=item.get("error"),
             progress=json.loads(item["progress"]) if item.get("progress") else None,
+            cancel_requested=bool(item.get("cancelRequested")),
+            callback_token_hash=item.get("callbackTokenHash"),
         )
 
 
@@ -180,3 +185,4 @@ class AttemptOutcome:
     status: ExecutionStatus  # SUCCEEDED, FAILED or TIMED_OUT for the attempt itself
     error: str | None = None
     output: Any = None
+    accepted: bool = False  # a long-running target took the work (HTTP 202): it reports back

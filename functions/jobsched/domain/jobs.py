@@ -78,6 +78,8 @@ class JobSpec:
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
     misfire_policy: MisfirePolicy = MisfirePolicy.RUN_ONCE
     jitter_sec: int = 0
+    # Long-running targets (HTTP 202): the longest gap allowed between heartbeats.
+    heartbeat_timeout_sec: int = 300
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,7 @@ class Job:
             "overlapPolicy": spec.overlap_policy.value,
             "misfirePolicy": spec.misfire_policy.value,
             "jitterSec": spec.jitter_sec,
+            "heartbeatTimeoutSec": spec.heartbeat_timeout_sec,
             "state": self.state.value,
             "generation": self.generation,
             "version": self.version,
@@ -164,6 +167,7 @@ class Job:
             overlap_policy=OverlapPolicy(item.get("overlapPolicy", "ALLOW")),
             misfire_policy=MisfirePolicy(item.get("misfirePolicy", "RUN_ONCE")),
             jitter_sec=int(item.get("jitterSec", 0)),
+            heartbeat_timeout_sec=int(item.get("heartbeatTimeoutSec", 300)),
         )
         return cls(
             tenant_id=item["tenantId"],

@@ -14,6 +14,7 @@ TIMER_TTL_SECONDS = 7 * 86_400
 class TimerKind(str, Enum):
     FIRE = "FIRE"  # a job's next occurrence
     RETRY = "RETRY"  # a backoff longer than SQS's 15-minute delay cap
+    LEASE = "LEASE"  # the heartbeat deadline of a long-running attempt
 
 
 def segment_of(job_id: str, segments: int) -> int:

@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 
 from jobsched.api.mapping import execution_to_json, job_to_json
-from jobsched.api.models import JobRequest, parse_body
+from jobsched.api.models import CompleteRequest, FailRequest, HeartbeatRequest, JobRequest, parse_body
 from jobsched.api.openapi import openapi_document
 from jobsched.api.routes import ROUTES
 from jobsched.domain.jobs import JobState
@@ -25,7 +25,9 @@ from jobsched.domain.errors import (
 )
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.auth import Authenticator
+from jobsched.service.callbacks import Callbacks
 from jobsched.service.jobs import JobsService
+from jobsched.service.outcomes import Outcomes
 
 logger = Logger(service="jobsched-api")
 
@@ -76,6 +78,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     parts = build(env, "api", clock, session)
     metrics = metrics_for(env, "jobsched-api")
     service = JobsService(parts.stores, parts.handoff, parts.clock)
+    callbacks = Callbacks(parts.stores, Outcomes(parts.stores, parts.handoff, parts.clock), parts.clock)
     auth = Authenticator(parts.stores.api_keys, parts.clock)
     app = APIGatewayRestResolver()
 
@@ -147,6 +150,22 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     def get_execution(executionId: str):  # noqa: N803
         return ok(200, execution_to_json(service.execution(tenant(), executionId)))
+
+    def cancel_execution(executionId: str):  # noqa: N803
+        return ok(202, execution_to_json(service.cancel_execution(tenant(), executionId)))
+
+    def heartbeat_execution(executionId: str):  # noqa: N803
+        body = parse_body(HeartbeatRequest, app.current_event.decoded_body or "{}")
+        answer = callbacks.heartbeat(executionId, header("X-Callback-Token"), body.progress)
+        return ok(200, {**answer, "leaseUntil": format_instant(answer["leaseUntil"])})
+
+    def complete_execution(executionId: str):  # noqa: N803
+        body = parse_body(CompleteRequest, app.current_event.decoded_body or "{}")
+        return ok(200, execution_to_json(callbacks.complete(executionId, header("X-Callback-Token"), body.output)))
+
+    def fail_execution(executionId: str):  # noqa: N803
+        body = parse_body(FailRequest, app.current_event.decoded_body or "{}")
+        return ok(200, execution_to_json(callbacks.fail(executionId, header("X-Callback-Token"), body.error)))
 
     def list_dead_letters():
         tenant_id = tenant()

@@ -9,10 +9,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+import boto3
+
 from jobsched.adapters.http_target import HttpTargetInvoker
+from jobsched.adapters.targets import TargetRouter
 from jobsched.domain.executions import Dispatch
 from jobsched.handlers.wiring import build, lazy, metrics_for
-from jobsched.service.worker import Outcome, Worker
+from jobsched.service.outcomes import Outcome, Outcomes
+from jobsched.service.worker import Worker
+from jobsched.store.targets import AwsTargetInvoker
 
 logger = Logger(service="jobsched-worker")
 
@@ -24,13 +29,21 @@ OUTCOME_METRIC = {
     Outcome.DUPLICATE: "DuplicatesDropped",
     Outcome.RETRY_RECOVERED: "RetriesRecovered",
     Outcome.STALE_RESULT: "StaleResultsRejected",
+    Outcome.CANCELLED: "Cancelled",
+    Outcome.ACCEPTED: "AcceptedLongRunning",
+    Outcome.SKIPPED: "Skipped",
+    Outcome.LEASE_EXTENDED: "LeaseChecks",
+    Outcome.LOST: "Lost",
 }
 
 
 def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None):
     parts = build(env, "worker", clock, session)
     metrics = metrics_for(env, "jobsched-worker")
-    worker = Worker(parts.stores, parts.handoff, invoker or HttpTargetInvoker(), parts.clock)
+    if invoker is None:
+        invoker = TargetRouter(HttpTargetInvoker(allow_private=parts.settings.allow_private_targets),
+                               AwsTargetInvoker(session or boto3.session.Session()))
+    worker = Worker(parts.stores, Outcomes(parts.stores, parts.handoff, parts.clock), invoker, parts.clock)
 
     async def record_handler(record: SQSRecord) -> str:
         # A body that is not a dispatch raises: after maxReceiveCount it rests in the lane's

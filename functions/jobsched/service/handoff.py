@@ -6,12 +6,14 @@ from dataclasses import dataclass, field
 
 from jobsched.domain.clock import Clock
 from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for, scheduled_ms_of
-from jobsched.domain.jobs import Job, MisfirePolicy
+from jobsched.domain.jobs import Job, MisfirePolicy, Priority
 from jobsched.domain.timers import Timer, TimerKind, is_claimed, minute_of, segment_of
 from jobsched.store.queues import Outgoing
 
 # An occurrence later than this is a misfire, handled by the job's misfirePolicy.
 MISFIRE_GRACE_MS = 60_000
+# Misfired occurrences recorded SKIPPED per hand-off at most; beyond that they are only counted.
+MAX_SKIPPED_RECORDS = 100
 # Ticks claim at most the next minute; a writer whose bucket lies beyond this skips the
 # watermark read (clock skew between writer and tick is assumed below a minute).
 DIRECT_DISPATCH_HORIZON_MINUTES = 2
@@ -24,7 +26,7 @@ class HandOffReport:
     next_timers: int = 0
     misfires_skipped: int = 0
     sqs_batches: int = 0
-    lateness_ms: list[int] = field(default_factory=list)
+    skipped: list = field(default_factory=list)  # (job, occurrence) recorded SKIPPED
 
     def add(self, other: "HandOffReport") -> None:
         self.dispatched += other.dispatched
@@ -37,6 +39,7 @@ class HandOffReport:
 class HandOff:
     def __init__(self, stores, clock: Clock, segments: int) -> None:
         self._segments = segments
+        self._executions = stores.executions
         self._timers = stores.timers
         self._watermarks = stores.watermarks
         self._lanes = stores.lanes
@@ -45,7 +48,7 @@ class HandOff:
     def segment_of(self, job_id: str) -> int:
         return segment_of(job_id, self._segments)
 
-    def place(self, timer: Timer, job: Job) -> HandOffReport:
+    def place(self, timer: Timer, job: Job | None, priority: Priority | None = None) -> HandOffReport:
         """Write a new timer, then dispatch it directly if a tick already claimed its bucket.
 
         Both sides use strongly consistent reads (the tick claims before it queries), so either
@@ -58,7 +61,8 @@ class HandOff:
         watermark = self._watermarks.get(timer.segment)
         if not is_claimed(timer.minute, watermark):
             return HandOffReport()
-        return self.hand_off([timer], {(job.tenant_id, job.job_id): job}, watermark.claimed_through)
+        jobs = {(job.tenant_id, job.job_id): job} if job else {}
+        return self.hand_off([timer], jobs, watermark.claimed_through)
 
     def hand_off(self, timers: list[Timer], jobs: dict[tuple[str, str], Job], claimed_through: int) -> HandOffReport:
         """Dispatch these due timers. For recurring jobs, write the next FIRE timer (computed
@@ -73,6 +77,14 @@ class HandOff:
             next_timers: list[Timer] = []
             for timer in pending:
                 job = jobs.get((timer.tenant_id, timer.job_id))
+                if timer.kind is TimerKind.LEASE:
+                    # Checked whatever became of the job: a running attempt must always be resolved.
+                    assert timer.execution_id is not None
+                    dispatch = Dispatch(DispatchKind.LEASE, timer.tenant_id, timer.job_id, timer.execution_id,
+                                        scheduled_ms_of(timer.execution_id), timer.generation, timer.attempt)
+                    priority = job.spec.priority if job else Priority.NORMAL
+                    outgoing.append(Outgoing(priority, dispatch, _delay_seconds(timer.due_ms, now)))
+                    continue
                 if job is None or job.generation != timer.generation or not job.fires():
                     report.stale += 1  # deleted, updated, paused or finished since: drop
                     continue
@@ -103,6 +115,10 @@ class HandOff:
         if outgoing:
             report.sqs_batches += self._lanes.send(outgoing)
         report.dispatched += len(outgoing)
+        for job, occurrence in report.skipped[:MAX_SKIPPED_RECORDS]:
+            self._executions.put_skipped(job.tenant_id, job.job_id, execution_id_for(job.job_id, occurrence),
+                                         occurrence, job.generation, "skipped: missed while the scheduler was behind "
+                                         "(misfirePolicy SKIP)", now)
         return report
 
     def _fire_chain(self, timer: Timer, job: Job, claimed: int, now: int,
@@ -116,6 +132,7 @@ class HandOff:
             late = occurrence < now - MISFIRE_GRACE_MS
             if late and policy is MisfirePolicy.SKIP:
                 report.misfires_skipped += 1
+                report.skipped.append((job, occurrence))
             else:
                 dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id,
                                     execution_id_for(job.job_id, occurrence), occurrence, job.generation)

@@ -13,6 +13,7 @@ from jobsched.domain.executions import (
     Dispatch,
     DispatchKind,
     Execution,
+    ExecutionStatus,
     job_id_of,
     manual_execution_id,
 )
@@ -160,6 +161,26 @@ class JobsService:
         if execution is None or execution.tenant_id != tenant_id:
             raise NotFound(f"no execution {execution_id}")
         return execution
+
+    def cancel_execution(self, tenant_id: str, execution_id: str) -> Execution:
+        """A waiting execution (PENDING, or FAILED until its retry) never starts again; a running
+        one is asked to stop: its next heartbeat answers "cancelled" and it ends CANCELLED, and
+        it is not retried. Safe to repeat and to race."""
+        for _ in range(3):
+            execution = self.execution(tenant_id, execution_id)
+            try:
+                if execution.status in (ExecutionStatus.PENDING, ExecutionStatus.FAILED):
+                    return self._executions.cancel_waiting(execution.job_id, execution_id, self._clock.now_ms())
+                if execution.status is ExecutionStatus.RUNNING:
+                    if execution.cancel_requested:
+                        return execution
+                    return self._executions.request_cancel(execution.job_id, execution_id, execution.attempt)
+            except ConditionLost:
+                continue  # it moved on meanwhile: look again
+            if execution.status is ExecutionStatus.CANCELLED:
+                return execution
+            raise Conflict(f"execution is {execution.status.value}; only a pending or running one can be cancelled")
+        raise Conflict("the execution kept changing; try again")
 
     def dead_letters(self, tenant_id: str, limit: int, cursor: str | None) -> Page:
         return self._executions.list_dead_letters(tenant_id, limit, cursor)

@@ -259,13 +259,14 @@ class WatermarksStore:
 class Claim:
     attempt: int  # the fencing token of this attempt
     taken_over: AttemptRecord | None  # the attempt whose lease expired, now recorded LOST
+    progress: Any = None  # the last progress a previous attempt reported, handed to this one
 
 
 class ExecutionsStore:
     def __init__(self, dynamodb, table_name: str) -> None:
         self._table = dynamodb.Table(table_name)
 
-    def claim(self, dispatch: Dispatch, now_ms: int, lease_until_ms: int) -> Claim:
+    def claim(self, dispatch: Dispatch, now_ms: int, lease_until_ms: int, token_hash: str) -> Claim:
         """The worker's first write: the execution does not exist yet, or waits for exactly this
         attempt, or its running attempt's lease has expired. Raises ConditionLost otherwise."""
         try:
@@ -275,7 +276,7 @@ class ExecutionsStore:
                     "SET #st = :running, attempt = if_not_exists(attempt, :zero) + :one, "
                     "tenantId = :tenant, scheduledMs = :due, generation = :gen, "
                     "startedMs = if_not_exists(startedMs, :now), attemptStartedMs = :now, "
-                    "leaseUntilMs = :lease REMOVE retryAtMs"
+                    "leaseUntilMs = :lease, callbackTokenHash = :token REMOVE retryAtMs, accepted"
                 ),
                 ConditionExpression=(
                     "attribute_not_exists(executionId)"
@@ -295,6 +296,7 @@ class ExecutionsStore:
                     ":gen": dispatch.generation,
                     ":now": now_ms,
                     ":lease": lease_until_ms,
+                    ":token": token_hash,
                 },
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -313,7 +315,8 @@ class ExecutionsStore:
                 finished_ms=now_ms,
                 error="lease expired: the worker stopped reporting",
             )
-        return Claim(attempt=int(old.get("attempt", 0)) + 1, taken_over=taken_over)
+        progress = json.loads(old["progress"]) if old.get("progress") else None
+        return Claim(attempt=int(old.get("attempt", 0)) + 1, taken_over=taken_over, progress=progress)
 
     def finish_attempt(
         self,
@@ -325,8 +328,11 @@ class ExecutionsStore:
         error: str | None,
         output: Any = None,
         retry_at_ms: int | None = None,
+        lease_expired_by: int | None = None,
     ) -> None:
-        """Fenced: applies only while this attempt still holds the execution."""
+        """Fenced: applies only while this attempt still holds the execution. A retry is not
+        scheduled over a cancel request; a LOST verdict only stands if no heartbeat extended the
+        lease meanwhile (lease_expired_by)."""
         names = {"#st": "status", "#err": "error"}
         values: dict[str, Any] = {
             ":status": status.value,
@@ -337,9 +343,14 @@ class ExecutionsStore:
             ":error": error,
         }
         sets = ["#st = :status", "attempts = list_append(if_not_exists(attempts, :empty), :records)", "#err = :error"]
+        condition = "attempt = :mine AND #st = :running"
+        if lease_expired_by is not None:
+            condition += " AND leaseUntilMs <= :leaseNow"
+            values[":leaseNow"] = lease_expired_by
         if status is ExecutionStatus.FAILED:
             sets.append("retryAtMs = :retryAt")
             values[":retryAt"] = retry_at_ms
+            condition += " AND attribute_not_exists(cancelRequested)"
         else:
             sets.append("finishedMs = :now")
             values[":now"] = now_ms
@@ -353,13 +364,91 @@ class ExecutionsStore:
         try:
             self._table.update_item(
                 Key={"jobId": dispatch.job_id, "executionId": dispatch.execution_id},
-                UpdateExpression="SET " + ", ".join(sets) + " REMOVE leaseUntilMs",
-                ConditionExpression="attempt = :mine AND #st = :running",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                UpdateExpression="SET " + ", ".join(sets) + " REMOVE leaseUntilMs, callbackTokenHash",
+                ConditionExpression=condition,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
             )
         except ClientError as exc:
             raise (_condition_lost(exc, "stale attempt") or exc) from exc
+
+    def accept(self, dispatch: Dispatch, attempt: int, lease_until_ms: int) -> None:
+        """A long-running target took the work: the attempt stays RUNNING under a lease that its
+        heartbeats extend. Fenced like every write of an attempt."""
+        self._fenced_update(dispatch.job_id, dispatch.execution_id, attempt,
+                            "SET accepted = :yes, leaseUntilMs = :lease", {":yes": True, ":lease": lease_until_ms})
+
+    def heartbeat(self, job_id: str, execution_id: str, attempt: int, progress: Any, lease_until_ms: int,
+                  now_ms: int) -> Execution:
+        """Extend the lease and keep the progress; returns the execution as it now is."""
+        values: dict[str, Any] = {":lease": lease_until_ms, ":now": now_ms}
+        expression = "SET leaseUntilMs = :lease, lastHeartbeatMs = :now"
+        if progress is not None:
+            expression += ", progress = :progress"
+            values[":progress"] = json.dumps(progress, separators=(",", ":"))
+        return self._fenced_update(job_id, execution_id, attempt, expression, values)
+
+    def request_cancel(self, job_id: str, execution_id: str, attempt: int) -> Execution:
+        return self._fenced_update(job_id, execution_id, attempt, "SET cancelRequested = :yes", {":yes": True})
+
+    def _fenced_update(self, job_id: str, execution_id: str, attempt: int, expression: str,
+                       values: dict[str, Any]) -> Execution:
+        try:
+            answer = self._table.update_item(
+                Key={"jobId": job_id, "executionId": execution_id},
+                UpdateExpression=expression,
+                ConditionExpression="attempt = :mine AND #st = :running",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues={**values, ":mine": attempt, ":running": ExecutionStatus.RUNNING.value},
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            raise (_condition_lost(exc, "stale attempt") or exc) from exc
+        return Execution.from_item(plain(answer["Attributes"]))
+
+    def cancel_waiting(self, job_id: str, execution_id: str, now_ms: int) -> Execution:
+        """PENDING or FAILED (waiting for a retry) → CANCELLED: it never starts again."""
+        try:
+            answer = self._table.update_item(
+                Key={"jobId": job_id, "executionId": execution_id},
+                UpdateExpression="SET #st = :cancelled, finishedMs = :now REMOVE retryAtMs",
+                ConditionExpression="#st IN (:pending, :failed)",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues={":cancelled": ExecutionStatus.CANCELLED.value, ":now": now_ms,
+                                           ":pending": ExecutionStatus.PENDING.value,
+                                           ":failed": ExecutionStatus.FAILED.value},
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            raise (_condition_lost(exc, "not waiting") or exc) from exc
+        return Execution.from_item(plain(answer["Attributes"]))
+
+    def put_skipped(self, tenant_id: str, job_id: str, execution_id: str, scheduled_ms: int, generation: int,
+                    reason: str, now_ms: int) -> bool:
+        """Record an occurrence that did not run (overlap or misfire policy). False if the
+        execution already exists (it ran, or was recorded before)."""
+        item = {"jobId": job_id, "executionId": execution_id, "tenantId": tenant_id, "scheduledMs": scheduled_ms,
+                "status": ExecutionStatus.SKIPPED.value, "attempt": 0, "generation": generation, "attempts": [],
+                "error": reason, "finishedMs": now_ms}
+        try:
+            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(executionId)")
+            return True
+        except ClientError as exc:
+            if _condition_lost(exc, "exists"):
+                return False
+            raise
+
+    def another_running(self, job_id: str, execution_id: str) -> bool:
+        """Whether a recent execution of the job other than this one is still RUNNING
+        (overlapPolicy SKIP): one query of the job's newest executions."""
+        answer = self._table.query(KeyConditionExpression=Key("jobId").eq(job_id), ScanIndexForward=False, Limit=5,
+                                   ProjectionExpression="executionId, #st",
+                                   ExpressionAttributeNames={"#st": "status"})
+        return any(i["status"] == ExecutionStatus.RUNNING.value and i["executionId"] != execution_id
+                   for i in answer.get("Items", []))
 
     def put_pending(self, tenant_id: str, job_id: str, execution_id: str, scheduled_ms: int, generation: int) -> Execution:
         """A known execution that no worker has claimed yet (a manual trigger)."""

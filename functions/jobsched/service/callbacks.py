@@ -1,0 +1,86 @@
+"""Long-running targets report back: heartbeat (with progress), complete, fail. Authorized by
+the per-execution callback token the target received with the call (X-Callback-Token), which
+is stored only as a hash and changes with every attempt."""
+from __future__ import annotations
+
+import hmac
+
+from jobsched.domain.clock import Clock
+from jobsched.domain.errors import ConditionLost, Conflict, NotFound, Unauthorized
+from jobsched.domain.executions import (
+    AttemptOutcome,
+    AttemptRecord,
+    Dispatch,
+    DispatchKind,
+    Execution,
+    ExecutionStatus,
+    job_id_of,
+)
+from jobsched.domain.jobs import Job
+from jobsched.service.outcomes import Outcome, Outcomes
+from jobsched.service.worker import callback_token_hash
+
+
+class Callbacks:
+    def __init__(self, stores, outcomes: Outcomes, clock: Clock) -> None:
+        self._jobs = stores.jobs
+        self._executions = stores.executions
+        self._outcomes = outcomes
+        self._clock = clock
+
+    def heartbeat(self, execution_id: str, token: str | None, progress) -> dict:
+        execution, job = self._authorize(execution_id, token)
+        now = self._clock.now_ms()
+        deadline = now + (job.spec.heartbeat_timeout_sec if job else 300) * 1000
+        try:
+            updated = self._executions.heartbeat(execution.job_id, execution_id, execution.attempt, progress,
+                                                 deadline, now)
+        except ConditionLost:
+            raise Conflict("this attempt no longer holds the execution (it was taken over or ended)") from None
+        if updated.cancel_requested:
+            record = AttemptRecord(execution.attempt, ExecutionStatus.CANCELLED, execution.attempt_started_ms or now,
+                                   now, "cancelled on request")
+            self._outcomes.cancel_running(_dispatch(execution, job), execution.attempt, [record])
+            return {"status": "CANCELLED", "cancelRequested": True, "leaseUntil": None}
+        return {"status": "RUNNING", "cancelRequested": False, "leaseUntil": deadline}
+
+    def complete(self, execution_id: str, token: str | None, output) -> Execution:
+        return self._end(execution_id, token, AttemptOutcome(True, ExecutionStatus.SUCCEEDED, None, output))
+
+    def fail(self, execution_id: str, token: str | None, error: str) -> Execution:
+        return self._end(execution_id, token, AttemptOutcome(False, ExecutionStatus.FAILED, error))
+
+    def _end(self, execution_id: str, token: str | None, outcome: AttemptOutcome) -> Execution:
+        execution, job = self._authorize(execution_id, token)
+        now = self._clock.now_ms()
+        record = AttemptRecord(execution.attempt, outcome.status, execution.attempt_started_ms or now, now,
+                               outcome.error)
+        result = self._outcomes.finish(job, _dispatch(execution, job), execution.attempt, [record], outcome)
+        if result is Outcome.STALE_RESULT:
+            raise Conflict("this attempt no longer holds the execution (it was taken over or ended)")
+        ended = self._executions.get(execution.job_id, execution_id)
+        assert ended is not None
+        return ended
+
+    def _authorize(self, execution_id: str, token: str | None) -> tuple[Execution, Job | None]:
+        if not token:
+            raise Unauthorized("send the X-Callback-Token that came with the call")
+        job_id = job_id_of(execution_id)
+        execution = self._executions.get(job_id, execution_id) if job_id else None
+        if execution is None:
+            raise NotFound(f"no execution {execution_id}")
+        expected = execution.callback_token_hash or ""
+        if not hmac.compare_digest(expected, callback_token_hash(token)):
+            if execution.status is not ExecutionStatus.RUNNING:
+                raise Conflict(f"execution is {execution.status.value}")
+            raise Unauthorized("the callback token does not belong to this execution's current attempt")
+        if execution.status is not ExecutionStatus.RUNNING:
+            raise Conflict(f"execution is {execution.status.value}")
+        return execution, self._jobs.get(execution.tenant_id, execution.job_id, consistent=True)
+
+
+def _dispatch(execution: Execution, job: Job | None) -> Dispatch:
+    kind = DispatchKind.MANUAL if execution.execution_id.endswith(".manual") else DispatchKind.FIRE
+    generation = job.generation if job else 0
+    return Dispatch(kind, execution.tenant_id, execution.job_id, execution.execution_id, execution.scheduled_ms,
+                    generation, execution.attempt)

@@ -1,0 +1,108 @@
+"""Ending an attempt: success, retry with backoff, DEAD, or CANCELLED on request. One place for
+the worker, the heartbeat-deadline check and the long-running callbacks (complete, fail)."""
+from __future__ import annotations
+
+import random
+from enum import Enum
+from typing import Callable
+
+from jobsched.domain.clock import Clock
+from jobsched.domain.errors import ConditionLost
+from jobsched.domain.executions import AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, ExecutionStatus
+from jobsched.domain.jobs import Job, JobState, Priority
+from jobsched.domain.retry import SQS_MAX_DELAY_MS
+from jobsched.domain.timers import Timer, TimerKind
+from jobsched.service.handoff import HandOff
+from jobsched.store.queues import Outgoing
+
+
+class Outcome(str, Enum):
+    SUCCEEDED = "SUCCEEDED"
+    RETRY_SCHEDULED = "RETRY_SCHEDULED"
+    DEAD = "DEAD"
+    CANCELLED = "CANCELLED"
+    ACCEPTED = "ACCEPTED"  # a long-running target took the work and reports back
+    SKIPPED = "SKIPPED"  # overlapPolicy SKIP: the previous run was still running
+    STALE_MESSAGE = "STALE_MESSAGE"  # job deleted, changed or paused since dispatch
+    DUPLICATE = "DUPLICATE"  # another delivery holds or finished this execution
+    RETRY_RECOVERED = "RETRY_RECOVERED"  # a crash left a recorded retry unsent: sent now
+    STALE_RESULT = "STALE_RESULT"  # our lease was taken over; our result was rejected
+    LEASE_EXTENDED = "LEASE_EXTENDED"  # a heartbeat moved the deadline: checked again then
+    LOST = "LOST"  # a long-running attempt missed its heartbeat deadline
+
+
+class Outcomes:
+    def __init__(self, stores, handoff: HandOff, clock: Clock,
+                 unit_random: Callable[[], float] = random.random) -> None:
+        self._jobs = stores.jobs
+        self._executions = stores.executions
+        self._lanes = stores.lanes
+        self._handoff = handoff
+        self._clock = clock
+        self._random = unit_random
+
+    def finish(self, job: Job | None, dispatch: Dispatch, attempt: int, records: list[AttemptRecord],
+               outcome: AttemptOutcome, lease_expired_by: int | None = None) -> Outcome:
+        now = self._clock.now_ms()
+        retry = job.spec.retry if job else None
+        try:
+            if outcome.ok:
+                self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.SUCCEEDED, records, now, None,
+                                                outcome.output)
+                self._complete_if_last(job, dispatch, now)
+                return Outcome.SUCCEEDED
+            if retry is None or retry.exhausted(attempt) or job.state is JobState.CANCELLED:
+                self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.DEAD, records, now, outcome.error,
+                                                lease_expired_by=lease_expired_by)
+                self._complete_if_last(job, dispatch, now)
+                return Outcome.DEAD
+            retry_at = now + retry.delay_before(attempt + 1, self._random())
+            self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.FAILED, records, now, outcome.error,
+                                            retry_at_ms=retry_at, lease_expired_by=lease_expired_by)
+        except ConditionLost as lost:
+            current = lost.current or {}
+            if (current.get("status") == ExecutionStatus.RUNNING.value and int(current.get("attempt", 0)) == attempt
+                    and current.get("cancelRequested")):
+                return self.cancel_running(dispatch, attempt, records, outcome.error)
+            return Outcome.STALE_RESULT
+        # Crash here: FAILED is recorded with its retryAt; the redelivered message finds it and
+        # sends the retry (Worker._claim_lost), so the retry is never lost.
+        self.schedule_retry(job, dispatch, attempt + 1, retry_at)
+        return Outcome.RETRY_SCHEDULED
+
+    def cancel_running(self, dispatch: Dispatch, attempt: int, records: list[AttemptRecord],
+                       error: str | None = None) -> Outcome:
+        now = self._clock.now_ms()
+        cancelled = [AttemptRecord(r.attempt, ExecutionStatus.CANCELLED if r.attempt == attempt else r.status,
+                                   r.started_ms, r.finished_ms, r.error) for r in records]
+        try:
+            self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.CANCELLED, cancelled, now,
+                                            error or "cancelled on request")
+        except ConditionLost:
+            return Outcome.STALE_RESULT
+        return Outcome.CANCELLED
+
+    def schedule_retry(self, job: Job, dispatch: Dispatch, attempt: int, retry_at_ms: int) -> None:
+        """Backoffs up to SQS's 15-minute cap ride an SQS delay; longer ones become RETRY timers."""
+        now = self._clock.now_ms()
+        retry = Dispatch(DispatchKind.RETRY, dispatch.tenant_id, dispatch.job_id, dispatch.execution_id,
+                         dispatch.due_ms, job.generation, attempt)
+        if retry_at_ms - now <= SQS_MAX_DELAY_MS:
+            self._lanes.send([Outgoing(job.spec.priority, retry, max(0, -(-(retry_at_ms - now) // 1000)))])
+            return
+        timer = Timer(retry_at_ms, TimerKind.RETRY, job.tenant_id, job.job_id, job.generation,
+                      self._handoff.segment_of(job.job_id), dispatch.execution_id, attempt)
+        self._handoff.place(timer, job)
+
+    def arm_lease_check(self, dispatch: Dispatch, attempt: int, deadline_ms: int, job: Job | None) -> None:
+        timer = Timer(deadline_ms, TimerKind.LEASE, dispatch.tenant_id, dispatch.job_id, dispatch.generation,
+                      self._handoff.segment_of(dispatch.job_id), dispatch.execution_id, attempt)
+        self._handoff.place(timer, job, priority=job.spec.priority if job else Priority.NORMAL)
+
+    def _complete_if_last(self, job: Job | None, dispatch: Dispatch, now_ms: int) -> None:
+        """A job whose schedule has no occurrence after this one (a one-off, or a recurring job
+        past its endAt) is COMPLETED once that occurrence has ended."""
+        if job is None or dispatch.kind is DispatchKind.MANUAL or job.state is not JobState.ACTIVE:
+            return
+        if job.spec.schedule.next_fire_after(dispatch.due_ms) is None:
+            self._jobs.mark_completed(job, now_ms)

@@ -1,0 +1,119 @@
+"""AWS targets: SQS, SNS, EventBridge, Lambda. Each carries the execution id and attempt (message
+attributes, or fields of the event) so the target can dedupe its own side effects."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
+from jobsched.domain.jobs import Job, TargetType
+
+MAX_OUTPUT_BYTES = 4096
+
+
+def _attributes(dispatch: Dispatch, attempt: int, job: Job) -> dict:
+    return {
+        "executionId": {"DataType": "String", "StringValue": dispatch.execution_id},
+        "attempt": {"DataType": "Number", "StringValue": str(attempt)},
+        "jobId": {"DataType": "String", "StringValue": job.job_id},
+    }
+
+
+def _envelope(job: Job, dispatch: Dispatch, attempt: int, progress: Any) -> dict:
+    envelope = {"executionId": dispatch.execution_id, "attempt": attempt, "jobId": job.job_id,
+                "payload": job.spec.payload}
+    if progress is not None:
+        envelope["progress"] = progress
+    return envelope
+
+
+class AwsTargetInvoker:
+    def __init__(self, session) -> None:
+        self._session = session
+        self._clients: dict[tuple[str, str | None, int], Any] = {}
+
+    def _client(self, service: str, arn_or_url: str, timeout_sec: int):
+        region = _region_of(arn_or_url)
+        key = (service, region, timeout_sec)
+        if key not in self._clients:
+            config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5,
+                            read_timeout=max(5, timeout_sec))
+            self._clients[key] = self._session.client(service, region_name=region, config=config)
+        return self._clients[key]
+
+    def invoke(self, job: Job, dispatch: Dispatch, attempt: int, callback_token: str | None = None,
+               progress: Any = None) -> AttemptOutcome:
+        config = job.spec.target.config
+        kind = job.spec.target.type
+        timeout = job.spec.timeout_sec
+        body = json.dumps(job.spec.payload)
+        try:
+            if kind is TargetType.SQS:
+                url = config["queueUrl"]
+                params: dict[str, Any] = {"QueueUrl": url, "MessageBody": body,
+                                          "MessageAttributes": _attributes(dispatch, attempt, job)}
+                if url.endswith(".fifo"):
+                    params.update(MessageGroupId=job.job_id, MessageDeduplicationId=dispatch.execution_id)
+                answer = self._client("sqs", url, timeout).send_message(**params)
+                return _ok({"messageId": answer.get("MessageId")})
+            if kind is TargetType.SNS:
+                arn = config["topicArn"]
+                params = {"TopicArn": arn, "Message": body, "MessageAttributes": _attributes(dispatch, attempt, job)}
+                if arn.endswith(".fifo"):
+                    params.update(MessageGroupId=job.job_id, MessageDeduplicationId=dispatch.execution_id)
+                answer = self._client("sns", arn, timeout).publish(**params)
+                return _ok({"messageId": answer.get("MessageId")})
+            if kind is TargetType.EVENTBRIDGE:
+                bus = config["eventBusName"]
+                answer = self._client("events", bus, timeout).put_events(Entries=[{
+                    "EventBusName": bus, "Source": config["source"], "DetailType": config["detailType"],
+                    "Detail": json.dumps(_envelope(job, dispatch, attempt, progress))}])
+                if answer.get("FailedEntryCount"):
+                    entry = answer["Entries"][0]
+                    return _failed(f"{entry.get('ErrorCode')}: {entry.get('ErrorMessage')}")
+                return _ok({"eventId": answer["Entries"][0].get("EventId")})
+            if kind is TargetType.LAMBDA:
+                arn = config["functionArn"]
+                answer = self._client("lambda", arn, timeout).invoke(
+                    FunctionName=arn, InvocationType="RequestResponse",
+                    Payload=json.dumps(_envelope(job, dispatch, attempt, progress)).encode())
+                raw = answer["Payload"].read(MAX_OUTPUT_BYTES + 1)
+                if answer.get("FunctionError"):
+                    return _failed(f"function error: {raw[:200].decode('utf-8', 'replace')}")
+                return _ok(_json_or_none(raw))
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            return _failed(f"{error.get('Code')}: {error.get('Message')}")
+        except BotoCoreError as exc:
+            status = ExecutionStatus.TIMED_OUT if "timeout" in type(exc).__name__.lower() else ExecutionStatus.FAILED
+            return AttemptOutcome(False, status, str(exc))
+        return _failed(f"target type {kind.value} is not an AWS target")
+
+
+def _region_of(arn_or_url: str) -> str | None:
+    if arn_or_url.startswith("arn:"):
+        parts = arn_or_url.split(":")
+        return parts[3] or None if len(parts) > 3 else None
+    if arn_or_url.startswith("https://sqs."):
+        return arn_or_url.split(".")[1]
+    return None
+
+
+def _ok(output: Any) -> AttemptOutcome:
+    return AttemptOutcome(True, ExecutionStatus.SUCCEEDED, None, output)
+
+
+def _failed(error: str) -> AttemptOutcome:
+    return AttemptOutcome(False, ExecutionStatus.FAILED, error)
+
+
+def _json_or_none(raw: bytes) -> Any:
+    if not raw or len(raw) > MAX_OUTPUT_BYTES:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
