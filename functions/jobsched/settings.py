@@ -30,7 +30,8 @@ class Env:
 FUNCTION_ENV = {
     "api": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
             Env.API_KEYS_TABLE, *Env.LANE_URL.values(), Env.SEGMENTS],
-    "tick": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.SEGMENTS_TABLE, *Env.LANE_URL.values(), Env.SEGMENTS],
+    "tick": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE, *Env.LANE_URL.values(),
+             Env.SEGMENTS],
     "worker": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
                *Env.LANE_URL.values(), Env.SEGMENTS, Env.ALLOW_PRIVATE_TARGETS],
 }

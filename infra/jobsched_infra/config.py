@@ -21,6 +21,9 @@ class StackConfig:
     allow_private_targets: bool = False
     api_rate_limit: int = 1000
     api_burst_limit: int = 2000
+    # Which AWS resources jobs may target (SQS, SNS, EventBridge, Lambda). Default: any of
+    # those in the deploying account; list ARN patterns to narrow it or to allow other accounts.
+    target_arn_patterns: tuple[str, ...] = ()
 
     @classmethod
     def from_context(cls, node) -> "StackConfig":
@@ -38,4 +41,5 @@ class StackConfig:
             segments=segments,
             layer_dir=Path(get("layerDir", os.environ.get("JOBSCHED_LAYER_DIR", str(DEFAULT_LAYER_DIR)))),
             allow_private_targets=str(get("allowPrivateTargets", "false")).lower() == "true",
+            target_arn_patterns=tuple(get("targetArnPatterns", [])),
         )

@@ -15,6 +15,7 @@ from jobsched_infra.dashboard import NAMESPACE, Dashboard
 from jobsched_infra.functions import FunctionFactory
 from jobsched_infra.lanes import Lanes
 from jobsched_infra.storage import Storage
+from jobsched_infra.targets import TargetAccess
 
 WORKER_TIMEOUT = Duration.minutes(15)
 WORKER_BATCH_SIZE = 10
@@ -36,6 +37,7 @@ class JobschedStack(Stack):
         common_env = {
             Env.JOBS_TABLE: storage.jobs.table_name,
             Env.TIMERS_TABLE: storage.timers.table_name,
+            Env.EXECUTIONS_TABLE: storage.executions.table_name,
             Env.SEGMENTS_TABLE: storage.segments.table_name,
             Env.SEGMENTS: str(config.segments),
             Env.METRICS_NAMESPACE: NAMESPACE,
@@ -44,7 +46,6 @@ class JobschedStack(Stack):
         factory = FunctionFactory(self, "Functions", config.layer_dir, common_env)
 
         api_fn = factory.create("Api", "jobsched.handlers.api.handler", {
-            Env.EXECUTIONS_TABLE: storage.executions.table_name,
             Env.API_KEYS_TABLE: storage.api_keys.table_name,
             Env.SERVICE_NAME: "jobsched-api",
         }, timeout=Duration.seconds(29), memory_mb=512)
@@ -52,13 +53,13 @@ class JobschedStack(Stack):
             Env.SERVICE_NAME: "jobsched-tick",
         }, timeout=Duration.seconds(60), memory_mb=1024)
         worker_fn = factory.create("Worker", "jobsched.handlers.worker.handler", {
-            Env.EXECUTIONS_TABLE: storage.executions.table_name,
             Env.SERVICE_NAME: "jobsched-worker",
             Env.ALLOW_PRIVATE_TARGETS: str(config.allow_private_targets).lower(),
         }, timeout=WORKER_TIMEOUT, memory_mb=512)
 
         # Least privilege: each function gets the actions it calls, on the tables it uses.
-        storage.jobs.grant(api_fn, *DDB_READ, *DDB_PUT, *DDB_QUERY)
+        # The API also ends long-running attempts (complete, fail): job reads and completion.
+        storage.jobs.grant(api_fn, *DDB_READ, *DDB_PUT, *DDB_QUERY, *DDB_UPDATE)
         storage.timers.grant(api_fn, *DDB_BATCH_PUT)
         storage.segments.grant(api_fn, *DDB_READ)
         # PutItem: a triggered execution's PENDING record; UpdateItem: a redrive (DEAD → PENDING).
@@ -68,11 +69,14 @@ class JobschedStack(Stack):
         storage.jobs.grant(tick_fn, *DDB_BATCH_READ)
         storage.timers.grant(tick_fn, *DDB_QUERY, *DDB_BATCH_PUT)
         storage.segments.grant(tick_fn, *DDB_READ, *DDB_UPDATE)
+        storage.executions.grant(tick_fn, *DDB_PUT)  # misfirePolicy SKIP records SKIPPED occurrences
 
         storage.jobs.grant(worker_fn, *DDB_READ, *DDB_UPDATE)
         storage.timers.grant(worker_fn, *DDB_BATCH_PUT)
         storage.segments.grant(worker_fn, *DDB_READ)
-        storage.executions.grant(worker_fn, *DDB_READ, *DDB_UPDATE)
+        # Query: overlapPolicy SKIP looks at the job's newest executions; PutItem: SKIPPED records.
+        storage.executions.grant(worker_fn, *DDB_READ, *DDB_UPDATE, *DDB_QUERY, *DDB_PUT)
+        TargetAccess.grant_to(worker_fn, config.target_arn_patterns, self)
 
         for fn in (api_fn, tick_fn, worker_fn):
             for queue in lanes.queues.values():

@@ -29,6 +29,10 @@ class Call:
     job_id: str
 
 
+class WorkerDied(Exception):
+    pass
+
+
 @dataclass
 class RecordingTarget:
     """A target that dedupes nothing: every call is a side effect. Outcomes are scripted per
@@ -40,17 +44,36 @@ class RecordingTarget:
 
     tokens: dict[str, str] = field(default_factory=dict)  # execution id → the latest callback token
     progress_seen: list = field(default_factory=list)
+    crash_before_call: int = 0  # the next N calls die before reaching the target (worker crash)
+    during_call: object = None  # a hook run inside the call (to interleave another worker)
+    effects: list[str] = field(default_factory=list)  # execution ids whose call took effect
 
     def invoke(self, job: Job, dispatch: Dispatch, attempt: int, callback_token: str | None = None,
                progress=None) -> AttemptOutcome:
+        if self.crash_before_call:
+            self.crash_before_call -= 1
+            raise WorkerDied("the worker process died after its claim")
         self.calls.append(Call(dispatch.execution_id, attempt, self.clock.now_ms(), job.job_id))
         if callback_token:
             self.tokens[dispatch.execution_id] = callback_token
         self.progress_seen.append(progress)
         planned = self.script.get(job.job_id)
-        if planned:
-            return planned.pop(0)
-        return AttemptOutcome(True, ExecutionStatus.SUCCEEDED, None, {"ok": True})
+        outcome = planned.pop(0) if planned else AttemptOutcome(True, ExecutionStatus.SUCCEEDED, None, {"ok": True})
+        if self.during_call is not None:
+            hook, self.during_call = self.during_call, None
+            hook()
+        if outcome.ok:  # a failed or timed-out call had no effect on the target
+            self.effects.append(dispatch.execution_id)
+        return outcome
+
+    def effects_per_execution(self, job_id: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for execution_id in self.effects:
+            if execution_id.startswith(job_id + "."):
+                counts[execution_id] = counts.get(execution_id, 0) + 1
+        return counts
+
+
 
     def calls_for(self, job_id: str) -> list[Call]:
         return [c for c in self.calls if c.job_id == job_id]
@@ -97,7 +120,11 @@ class Harness:
         return answer
 
     # --- time ------------------------------------------------------------------------------
+    ticks_enabled = True  # False: an outage of the EventBridge rules
+
     def tick_all(self) -> None:
+        if not self.ticks_enabled:
+            return
         for segment in range(self.settings.segments):
             self.tick_fn.invoke({"segment": segment})
 
@@ -117,6 +144,16 @@ class Harness:
                 self.tick_all()
             self.clock.set_ms(max(self.clock.now_ms(), step_to))
             self.deliver()
+
+    def execution(self, execution_id: str) -> dict:
+        status, body = self.request("GET", f"/v1/executions/{execution_id}")
+        assert status == 200, body
+        return body
+
+    def executions_of(self, job_id: str) -> list[dict]:
+        status, body = self.request("GET", f"/v1/jobs/{job_id}/executions?limit=100")
+        assert status == 200, body
+        return body["items"]
 
     def queue_depth(self) -> int:
         total = 0

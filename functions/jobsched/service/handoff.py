@@ -130,19 +130,21 @@ class HandOff:
         occurrence: int | None = timer.due_ms
         while occurrence is not None and minute_of(occurrence) <= claimed:
             late = occurrence < now - MISFIRE_GRACE_MS
-            if late and policy is MisfirePolicy.SKIP:
+            if late and schedule.recurring and policy is MisfirePolicy.SKIP:
+                # Missed while the scheduler was behind: recorded SKIPPED, not run. (A one-off
+                # job always runs, late: skipping it would lose it.)
                 report.misfires_skipped += 1
                 report.skipped.append((job, occurrence))
-            else:
-                dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id,
-                                    execution_id_for(job.job_id, occurrence), occurrence, job.generation)
-                outgoing.append(Outgoing(job.spec.priority, dispatch, _delay_seconds(occurrence, now)))
+                occurrence = schedule.next_fire_after(occurrence)
+                continue
+            dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id,
+                                execution_id_for(job.job_id, occurrence), occurrence, job.generation)
+            outgoing.append(Outgoing(job.spec.priority, dispatch, _delay_seconds(occurrence, now)))
             if not schedule.recurring:
                 return None
-            after = occurrence
-            if late and policy is not MisfirePolicy.RUN_ALL:
-                # RUN_ONCE ran this one as the catch-up; SKIP ran none. Both resume from now.
-                after = max(occurrence, now - MISFIRE_GRACE_MS)
+            # RUN_ONCE: this late occurrence was the one catch-up; the schedule resumes after now.
+            # RUN_ALL (and any occurrence on time): the next one follows from this due instant.
+            after = max(occurrence, now) if late and policy is MisfirePolicy.RUN_ONCE else occurrence
             occurrence = schedule.next_fire_after(after)
         if occurrence is None:
             return None
