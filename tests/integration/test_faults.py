@@ -65,7 +65,7 @@ def test_1_the_same_message_delivered_twice_concurrently_and_in_turn(harness):
         t.join()
     # and in turn: the same messages once more, after both finished
     workers[0].invoke(sqs_event(messages, "arn:aws:sqs:us-east-1:1:q"))
-    harness.advance(6000)  # any delivery handed back for a live lease comes again, and is dropped
+    harness.advance(6000, step_ms=30_000)  # a delivery handed back for a live lease comes again: dropped
     assert_exactly_once(harness, jobs)
 
 
@@ -115,7 +115,7 @@ def test_4_a_worker_dying_after_its_claim_and_before_its_result(harness):
     harness.advance(90)
     [execution] = harness.executions_of(jobs[0]["jobId"])
     assert execution["status"] == "RUNNING"  # claimed by the worker that died
-    harness.advance(5400)  # SQS redelivers after the visibility timeout; the lease has expired
+    harness.advance(5400, step_ms=30_000)  # SQS redelivers after the visibility timeout; lease expired
     [execution] = harness.executions_of(jobs[0]["jobId"])
     assert [a["status"] for a in execution["attempts"]] == ["LOST", "SUCCEEDED"]
     assert_exactly_once(harness, jobs)

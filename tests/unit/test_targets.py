@@ -1,0 +1,122 @@
+"""Target invokers: HTTP against a loopback server, the address guard, Lambda through a stub."""
+import io
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from jobsched.adapters.http_target import BlockedAddress, HttpTargetInvoker, check_address
+from jobsched.domain.executions import Dispatch, DispatchKind, ExecutionStatus
+from jobsched.domain.jobs import Job, JobSpec, JobState, Target, TargetType
+from jobsched.domain.schedule import one_time_schedule
+from jobsched.store.targets import AwsTargetInvoker
+
+
+class Recorder(BaseHTTPRequestHandler):
+    seen: list = []
+    status = 200
+    delay = 0.0
+
+    def do_POST(self):  # noqa: N802
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        Recorder.seen.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
+        time.sleep(Recorder.delay)
+        answer = b'{"done": true}'
+        self.send_response(Recorder.status)
+        if Recorder.status == 302:
+            self.send_header("Location", "http://example.com/")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    Recorder.seen, Recorder.status, Recorder.delay = [], 200, 0.0
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    httpd.shutdown()
+
+
+def job_for(target: Target, timeout_sec: int = 5) -> Job:
+    spec = JobSpec(name="t", schedule=one_time_schedule(0), target=target, payload={"n": 1}, timeout_sec=timeout_sec)
+    return Job("tenant", "job_abc", spec, JobState.ACTIVE, 1, 1, 0, 0)
+
+
+DISPATCH = Dispatch(DispatchKind.FIRE, "tenant", "job_abc", "job_abc.0000000000001", 1, 1, 1)
+
+
+def http(url: str, **config) -> Target:
+    return Target(TargetType.HTTP, {"url": url, "method": "POST", "headers": {"X-Custom": "v"}, **config})
+
+
+def test_http_target_gets_payload_execution_id_attempt_and_token(server):
+    outcome = HttpTargetInvoker(allow_private=True).invoke(job_for(http(server + "/hook?a=1")), DISPATCH, 2,
+                                                           callback_token="tok", progress={"p": 1})
+    assert outcome.ok and outcome.output == {"done": True}
+    [seen] = Recorder.seen
+    assert seen["path"] == "/hook?a=1" and seen["body"] == {"n": 1}
+    headers = seen["headers"]
+    assert headers["X-Execution-Id"] == DISPATCH.execution_id and headers["X-Attempt"] == "2"
+    assert headers["X-Callback-Token"] == "tok" and headers["X-Custom"] == "v" and headers["X-Progress"] == '{"p":1}'
+
+
+@pytest.mark.parametrize("status,ok,accepted", [(202, True, True), (500, False, False), (302, False, False)])
+def test_http_status_decides_the_outcome(server, status, ok, accepted):
+    Recorder.status = status
+    outcome = HttpTargetInvoker(allow_private=True).invoke(job_for(http(server)), DISPATCH, 1, callback_token="t")
+    assert (outcome.ok, outcome.accepted) == (ok, accepted)
+    if status == 302:
+        assert "302" in outcome.error  # redirects are not followed
+
+
+def test_http_target_that_does_not_answer_in_time_is_timed_out(server):
+    Recorder.delay = 1.5
+    outcome = HttpTargetInvoker(allow_private=True).invoke(job_for(http(server), timeout_sec=1), DISPATCH, 1)
+    assert not outcome.ok and outcome.status is ExecutionStatus.TIMED_OUT
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "10.1.2.3", "192.168.0.1", "[::1]", "0.0.0.0"])
+def test_non_public_addresses_are_refused_before_connecting(server, host):
+    outcome = HttpTargetInvoker(allow_private=False).invoke(job_for(http(f"http://{host}:9/x")), DISPATCH, 1)
+    assert not outcome.ok and "refused" in outcome.error
+    assert Recorder.seen == []
+
+
+@pytest.mark.parametrize("address", ["169.254.169.254", "fd00::1", "::ffff:127.0.0.1", "100.64.0.1", "224.0.0.1"])
+def test_address_guard(address):
+    with pytest.raises(BlockedAddress):
+        check_address(address, allow_private=False)
+    check_address(address, allow_private=True)
+
+
+def test_public_addresses_pass_the_guard():
+    check_address("93.184.216.34", allow_private=False)
+    check_address("2606:2800:220:1:248:1893:25c8:1946", allow_private=False)
+
+
+def test_lambda_target_sends_the_envelope_and_reads_function_errors():
+    session = boto3.session.Session(region_name="us-east-1")
+    invoker = AwsTargetInvoker(session)
+    arn = "arn:aws:lambda:us-east-1:123456789012:function:tenant-fn"
+    job = job_for(Target(TargetType.LAMBDA, {"functionArn": arn}))
+    client = invoker._client("lambda", arn, job.spec.timeout_sec)
+    expected = {"FunctionName": arn, "InvocationType": "RequestResponse",
+                "Payload": json.dumps({"executionId": DISPATCH.execution_id, "attempt": 1, "jobId": "job_abc",
+                                       "payload": {"n": 1}}).encode()}
+    with Stubber(client) as stub:
+        stub.add_response("invoke", {"StatusCode": 200, "Payload": io.BytesIO(b'{"rows": 3}')}, expected)
+        stub.add_response("invoke", {"StatusCode": 200, "FunctionError": "Unhandled",
+                                     "Payload": io.BytesIO(b'{"errorMessage": "boom"}')}, expected)
+        ok = invoker.invoke(job, DISPATCH, 1)
+        failed = invoker.invoke(job, DISPATCH, 1)
+    assert ok.ok and ok.output == {"rows": 3}
+    assert not failed.ok and "boom" in failed.error
