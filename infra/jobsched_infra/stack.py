@@ -10,6 +10,7 @@ from constructs import Construct
 
 from jobsched.domain.jobs import Priority
 from jobsched.settings import Env
+from jobsched_infra.alarms import Alarms
 from jobsched_infra.config import StackConfig
 from jobsched_infra.dashboard import NAMESPACE, Dashboard
 from jobsched_infra.functions import FunctionFactory
@@ -117,9 +118,14 @@ class JobschedStack(Stack):
             ),
         )
 
-        Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters,
-                  functions={"api": api_fn, "tick": tick_fn, "worker": worker_fn})
+        functions = {"api": api_fn, "tick": tick_fn, "worker": worker_fn}
+        Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions)
+        alarms = Alarms(self, "Alarms", segments=config.segments, dead_letters=lanes.dead_letters,
+                        functions=functions, tables={"Jobs": storage.jobs, "Timers": storage.timers,
+                                                     "Executions": storage.executions})
 
         CfnOutput(self, "ApiUrl", value=api.url, description="Base URL; routes start with /v1")
         CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)
         CfnOutput(self, "ApiKeysTableName", value=storage.api_keys.table_name)
+        CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
+                  description="Subscribe to be told when an alarm fires")

@@ -136,3 +136,31 @@ def test_every_log_group_has_a_retention(template):
 
 def test_settings_names_come_from_one_module():
     assert Env.LANE_URL and all(v.endswith("_URL") for v in Env.LANE_URL.values())
+
+
+def test_alarms_publish_to_one_topic_and_cover_dlqs_ticks_lateness_errors_throttling(template):
+    alarms = resources(template, "AWS::CloudWatch::Alarm")
+    topics = resources(template, "AWS::SNS::Topic")
+    assert len(topics) == 1
+    topic = next(iter(topics))
+    for alarm in alarms.values():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic}]
+        assert "Runbook: docs/operations.md#" in alarm["Properties"]["AlarmDescription"]
+    names = " ".join(alarms)
+    for expected in ("HighDlqNotEmpty", "NormalDlqNotEmpty", "LowDlqNotEmpty", "TickMissing", "TickBehind",
+                     "LatenessP99", "DeadRate", "WorkerErrors", "TimersThrottled"):
+        assert expected in names, expected
+    dlq_alarms = [a for k, a in alarms.items() if "DlqNotEmpty" in k]
+    assert all(a["Properties"]["Threshold"] == 0 for a in dlq_alarms)
+    lateness = next(a for k, a in alarms.items() if "LatenessP99" in k)["Properties"]
+    assert lateness["Threshold"] == 1000 and '"Stat": "p99"' in json.dumps(lateness)
+
+
+def test_worker_may_call_target_resources_with_named_actions_only(template):
+    logical = next(k for k, r in resources(template, "AWS::Lambda::Function").items()
+                   if function_name(r["Properties"]["Handler"]) == "worker")
+    actions = set()
+    for statement in _statements(template, logical):
+        acts = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        actions.update(acts)
+    assert {"sqs:SendMessage", "sns:Publish", "events:PutEvents", "lambda:InvokeFunction"} <= actions

@@ -70,16 +70,31 @@ def test_1_the_same_message_delivered_twice_concurrently_and_in_turn(harness):
 
 
 def test_2_two_ticks_of_one_segment_race_over_the_same_bucket(harness):
-    jobs = one_shots(harness, 8)
-    racer = Function("tick", tick.make_handler(harness.envs["tick"], harness.clock, harness.session))
+    jobs = one_shots(harness, 8, delay=150)  # due in the bucket the racing ticks hand off
+    both_read = threading.Barrier(2, timeout=10)
+
+    def racing_ticker():
+        stores = build_stores(harness.settings, harness.session)
+        read = stores.watermarks.get
+
+        def read_then_wait(segment):
+            watermark = read(segment)
+            both_read.wait()  # neither tick has marked anything done when the other reads
+            return watermark
+
+        stores.watermarks.get = read_then_wait
+        return Ticker(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock)
+
     harness.clock.set_ms((minute_of(harness.clock.now_ms()) + 1) * 60_000)
-    threads = [threading.Thread(target=fn.invoke, args=({"segment": s},))
-               for s in range(harness.settings.segments) for fn in (harness.tick_fn, racer)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    harness.advance(120)
+    for segment in range(harness.settings.segments):
+        tickers = [racing_ticker(), racing_ticker()]
+        threads = [threading.Thread(target=t.run, args=(segment,)) for t in tickers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert harness.queue_depth() == 2 * len(jobs)  # each bucket was handed off by both ticks
+    harness.advance(180)
     assert_exactly_once(harness, jobs)
 
 
@@ -148,20 +163,30 @@ def test_5_a_stale_worker_finishing_after_its_lease_was_taken_over(harness):
     assert_exactly_once(harness, jobs)
 
 
-def test_6_the_api_writes_a_timer_into_a_bucket_a_tick_has_just_claimed(harness):
+@pytest.mark.parametrize("moment", ["after the claim, before the query", "after the query, before done"])
+def test_6_the_api_writes_a_timer_into_a_bucket_a_tick_has_just_claimed(harness, moment):
     stores = build_stores(harness.settings, harness.session)
     ticker = Ticker(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock)
     created = []
-    claim = stores.watermarks.claim
 
-    def claim_then_race(segment, minute):
-        claim(segment, minute)
-        if not created:  # between the claim and the query, the API writes into the claimed bucket
+    def create_in(minute):
+        if not created:
             due = format_instant(minute * 60_000 + 30_000)
             created.extend(harness.create_job({"name": f"race{i}", "type": "ONE_TIME", "runAt": due, "target": HOOK})
                            for i in range(6))
 
-    stores.watermarks.claim = claim_then_race
+    hooked = "claim" if moment.startswith("after the claim") else "mark_done"
+    original = getattr(stores.watermarks, hooked)
+
+    def race(segment, minute):
+        if hooked == "claim":
+            original(segment, minute)
+            create_in(minute)  # the tick's query will see these timers
+        else:
+            create_in(minute)  # the tick has read its bucket: only the writer's own check saves these
+            original(segment, minute)
+
+    setattr(stores.watermarks, hooked, race)
     harness.clock.set_ms((minute_of(harness.clock.now_ms()) + 1) * 60_000)
     for segment in range(harness.settings.segments):
         ticker.run(segment)

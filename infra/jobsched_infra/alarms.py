@@ -1,0 +1,78 @@
+"""Alarms, all published to one SNS topic that operators subscribe to (docs/operations.md)."""
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_dynamodb as ddb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from jobsched.domain.jobs import Priority
+from jobsched_infra.dashboard import app_metric
+
+# A tick that has not caught up within this many minutes is an incident, not a blip.
+TICK_BEHIND_MINUTES = 3
+LATENESS_P99_MS = 1000
+# Share of attempts that end DEAD over 5 minutes.
+DEAD_RATE_PERCENT = 5
+
+
+class Alarms(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, segments: int, dead_letters: dict[Priority, sqs.Queue],
+                 functions: dict[str, lambda_.Function], tables: dict[str, ddb.Table]) -> None:
+        super().__init__(scope, construct_id)
+        self.topic = sns.Topic(self, "Topic", display_name="jobsched alarms", enforce_ssl=True)
+        action = cw_actions.SnsAction(self.topic)
+        self.alarms: list[cw.Alarm] = []
+
+        def add(name: str, metric: cw.IMetric, threshold: float, description: str, periods: int = 1,
+                comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING) -> None:
+            alarm = cw.Alarm(self, name, metric=metric, threshold=threshold, evaluation_periods=periods,
+                             comparison_operator=comparison, treat_missing_data=missing,
+                             alarm_description=description)
+            alarm.add_alarm_action(action)
+            self.alarms.append(alarm)
+
+        for priority, dlq in dead_letters.items():
+            add(f"{priority.value.capitalize()}DlqNotEmpty",
+                dlq.metric_approximate_number_of_messages_visible(period=Duration.minutes(1), statistic="Maximum"),
+                0, f"The {priority.value} lane's dead-letter queue holds messages that crashed the worker "
+                   "5 times. Runbook: docs/operations.md#a-dlq-is-not-empty")
+        tick = functions["tick"]
+        add("TickMissing", tick.metric_invocations(period=Duration.minutes(1), statistic="Sum"), segments,
+            f"Fewer than {segments} tick invocations a minute for 3 minutes: a segment is not ticking. "
+            "Runbook: docs/operations.md#ticks-missing-or-behind", periods=3,
+            comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD, missing=cw.TreatMissingData.BREACHING)
+        add("TickBehind", app_metric("jobsched-tick", "MinutesBehind", "Maximum"), TICK_BEHIND_MINUTES,
+            f"A segment's tick is more than {TICK_BEHIND_MINUTES} minutes behind. "
+            "Runbook: docs/operations.md#ticks-missing-or-behind", periods=3)
+        add("LatenessP99", app_metric("jobsched-worker", "FireLatenessMs", "p99"), LATENESS_P99_MS,
+            "Jobs start more than a second after their due instant (p99 over 5 minutes). "
+            "Runbook: docs/operations.md#lateness-p99-over-1-s", periods=5)
+        dead_rate = cw.MathExpression(
+            expression="100 * dead / MAX([attempts, 1])",
+            using_metrics={"dead": app_metric("jobsched-worker", "Dead"),
+                           "attempts": cw.MathExpression(
+                               expression="succeeded + retried + dead",
+                               using_metrics={"succeeded": app_metric("jobsched-worker", "Succeeded"),
+                                              "retried": app_metric("jobsched-worker", "Retried"),
+                                              "dead": app_metric("jobsched-worker", "Dead")})},
+            period=Duration.minutes(5), label="dead %")
+        add("DeadRate", dead_rate, DEAD_RATE_PERCENT,
+            f"More than {DEAD_RATE_PERCENT}% of attempts end DEAD. Runbook: docs/operations.md#errors")
+        for name, fn in functions.items():
+            add(f"{name.capitalize()}Errors", fn.metric_errors(period=Duration.minutes(5), statistic="Sum"), 5,
+                f"The {name} function failed more than 5 times in 5 minutes. Runbook: docs/operations.md#errors")
+        for name, table in tables.items():
+            throttles = cw.MathExpression(
+                expression="reads + writes",
+                using_metrics={"reads": table.metric("ReadThrottleEvents", period=Duration.minutes(1), statistic="Sum"),
+                               "writes": table.metric("WriteThrottleEvents", period=Duration.minutes(1),
+                                                      statistic="Sum")},
+                period=Duration.minutes(1), label=f"{name} throttles")
+            add(f"{name}Throttled", throttles, 0,
+                f"DynamoDB throttles the {name} table. Runbook: docs/operations.md#dynamodb-throttling", periods=3)
