@@ -1,6 +1,7 @@
 """The fault suite: each scenario injects one fault and asserts the two numbers that matter,
 executions lost = 0 and target side effects per execution = exactly 1, with a recording target
 that dedupes nothing."""
+import json
 import threading
 
 import boto3
@@ -233,3 +234,17 @@ def test_8_throttling_in_the_middle_of_a_tick(harness, service, operation, after
     assert failures == 1 and seen["failed"] == 1
     harness.advance(180)  # the next ticks finish what the failed one left
     assert_exactly_once(harness, jobs)
+
+
+def test_a_poison_message_lands_in_the_lanes_dlq_after_five_receives(harness):
+    lane = harness.lane_urls[1]
+    harness.sqs.send_message(QueueUrl=lane, MessageBody='{"not": "a dispatch"}')
+    for _ in range(6):
+        harness.deliver()
+        harness.clock.advance_ms(5401_000)  # past the visibility timeout: SQS makes it visible again
+    dlq_arn = json.loads(harness.sqs.get_queue_attributes(QueueUrl=lane, AttributeNames=["RedrivePolicy"])
+                         ["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"]
+    dlq = harness.sqs.get_queue_url(QueueName=dlq_arn.rsplit(":", 1)[-1])["QueueUrl"]
+    [message] = harness.sqs.receive_message(QueueUrl=dlq, AttributeNames=["All"])["Messages"]
+    assert message["Body"] == '{"not": "a dispatch"}'
+    assert message["Attributes"]["ApproximateReceiveCount"] in ("5", "6")
