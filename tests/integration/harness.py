@@ -1,21 +1,12 @@
 """Drives the real handlers on moto with a fake clock: API → tick → SQS → worker."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-
-import boto3
 
 from jobsched.domain.clock import FakeClock
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
-from jobsched.domain.schedule import MS_PER_MINUTE
-from jobsched.handlers import api, tick, worker
-from jobsched.local.events import Function, LanePoller, api_gateway_event, http_response, json_or_text
-from jobsched.local.stack import LocalStack
-from jobsched.service.auth import ApiKeys
-from jobsched.settings import Env, Settings
-from jobsched.store.aws import build_stores
+from jobsched.local.inprocess import InProcessStack
 
 TENANT_A, KEY_A = "tenant-a", "key-a"
 TENANT_B, KEY_B = "tenant-b", "key-b"
@@ -84,66 +75,15 @@ ACCEPTED = AttemptOutcome(True, ExecutionStatus.RUNNING, None, None, accepted=Tr
 TIMEOUT = AttemptOutcome(False, ExecutionStatus.TIMED_OUT, "no answer within 30 s")
 
 
-class Harness:
+class Harness(InProcessStack):
     def __init__(self, template: dict, clock: FakeClock) -> None:
-        self.clock = clock
-        self.session = boto3.session.Session(region_name="us-east-1")
-        stack = LocalStack.create(self.session, template)
-        self.envs = stack.envs
         self.target = RecordingTarget(clock)
-        self.api = Function("api", api.make_handler(self.envs["api"], clock, self.session))
-        self.tick_fn = Function("tick", tick.make_handler(self.envs["tick"], clock, self.session))
-        self.worker = Function("worker", worker.make_handler(self.envs["worker"], clock, self.session, self.target))
-        self.settings = Settings.from_env(self.envs["api"], "api")
-        self.stores = build_stores(self.settings, self.session)
-        self.sqs = self.session.client("sqs")
-        self.lane_urls = [self.envs["worker"][v] for v in Env.LANE_URL.values()]
-        self.poller = LanePoller(self.sqs, self.lane_urls, self.worker)
-        keys = ApiKeys(self.stores.api_keys, clock)
-        keys.register(TENANT_A, KEY_A)
-        keys.register(TENANT_B, KEY_B)
-        # A deployed scheduler has been ticking: every segment has watermarks.
-        self.tick_all()
-
-    # --- the API, through the same API Gateway event the cloud sends -----------------------
-    def request(self, method: str, path: str, body=None, key: str | None = KEY_A, headers=None):
-        all_headers = {"Content-Type": "application/json", **(headers or {})}
-        if key is not None:
-            all_headers["Authorization"] = f"Bearer {key}"
-        text = body if isinstance(body, str) or body is None else json.dumps(body)
-        status, _, raw = http_response(self.api.invoke(api_gateway_event(method, path, all_headers, text)))
-        return status, json_or_text(raw)
+        super().__init__(template, clock, invoker=self.target, keys={TENANT_A: KEY_A, TENANT_B: KEY_B})
 
     def create_job(self, body: dict, key: str = KEY_A) -> dict:
         status, answer = self.request("POST", "/v1/jobs", body, key)
         assert status == 201, answer
         return answer
-
-    # --- time ------------------------------------------------------------------------------
-    ticks_enabled = True  # False: an outage of the EventBridge rules
-
-    def tick_all(self) -> None:
-        if not self.ticks_enabled:
-            return
-        for segment in range(self.settings.segments):
-            self.tick_fn.invoke({"segment": segment})
-
-    def deliver(self) -> int:
-        return self.poller.drain()
-
-    def advance(self, seconds: float, step_ms: int = 1000) -> None:
-        """Move the clock in steps; tick every segment on each minute boundary (as the
-        EventBridge rules do) and deliver whatever SQS makes visible."""
-        end = self.clock.now_ms() + int(seconds * 1000)
-        while self.clock.now_ms() < end:
-            before = self.clock.now_ms()
-            step_to = min(end, before + step_ms)
-            next_minute = (before // MS_PER_MINUTE + 1) * MS_PER_MINUTE
-            if next_minute <= step_to:
-                self.clock.set_ms(next_minute)
-                self.tick_all()
-            self.clock.set_ms(max(self.clock.now_ms(), step_to))
-            self.deliver()
 
     def execution(self, execution_id: str) -> dict:
         status, body = self.request("GET", f"/v1/executions/{execution_id}")
