@@ -40,3 +40,37 @@ def test_exponential_backoff_doubles_within_full_jitter_and_caps():
 def test_fixed_backoff():
     policy = RetryPolicy(backoff=Backoff.FIXED, initial_delay_ms=3000)
     assert policy.delay_before(2, 1.0) == policy.delay_before(7, 1.0) == 3000
+
+
+def test_jitter_offsets_are_deterministic_bounded_and_spread():
+    from jobsched.domain.jobs import jitter_offset_ms
+
+    offsets = [jitter_offset_ms(f"job_{i:032x}", 30) for i in range(3000)]
+    assert offsets == [jitter_offset_ms(f"job_{i:032x}", 30) for i in range(3000)]
+    assert min(offsets) >= 0 and max(offsets) <= 30_000
+    per_second = [0] * 31
+    for offset in offsets:
+        per_second[offset // 1000] += 1
+    assert max(per_second[:30]) < 2 * 3000 / 30  # spread across the window, no hot second
+    assert jitter_offset_ms("job_x", 0) == 0
+
+
+def test_fake_clock_concurrent_sleeps_overlap_like_real_time():
+    import threading
+
+    from jobsched.domain.clock import FakeClock
+
+    clock = FakeClock(1000)
+    barrier = threading.Barrier(3)
+
+    def sleeper():
+        clock.now_ms()
+        barrier.wait()
+        clock.sleep(0.5)
+
+    threads = [threading.Thread(target=sleeper) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert clock.now_ms() == 1500

@@ -151,8 +151,10 @@ def next_fire_at(job: Job, now_ms: int) -> int | None:
         return None
     schedule = job.spec.schedule
     if not schedule.recurring:
-        return schedule.run_at_ms
-    return schedule.next_fire_after(max(now_ms, schedule.first_fire() or now_ms) - 1)
+        nominal = schedule.run_at_ms
+    else:
+        nominal = schedule.next_fire_after(max(job.nominal_of(now_ms), schedule.first_fire() or now_ms) - 1)
+    return None if nominal is None else job.fire_at(nominal)
 
 
 def job_to_json(job: Job, now_ms: int) -> dict:

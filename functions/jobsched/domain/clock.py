@@ -22,19 +22,28 @@ class SystemClock:
 
 
 class FakeClock:
-    """A clock that only moves when told to; `sleep` moves it instead of waiting."""
+    """A clock that only moves when told to; `sleep` moves it instead of waiting.
+
+    Threads sleeping at the same time overlap as they would in real time: each sleeps from the
+    instant it last read, so two concurrent 0.5 s sleeps move the clock 0.5 s, not 1 s."""
 
     def __init__(self, now_ms: int) -> None:
         self._now_ms = now_ms
         self._lock = threading.Lock()
+        self._seen = threading.local()
 
     def now_ms(self) -> int:
         with self._lock:
+            self._seen.ms = self._now_ms
             return self._now_ms
 
     def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            self.advance_ms(int(seconds * 1000))
+        if seconds <= 0:
+            return
+        with self._lock:
+            start = getattr(self._seen, "ms", self._now_ms)
+            self._now_ms = max(self._now_ms, start + int(seconds * 1000))
+            self._seen.ms = self._now_ms
 
     def advance_ms(self, ms: int) -> None:
         with self._lock:

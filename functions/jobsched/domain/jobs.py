@@ -1,6 +1,7 @@
 """Jobs: what to run, where, and when."""
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field, replace
@@ -58,6 +59,14 @@ class Target:
         return cls(type=TargetType(item["type"]), config=config)
 
 
+def jitter_offset_ms(job_id: str, jitter_sec: int) -> int:
+    """A deterministic offset in [0, jitter_sec] seconds, the same for every fire of the job."""
+    if jitter_sec <= 0:
+        return 0
+    digest = hashlib.sha256(f"jitter:{job_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % (jitter_sec * 1000 + 1)
+
+
 def new_job_id(now_ms: int) -> str:
     """Time-ordered (creation millisecond first), so a tenant's jobs list in creation order and
     jobs created while a client pages through the list only ever appear at its end."""
@@ -95,6 +104,15 @@ class Job:
 
     def fires(self) -> bool:
         return self.state is JobState.ACTIVE
+
+    # jitterSec spreads a job's fire instants by a fixed offset of its own, so that thousands of
+    # "0 * * * *" jobs do not all fire in the same second. Schedules compute nominal instants;
+    # timers, dispatches and execution ids use the fire instant.
+    def fire_at(self, nominal_ms: int) -> int:
+        return nominal_ms + jitter_offset_ms(self.job_id, self.spec.jitter_sec)
+
+    def nominal_of(self, fire_ms: int) -> int:
+        return fire_ms - jitter_offset_ms(self.job_id, self.spec.jitter_sec)
 
     def completed(self, now_ms: int) -> "Job":
         return replace(self, state=JobState.COMPLETED, version=self.version + 1, updated_ms=now_ms)

@@ -19,7 +19,7 @@ class InProcessStack:
     """Call inside `mock_aws()` (with `serialized_in_process()` when threads share it)."""
 
     def __init__(self, template: dict, clock, invoker=None, session=None,
-                 keys: dict[str, str] | None = None) -> None:
+                 keys: dict[str, str] | None = None, batch_size: int = 10) -> None:
         self.clock = clock
         self.session = session or boto3.session.Session(region_name="us-east-1")
         stack = LocalStack.create(self.session, template)
@@ -31,7 +31,7 @@ class InProcessStack:
         self.stores = build_stores(self.settings, self.session)
         self.sqs = self.session.client("sqs")
         self.lane_urls = [self.envs["worker"][v] for v in Env.LANE_URL.values()]
-        self.poller = LanePoller(self.sqs, self.lane_urls, self.worker)
+        self.poller = LanePoller(self.sqs, self.lane_urls, self.worker, batch_size)
         registry = ApiKeys(self.stores.api_keys, clock)
         for tenant, key in (keys or {}).items():
             registry.register(tenant, key)

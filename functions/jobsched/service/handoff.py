@@ -127,15 +127,16 @@ class HandOff:
         of the first occurrence beyond them (None when the schedule has ended)."""
         schedule = job.spec.schedule
         policy = job.spec.misfire_policy
-        occurrence: int | None = timer.due_ms
-        while occurrence is not None and minute_of(occurrence) <= claimed:
+        nominal: int | None = job.nominal_of(timer.due_ms)
+        while nominal is not None and minute_of(job.fire_at(nominal)) <= claimed:
+            occurrence = job.fire_at(nominal)
             late = occurrence < now - MISFIRE_GRACE_MS
             if late and schedule.recurring and policy is MisfirePolicy.SKIP:
                 # Missed while the scheduler was behind: recorded SKIPPED, not run. (A one-off
                 # job always runs, late: skipping it would lose it.)
                 report.misfires_skipped += 1
                 report.skipped.append((job, occurrence))
-                occurrence = schedule.next_fire_after(occurrence)
+                nominal = schedule.next_fire_after(nominal)
                 continue
             dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id,
                                 execution_id_for(job.job_id, occurrence), occurrence, job.generation)
@@ -144,11 +145,11 @@ class HandOff:
                 return None
             # RUN_ONCE: this late occurrence was the one catch-up; the schedule resumes after now.
             # RUN_ALL (and any occurrence on time): the next one follows from this due instant.
-            after = max(occurrence, now) if late and policy is MisfirePolicy.RUN_ONCE else occurrence
-            occurrence = schedule.next_fire_after(after)
-        if occurrence is None:
+            after = max(nominal, job.nominal_of(now)) if late and policy is MisfirePolicy.RUN_ONCE else nominal
+            nominal = schedule.next_fire_after(after)
+        if nominal is None:
             return None
-        return Timer(occurrence, TimerKind.FIRE, job.tenant_id, job.job_id, job.generation, timer.segment)
+        return Timer(job.fire_at(nominal), TimerKind.FIRE, job.tenant_id, job.job_id, job.generation, timer.segment)
 
 
 def _delay_seconds(due_ms: int, now_ms: int) -> int:

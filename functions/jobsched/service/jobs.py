@@ -115,10 +115,10 @@ class JobsService:
         self._place_first_timer(resumed, resumed.spec.schedule.next_fire_after(now))
         return resumed
 
-    def _place_first_timer(self, job: Job, due_ms: int | None) -> None:
-        if due_ms is None or job.state is not JobState.ACTIVE:
+    def _place_first_timer(self, job: Job, nominal_ms: int | None) -> None:
+        if nominal_ms is None or job.state is not JobState.ACTIVE:
             return
-        timer = Timer(due_ms, TimerKind.FIRE, job.tenant_id, job.job_id, job.generation,
+        timer = Timer(job.fire_at(nominal_ms), TimerKind.FIRE, job.tenant_id, job.job_id, job.generation,
                       self._handoff.segment_of(job.job_id))
         self._handoff.place(timer, job)
 

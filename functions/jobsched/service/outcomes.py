@@ -104,5 +104,5 @@ class Outcomes:
         past its endAt) is COMPLETED once that occurrence has ended."""
         if job is None or dispatch.kind is DispatchKind.MANUAL or job.state is not JobState.ACTIVE:
             return
-        if job.spec.schedule.next_fire_after(dispatch.due_ms) is None:
+        if job.spec.schedule.next_fire_after(job.nominal_of(dispatch.due_ms)) is None:
             self._jobs.mark_completed(job, now_ms)
