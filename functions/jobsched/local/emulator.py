@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from typing import Callable, Iterator
 
 EMULATOR_LOCK = threading.RLock()
@@ -51,11 +52,16 @@ class SerializedServer:
                 pass
 
         app = DomainDispatcherApplication(create_backend_app)
+        self.busy_seconds = 0.0  # time spent handling requests (the lock held): what limits the stack
 
         def locked_app(environ, start_response):
             with EMULATOR_LOCK:
-                # Materialize the body inside the lock: the response is computed there.
-                return list(app(environ, start_response))
+                started = time.perf_counter()
+                try:
+                    # Materialize the body inside the lock: the response is computed there.
+                    return list(app(environ, start_response))
+                finally:
+                    self.busy_seconds += time.perf_counter() - started
 
         self._server = make_server(host, port, locked_app, threaded=True, request_handler=QuietHandler)
         self.port = self._server.server_port

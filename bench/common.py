@@ -1,0 +1,158 @@
+"""What the benchmarks share: an emulator per run, the synthesized template, call counting."""
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Iterator
+
+LOCAL_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "POWERTOOLS_LOG_LEVEL": "WARNING",
+    "POWERTOOLS_METRICS_NAMESPACE": "Jobsched",
+}
+ROOT = Path(__file__).resolve().parents[1]
+_TEMPLATE: dict | None = None
+
+
+def use_local_aws() -> None:
+    os.environ.update(LOCAL_AWS)
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    os.environ.pop("AWS_PROFILE", None)
+
+
+def template(segments: int = 4) -> dict:
+    global _TEMPLATE
+    if _TEMPLATE is None:
+        from jobsched.local.synth import synthesize
+
+        _TEMPLATE = synthesize(ROOT / ".build" / "bench" / "cdk.out", segments=segments, allow_private_targets=True)
+    return _TEMPLATE
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
+
+
+@contextlib.contextmanager
+def emulator(clock, counter: "CallCounter | None" = None) -> Iterator[None]:
+    """A fresh in-process moto, serialized, with SQS time following the given clock. With a
+    counter, the time spent handling requests (inside the lock) is added to it."""
+    from moto import mock_aws
+
+    from jobsched.local.emulator import emulator_time, serialized_in_process
+
+    timing = emulator_time_share(counter) if counter else contextlib.nullcontext()
+    with mock_aws(), timing, serialized_in_process(), emulator_time(clock.now_ms):
+        yield
+
+
+class CallCounter:
+    """Counts every AWS call by service and operation (botocore's event system), the items each
+    write carries, and the time spent inside the emulator."""
+
+    def __init__(self) -> None:
+        self.calls: Counter = Counter()
+        self.items_written: Counter = Counter()
+        self.write_units = 0
+        self.items_read = 0
+        self.emulator_seconds = 0.0
+        self.timing = False  # count emulator time only while measuring
+        self.empty_receives = 0  # polls that found nothing: a fixed cost of polling, not per job
+
+    def attach(self, session) -> None:
+        session.events.register("provide-client-params.*.*", self._before)
+        session.events.register("after-call.*.*", self._after)
+
+    def _before(self, params, model, **kwargs):
+        service = model.service_model.service_name
+        op = model.name
+        self.calls[(service, op)] += 1
+        if service == "dynamodb":
+            for item in _written_items(op, params):
+                self.items_written[op] += 1
+                self.write_units += max(1, -(-_item_size(item) // 1024))
+        return params
+
+    def _after(self, http_response, parsed, model, **kwargs):
+        if model.service_model.service_name == "sqs" and model.name == "ReceiveMessage" and not parsed.get("Messages"):
+            self.calls[("sqs", "ReceiveMessage")] -= 1
+            self.empty_receives += 1
+        if model.service_model.service_name == "dynamodb":
+            if "Items" in parsed:
+                self.items_read += len(parsed["Items"])
+            elif "Item" in parsed:
+                self.items_read += 1
+            elif "Responses" in parsed:
+                self.items_read += sum(len(v) for v in parsed["Responses"].values())
+
+    def total(self, service: str, ops: tuple[str, ...] | None = None) -> int:
+        return sum(n for (s, op), n in self.calls.items() if s == service and (ops is None or op in ops))
+
+
+WRITE_OPS = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems")
+READ_OPS = ("GetItem", "Query", "BatchGetItem", "Scan", "TransactGetItems")
+
+
+def _written_items(op: str, params: dict) -> list[dict]:
+    if op in ("PutItem",):
+        return [params["Item"]]
+    if op == "UpdateItem":
+        return [{**params.get("Key", {}), **params.get("ExpressionAttributeValues", {})}]
+    if op == "DeleteItem":
+        return [params.get("Key", {})]
+    if op == "BatchWriteItem":
+        return [r["PutRequest"]["Item"] for reqs in params["RequestItems"].values() for r in reqs if "PutRequest" in r]
+    return []
+
+
+def _item_size(item) -> int:
+    """DynamoDB's item size, approximately: names plus values as stored."""
+    size = 0
+    for name, value in item.items():
+        size += len(str(name)) + len(repr(value))
+    return size
+
+
+@contextlib.contextmanager
+def emulator_time_share(counter: CallCounter) -> Iterator[None]:
+    """Adds the wall time spent inside moto's request handling to counter.emulator_seconds (apply
+    it before the serializing lock, so that waiting for the lock is not counted)."""
+    from unittest import mock
+
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    original = BotocoreStubber.__call__
+
+    def timed(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            if counter.timing:
+                counter.emulator_seconds += time.perf_counter() - start
+
+    with mock.patch.object(BotocoreStubber, "__call__", timed):
+        yield
+
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def print_table(title: str, rows: list[tuple], headers: tuple[str, ...]) -> None:
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    print(f"\n{title}")
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)))

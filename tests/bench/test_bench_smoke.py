@@ -1,0 +1,34 @@
+"""Each benchmark runs on a tiny input and prints its table (figures are not asserted: they are
+measurements, recorded in docs/performance.md)."""
+import os
+
+import pytest
+
+import bench.api
+import bench.cost
+import bench.dispatch
+import bench.lateness
+import bench.scale
+
+
+@pytest.fixture(autouse=True)
+def restore_environment():
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.mark.parametrize("module,heading", [
+    (bench.dispatch, "Dispatch throughput"),
+    (bench.cost, "Modelled cost per million executions"),
+    (bench.scale, "One tick, counted"),
+    (bench.api, "Create job"),
+    (bench.lateness, "Lateness of the target call"),
+])
+def test_benchmark_runs_on_a_tiny_input(module, heading, capsys):
+    module.main(["--quick"])
+    out = capsys.readouterr().out
+    assert heading in out
+    lines = out[out.index(heading):].splitlines()
+    assert len(lines) >= 4 and set(lines[2].replace(" ", "")) == {"-"}  # a header rule, then rows
