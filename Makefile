@@ -40,12 +40,12 @@ $(INSTALLED): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-# The functions' dependency layer: manylinux wheels for Lambda's Python 3.12 on arm64,
+# The functions' dependency layer: manylinux wheels for Lambda's Python 3.14 on arm64,
 # installed with pip (no Docker). Cached until layers/requirements.txt changes.
 $(LAYER_STAMP): layers/requirements.txt | $(INSTALLED)
 	rm -rf $(LAYER_DIR)
 	$(BIN)/pip install --quiet --target $(LAYER_DIR)/python --platform manylinux2014_aarch64 \
-		--implementation cp --python-version 3.12 --only-binary=:all: -r layers/requirements.txt
+		--implementation cp --python-version 3.14 --only-binary=:all: -r layers/requirements.txt
 	touch $@
 
 $(CDK): package.json

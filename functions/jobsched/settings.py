@@ -22,6 +22,8 @@ class Env:
     }
     SEGMENTS = "SEGMENTS"
     ALLOW_PRIVATE_TARGETS = "ALLOW_PRIVATE_TARGETS"
+    MAX_ACTIVE_JOBS = "MAX_ACTIVE_JOBS_PER_TENANT"
+    MAX_CREATES_PER_SECOND = "MAX_CREATES_PER_SECOND_PER_TENANT"
     SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
     METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
 
@@ -29,7 +31,8 @@ class Env:
 # Which settings each function reads; the infrastructure test holds the template to this.
 FUNCTION_ENV = {
     "api": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
-            Env.API_KEYS_TABLE, *Env.LANE_URL.values(), Env.SEGMENTS],
+            Env.API_KEYS_TABLE, *Env.LANE_URL.values(), Env.SEGMENTS, Env.MAX_ACTIVE_JOBS,
+            Env.MAX_CREATES_PER_SECOND],
     "tick": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE, *Env.LANE_URL.values(),
              Env.SEGMENTS],
     "worker": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
@@ -51,6 +54,8 @@ class Settings:
     lane_urls: tuple[tuple[Priority, str], ...] = ()
     segments: int = 1
     allow_private_targets: bool = False
+    max_active_jobs: int = 100_000
+    max_creates_per_second: int = 50
 
     def lane_url(self, priority: Priority) -> str:
         return dict(self.lane_urls)[priority]
@@ -76,4 +81,15 @@ class Settings:
             lane_urls=tuple((p, env[v]) for p, v in Env.LANE_URL.items() if env.get(v)),
             segments=segments,
             allow_private_targets=env.get(Env.ALLOW_PRIVATE_TARGETS, "false").lower() == "true",
+            max_active_jobs=_positive(env, Env.MAX_ACTIVE_JOBS, 100_000),
+            max_creates_per_second=_positive(env, Env.MAX_CREATES_PER_SECOND, 50),
         )
+
+
+def _positive(env: Mapping[str, str], name: str, default: int) -> int:
+    value = env.get(name)
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise SettingsError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)

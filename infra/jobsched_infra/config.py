@@ -24,6 +24,12 @@ class StackConfig:
     # Which AWS resources jobs may target (SQS, SNS, EventBridge, Lambda). Default: any of
     # those in the deploying account; list ARN patterns to narrow it or to allow other accounts.
     target_arn_patterns: tuple[str, ...] = ()
+    # "kms": tables, queues and the alarm topic under one customer-managed key (rotated yearly);
+    # "aws-owned": AWS-owned keys, no KMS charges.
+    encryption: str = "kms"
+    # Per-tenant quotas, enforced by the API function (answers 429).
+    max_active_jobs: int = 100_000
+    max_creates_per_second: int = 50
 
     @classmethod
     def from_context(cls, node) -> "StackConfig":
@@ -42,4 +48,13 @@ class StackConfig:
             layer_dir=Path(get("layerDir", os.environ.get("JOBSCHED_LAYER_DIR", str(DEFAULT_LAYER_DIR)))),
             allow_private_targets=str(get("allowPrivateTargets", "false")).lower() == "true",
             target_arn_patterns=tuple(get("targetArnPatterns", [])),
+            encryption=_choice(get("encryption", "kms"), ("kms", "aws-owned"), "encryption"),
+            max_active_jobs=int(get("maxActiveJobsPerTenant", 100_000)),
+            max_creates_per_second=int(get("maxCreatesPerSecondPerTenant", 50)),
         )
+
+
+def _choice(value, allowed: tuple[str, ...], key: str) -> str:
+    if value not in allowed:
+        raise ConfigError(f"context '{key}' must be one of {', '.join(allowed)}")
+    return value

@@ -4,13 +4,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from aws_cdk import Duration
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from jobsched_infra.config import ROOT, ConfigError
 
-RUNTIME = lambda_.Runtime.PYTHON_3_12
+RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
 # The local stack and the CLI run on people's machines, never in Lambda.
 CODE_EXCLUDES = ["**/__pycache__", "**/*.pyc", "jobsched/local", "jobsched/local/**", "jobsched/cli", "jobsched/cli/**"]
@@ -37,6 +38,12 @@ class FunctionFactory(Construct):
     def create(self, name: str, handler: str, env: dict[str, str], timeout: Duration, memory_mb: int,
                **kwargs) -> lambda_.Function:
         log_group = logs.LogGroup(self, f"{name}Logs", retention=logs.RetentionDays.ONE_MONTH)
+        # One role per function, writing only to its own log group (instead of the managed
+        # AWSLambdaBasicExecutionRole, which allows every log group of the account).
+        role = iam.Role(self, f"{name}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                        description=f"jobsched {name} function")
+        role.add_to_policy(iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                                               resources=[log_group.log_group_arn]))
         return lambda_.Function(
             self,
             name,
@@ -50,5 +57,6 @@ class FunctionFactory(Construct):
             environment={**self._env, **env},
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,
+            role=role,
             **kwargs,
         )

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -12,7 +13,7 @@ MAX_RECEIVE_COUNT = 5
 
 
 class Lanes(Construct):
-    def __init__(self, scope: Construct, construct_id: str, worker_timeout: Duration) -> None:
+    def __init__(self, scope: Construct, construct_id: str, worker_timeout: Duration, key: kms.IKey | None = None) -> None:
         super().__init__(scope, construct_id)
         self.queues: dict[Priority, sqs.Queue] = {}
         self.dead_letters: dict[Priority, sqs.Queue] = {}
@@ -22,7 +23,10 @@ class Lanes(Construct):
                 self,
                 f"{name}Dlq",
                 retention_period=Duration.days(14),
-                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                encryption=sqs.QueueEncryption.KMS if key else sqs.QueueEncryption.SQS_MANAGED,
+                encryption_master_key=key,
+                # One data key serves many messages for 5 minutes: far fewer KMS calls.
+                data_key_reuse=Duration.minutes(5) if key else None,
                 enforce_ssl=True,
             )
             self.dead_letters[priority] = dlq
@@ -33,7 +37,10 @@ class Lanes(Construct):
                 # redelivery never overlaps a live attempt (its lease has expired by then).
                 visibility_timeout=Duration.seconds(worker_timeout.to_seconds() * 6),
                 retention_period=Duration.days(4),
-                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                encryption=sqs.QueueEncryption.KMS if key else sqs.QueueEncryption.SQS_MANAGED,
+                encryption_master_key=key,
+                # One data key serves many messages for 5 minutes: far fewer KMS calls.
+                data_key_reuse=Duration.minutes(5) if key else None,
                 enforce_ssl=True,
                 dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=MAX_RECEIVE_COUNT),
             )

@@ -6,11 +6,13 @@ from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from jobsched.domain.jobs import Priority
 from jobsched.settings import Env
 from jobsched_infra.alarms import Alarms
+from jobsched_infra.compliance import acknowledge_findings
 from jobsched_infra.config import StackConfig
 from jobsched_infra.dashboard import NAMESPACE, Dashboard
 from jobsched_infra.functions import FunctionFactory
@@ -19,6 +21,7 @@ from jobsched_infra.storage import Storage
 from jobsched_infra.targets import TargetAccess
 
 WORKER_TIMEOUT = Duration.minutes(15)
+API_STAGE = "live"
 WORKER_BATCH_SIZE = 10
 
 DDB_READ = ["dynamodb:GetItem"]
@@ -32,8 +35,8 @@ DDB_UPDATE = ["dynamodb:UpdateItem"]
 class JobschedStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, description="jobsched: serverless distributed job scheduler", **kwargs)
-        storage = Storage(self, "Storage")
-        lanes = Lanes(self, "Lanes", worker_timeout=WORKER_TIMEOUT)
+        storage = Storage(self, "Storage", encryption=config.encryption)
+        lanes = Lanes(self, "Lanes", worker_timeout=WORKER_TIMEOUT, key=storage.key)
 
         common_env = {
             Env.JOBS_TABLE: storage.jobs.table_name,
@@ -49,6 +52,8 @@ class JobschedStack(Stack):
         api_fn = factory.create("Api", "jobsched.handlers.api.handler", {
             Env.API_KEYS_TABLE: storage.api_keys.table_name,
             Env.SERVICE_NAME: "jobsched-api",
+            Env.MAX_ACTIVE_JOBS: str(config.max_active_jobs),
+            Env.MAX_CREATES_PER_SECOND: str(config.max_creates_per_second),
         }, timeout=Duration.seconds(29), memory_mb=512)
         tick_fn = factory.create("Tick", "jobsched.handlers.tick.handler", {
             Env.SERVICE_NAME: "jobsched-tick",
@@ -81,7 +86,11 @@ class JobschedStack(Stack):
 
         for fn in (api_fn, tick_fn, worker_fn):
             for queue in lanes.queues.values():
-                queue.grant_send_messages(fn)
+                queue.grant(fn, "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+            if storage.key:
+                # Named actions only (the CDK's encrypt/decrypt grants use wildcards): data keys for
+                # sending to the encrypted lanes, decryption for reading tables and messages.
+                storage.key.grant(fn, "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey")
         for priority, queue in lanes.queues.items():
             worker_fn.add_event_source(sources.SqsEventSource(
                 queue, batch_size=WORKER_BATCH_SIZE, report_batch_item_failures=True,
@@ -104,19 +113,44 @@ class JobschedStack(Stack):
                 )],
             )
 
+        access_logs = logs.LogGroup(self, "ApiAccessLogs", retention=logs.RetentionDays.ONE_MONTH)
         api = apigw.LambdaRestApi(
             self,
             "Api",
             handler=api_fn,
-            proxy=True,
+            proxy=False,
             description="jobsched HTTP API v1",
             deploy_options=apigw.StageOptions(
-                stage_name="live",
+                stage_name=API_STAGE,
                 throttling_rate_limit=config.api_rate_limit,
                 throttling_burst_limit=config.api_burst_limit,
                 tracing_enabled=True,
+                metrics_enabled=True,
+                # Errors only, and never request or response bodies: they carry API keys and payloads.
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                data_trace_enabled=False,
+                access_log_destination=apigw.LogGroupLogDestination(access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=False, http_method=True, ip=True, protocol=True, request_time=True,
+                    resource_path=True, response_length=True, status=True, user=False),
             ),
         )
+        # Every path goes to the function (/ and /{proxy+}); API Gateway validates request
+        # parameters, the function validates bodies and answers in the API's own error shape.
+        validator = api.add_request_validator("Parameters", validate_request_parameters=True)
+        integration = apigw.LambdaIntegration(api_fn)
+        api.root.add_method("ANY", integration, request_validator=validator)
+        proxy = api.root.add_resource("{proxy+}")
+        proxy.add_method("ANY", integration, request_validator=validator)
+        # The execution log group API Gateway would create without a retention.
+        logs.LogGroup(self, "ApiExecutionLogs", retention=logs.RetentionDays.ONE_MONTH,
+                      log_group_name=f"API-Gateway-Execution-Logs_{api.rest_api_id}/{API_STAGE}")
+        plan = api.add_usage_plan("UsagePlan", description="Stage-wide throttle and daily quota",
+                                  throttle=apigw.ThrottleSettings(rate_limit=config.api_rate_limit,
+                                                                  burst_limit=config.api_burst_limit),
+                                  quota=apigw.QuotaSettings(limit=config.api_rate_limit * 86_400,
+                                                            period=apigw.Period.DAY))
+        plan.add_api_stage(stage=api.deployment_stage)
 
         functions = {"api": api_fn, "tick": tick_fn, "worker": worker_fn}
         Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions)
@@ -127,5 +161,6 @@ class JobschedStack(Stack):
         CfnOutput(self, "ApiUrl", value=api.url, description="Base URL; routes start with /v1")
         CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)
         CfnOutput(self, "ApiKeysTableName", value=storage.api_keys.table_name)
+        acknowledge_findings(self, functions, api, target_access=True)
         CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
                   description="Subscribe to be told when an alarm fires")

@@ -1,8 +1,9 @@
 """Tables: jobs, the timer wheel, execution history, segment watermarks, API keys."""
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as ddb
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from jobsched.store.dynamo import DEAD_LETTERS_INDEX
@@ -12,8 +13,12 @@ N = ddb.AttributeType.NUMBER
 
 
 class Storage(Construct):
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, encryption: str = "kms") -> None:
         super().__init__(scope, construct_id)
+        # One customer-managed key for the data at rest (tables, queues, alarm topic), or none.
+        self.key = kms.Key(self, "Key", description="jobsched data at rest", enable_key_rotation=True,
+                           rotation_period=Duration.days(365), removal_policy=RemovalPolicy.RETAIN) \
+            if encryption == "kms" else None
         # Idempotency records live beside the jobs of their tenant (sort key "idem#...") and expire.
         self.jobs = self._table("Jobs", ("tenantId", S), ("jobId", S), ttl="expiresAt")
         # Partition "<epoch-minute>#<segment>", sort "<due-ms>#<kind>#<ref>#<generation>": one
@@ -40,7 +45,8 @@ class Storage(Construct):
             point_in_time_recovery_specification=ddb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
-            encryption=ddb.TableEncryption.AWS_MANAGED,
+            encryption=ddb.TableEncryption.CUSTOMER_MANAGED if self.key else ddb.TableEncryption.DEFAULT,
+            encryption_key=self.key,
             time_to_live_attribute=ttl,
             removal_policy=RemovalPolicy.RETAIN,
         )

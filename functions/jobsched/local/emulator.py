@@ -70,6 +70,10 @@ class SerializedServer:
 
     def start(self) -> "SerializedServer":
         self._thread.start()
+        # moto's backends are process-wide: start from an empty emulator whatever ran before.
+        import urllib.request
+
+        urllib.request.urlopen(urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=10).close()
         return self
 
     def stop(self) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 # What the emulator creates: the resources that hold state. Functions run in-process, rules are
 # replaced by the local tick loop, the REST API by the loopback adapter.
-DATA_RESOURCE_TYPES = ("AWS::DynamoDB::Table", "AWS::SQS::Queue")
+DATA_RESOURCE_TYPES = ("AWS::DynamoDB::Table", "AWS::SQS::Queue", "AWS::KMS::Key")
 STACK_NAME = "Jobsched"
 
 
