@@ -11,7 +11,8 @@ from jobsched.api.routes import ROUTES, Route
 
 ERROR_TEXT = {400: "Malformed request", 401: "No or bad API key", 404: "Not found (or another tenant's)",
               409: "State conflict or version mismatch", 413: "Payload over 256 KB",
-              422: "Well-formed but invalid (bad cron, unknown time zone, ...)"}
+              422: "Well-formed but invalid (bad cron, unknown time zone, ...)",
+              429: "Tenant quota exceeded (active jobs, creates per second)"}
 
 
 @lru_cache(maxsize=1)

@@ -44,7 +44,7 @@ IDEMPOTENCY = Param("Idempotency-Key", "header", "a repeat with the same key and
 
 ROUTES: tuple[Route, ...] = (
     Route("create_job", "POST", "/v1/jobs", "Create a job", 201, schemas.Job, JobRequest, (IDEMPOTENCY,),
-          errors=(400, 401, 409, 413, 422)),
+          errors=(400, 401, 409, 413, 422, 429)),
     Route("list_jobs", "GET", "/v1/jobs", "List the tenant's jobs", 200, schemas.JobList,
           params=(Param("state", "query", "ACTIVE, PAUSED, COMPLETED or CANCELLED"), *PAGING)),
     Route("get_job", "GET", "/v1/jobs/{jobId}", "One job", 200, schemas.Job),

@@ -59,3 +59,9 @@ class ConditionLost(Exception):
 
 class Unauthorized(DomainError):
     code = "UNAUTHORIZED"
+
+
+class QuotaExceeded(DomainError):
+    """A tenant quota (active jobs, creates per second): HTTP 429."""
+
+    code = "QUOTA_EXCEEDED"

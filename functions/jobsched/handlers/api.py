@@ -20,13 +20,14 @@ from jobsched.domain.errors import (
     InvalidRequest,
     NotFound,
     PayloadTooLarge,
+    QuotaExceeded,
     Unauthorized,
     UnprocessableRequest,
 )
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.auth import Authenticator
 from jobsched.service.callbacks import Callbacks
-from jobsched.service.jobs import JobsService
+from jobsched.service.jobs import JobsService, Quotas
 from jobsched.service.outcomes import Outcomes
 
 logger = Logger(service="jobsched-api")
@@ -38,6 +39,7 @@ HTTP_STATUS = {
     Conflict: 409,
     PayloadTooLarge: 413,
     UnprocessableRequest: 422,
+    QuotaExceeded: 429,
 }
 
 
@@ -77,7 +79,8 @@ def _state(value: str | None) -> JobState | None:
 def make_handler(env: Mapping[str, str], clock=None, session=None):
     parts = build(env, "api", clock, session)
     metrics = metrics_for(env, "jobsched-api")
-    service = JobsService(parts.stores, parts.handoff, parts.clock)
+    service = JobsService(parts.stores, parts.handoff, parts.clock,
+                          Quotas(parts.settings.max_active_jobs, parts.settings.max_creates_per_second))
     callbacks = Callbacks(parts.stores, Outcomes(parts.stores, parts.handoff, parts.clock), parts.clock)
     auth = Authenticator(parts.stores.api_keys, parts.clock)
     app = APIGatewayRestResolver()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 
 from jobsched.api.mapping import preview_schedule, to_spec
 from jobsched.api.models import JobRequest
 from jobsched.domain.clock import Clock
-from jobsched.domain.errors import ConditionLost, Conflict, NotFound
+from jobsched.domain.errors import ConditionLost, Conflict, NotFound, QuotaExceeded
 from jobsched.domain.executions import (
     Dispatch,
     DispatchKind,
@@ -20,7 +21,7 @@ from jobsched.domain.executions import (
 from jobsched.domain.jobs import Job, JobState, new_job_id
 from jobsched.domain.timers import Timer, TimerKind
 from jobsched.service.handoff import HandOff
-from jobsched.store.dynamo import Page
+from jobsched.store.dynamo import ACTIVE_JOBS_COUNTER, Page
 from jobsched.store.queues import Outgoing
 
 # How long an Idempotency-Key is remembered.
@@ -31,8 +32,15 @@ def body_hash(body: object) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class Quotas:
+    max_active_jobs: int = 100_000
+    max_creates_per_second: int = 50
+
+
 class JobsService:
-    def __init__(self, stores, handoff: HandOff, clock: Clock) -> None:
+    def __init__(self, stores, handoff: HandOff, clock: Clock, quotas: Quotas = Quotas()) -> None:
+        self._quotas = quotas
         self._jobs = stores.jobs
         self._executions = stores.executions
         self._lanes = stores.lanes
@@ -61,14 +69,29 @@ class JobsService:
                     return existing, False
                 job_id = earlier_id  # the first call died before writing the job: finish its work
         job = Job(tenant_id, job_id, spec, JobState.ACTIVE, generation=1, version=1, created_ms=now, updated_ms=now)
+        self._take_create_quotas(tenant_id, now)
         try:
             self._jobs.put_new(job)
         except ConditionLost:
+            self._jobs.give_back_quota(tenant_id, ACTIVE_JOBS_COUNTER)
             job = self.get(tenant_id, job_id)
+        except Exception:
+            self._jobs.give_back_quota(tenant_id, ACTIVE_JOBS_COUNTER)
+            raise
         # Crash between the job write and the timer write: the client saw an error and retries
         # (with its Idempotency-Key, the retry places the timer of the same job).
         self._place_first_timer(job, spec.schedule.first_fire())
         return job, True
+
+    def _take_create_quotas(self, tenant_id: str, now_ms: int) -> None:
+        second = now_ms // 1000
+        if not self._jobs.take_quota(tenant_id, f"creates#{second}", self._quotas.max_creates_per_second,
+                                     expires_at=second + 120):
+            raise QuotaExceeded(f"more than {self._quotas.max_creates_per_second} jobs created in one second; "
+                                "slow down and retry")
+        if not self._jobs.take_quota(tenant_id, ACTIVE_JOBS_COUNTER, self._quotas.max_active_jobs):
+            raise QuotaExceeded(f"the tenant has {self._quotas.max_active_jobs} jobs that have not ended (the "
+                                "quota); cancel some or ask for a higher quota")
 
     def get(self, tenant_id: str, job_id: str) -> Job:
         job = self._jobs.get(tenant_id, job_id, consistent=True) if job_id.startswith("job_") else None
@@ -96,6 +119,8 @@ class JobsService:
         job = self.get(tenant_id, job_id)
         cancelled = job.cancelled(self._clock.now_ms())
         self._jobs.save(job, cancelled)
+        if cancelled is not job and job.state in (JobState.ACTIVE, JobState.PAUSED):
+            self._jobs.give_back_quota(tenant_id, ACTIVE_JOBS_COUNTER)
         return cancelled
 
     def pause(self, tenant_id: str, job_id: str) -> Job:

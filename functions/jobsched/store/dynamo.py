@@ -20,6 +20,8 @@ CONDITION_FAILED = "ConditionalCheckFailedException"
 JOB_ID_PREFIX = "job_"
 # Idempotency records share the Jobs table (same tenant partition), under another sort-key prefix.
 IDEMPOTENCY_PREFIX = "idem#"
+QUOTA_PREFIX = "quota#"
+ACTIVE_JOBS_COUNTER = "active"
 DEAD_LETTERS_INDEX = "DeadLetters"
 BATCH_GET_LIMIT = 100
 
@@ -164,6 +166,34 @@ class JobsStore:
                 lost.current = plain(item)
             return str(lost.current["resultId"]), str(lost.current["bodyHash"])
 
+    # --- tenant quotas: counters beside the tenant's jobs (sort keys "quota#...") -------------
+    def take_quota(self, tenant_id: str, counter: str, limit: int, expires_at: int | None = None) -> bool:
+        """Add one to a counter if it stays within `limit`; False when it would not."""
+        expression = "ADD used :one"
+        values: dict[str, Any] = {":one": 1, ":limit": limit}
+        if expires_at is not None:
+            expression += " SET expiresAt = :expires"
+            values[":expires"] = expires_at
+        try:
+            self._table.update_item(Key={"tenantId": tenant_id, "jobId": f"{QUOTA_PREFIX}{counter}"},
+                                    UpdateExpression=expression,
+                                    ConditionExpression="attribute_not_exists(used) OR used < :limit",
+                                    ExpressionAttributeValues=values)
+            return True
+        except ClientError as exc:
+            if _condition_lost(exc, "quota"):
+                return False
+            raise
+
+    def give_back_quota(self, tenant_id: str, counter: str) -> None:
+        try:
+            self._table.update_item(Key={"tenantId": tenant_id, "jobId": f"{QUOTA_PREFIX}{counter}"},
+                                    UpdateExpression="ADD used :minus", ConditionExpression="used > :zero",
+                                    ExpressionAttributeValues={":minus": -1, ":zero": 0})
+        except ClientError as exc:
+            if not _condition_lost(exc, "quota"):
+                raise
+
     def mark_completed(self, job: Job, now_ms: int) -> bool:
         """ACTIVE → COMPLETED, only for this generation; False if the job changed meanwhile."""
         try:
@@ -180,6 +210,7 @@ class JobsStore:
                     ":now": now_ms,
                 },
             )
+            self.give_back_quota(job.tenant_id, ACTIVE_JOBS_COUNTER)
             return True
         except ClientError as exc:
             if _condition_lost(exc, "job changed"):
