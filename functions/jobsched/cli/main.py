@@ -171,6 +171,30 @@ def _collect(client: Client, path: str, query: dict, limit: int, all_pages: bool
     return {"items": items, "nextCursor": None if all_pages else page.get("nextCursor")}
 
 
+def run_stats(args, out) -> int:
+    """Lateness and outcomes from the EMF metric lines the local stack keeps."""
+    from pathlib import Path
+
+    from jobsched.local.metrics import summarize
+
+    path = Path(args.file)
+    if not path.exists():
+        print(f"jobsched: no metrics at {path}; start the local stack with `make run`", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    summary = summarize(path.read_text().splitlines())
+    if args.json:
+        print(json.dumps(summary, indent=2), file=out)
+        return EXIT_OK
+    late = summary["lateness"]
+    table([{"metric": "fire lateness ms", "count": late["count"], "p50": late["p50"], "p99": late["p99"],
+            "max": late["max"]}], [("metric", "METRIC"), ("count", "COUNT"), ("p50", "P50"), ("p99", "P99"),
+                                   ("max", "MAX")], out)
+    print(file=out)
+    table([{"metric": k, "count": v} for k, v in summary["counts"].items()], [("metric", "METRIC"), ("count", "COUNT")],
+          out)
+    return EXIT_OK
+
+
 def run_keys(args, out) -> int:
     """API keys live hashed in the ApiKeys table: managed with AWS credentials, not an API key."""
     from jobsched.cli.keys import KeyAdmin
@@ -262,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("--count", type=int, default=10)
     preview.add_argument("--after", help="RFC 3339 instant (default now)")
 
+    stats = groups.add_parser("stats", help="lateness and outcomes of the local stack (from its EMF metrics)")
+    stats.add_argument("--file", default=".build/local/metrics.jsonl", help="EMF lines kept by `make run`")
+
     keys = groups.add_parser("keys", help="tenant API keys (needs AWS credentials, or --local)")
     keys.add_argument("--local", action="store_true", help=f"the local stack's emulator ({LOCAL_EMULATOR})")
     keys.add_argument("--endpoint-url", help="an AWS endpoint to use instead")
@@ -289,6 +316,8 @@ def main(argv: list[str] | None = None, out=None) -> int:
     try:
         if args.group == "keys":
             return run_keys(args, out)
+        if args.group == "stats":
+            return run_stats(args, out)
         return run_command(args, Client(args.url, args.api_key), out)
     except UsageError as exc:
         print(f"jobsched: {exc}", file=sys.stderr)

@@ -77,6 +77,7 @@ def main() -> None:
         segments=_int_env("JOBSCHED_SEGMENTS", 4),
         workdir=Path(os.environ.get("JOBSCHED_WORKDIR", ".build/local")),
         quiet_functions=os.environ.get("JOBSCHED_VERBOSE", "") not in ("1", "true"),
+        keep_metrics=True,
     )
     seeded = parse_api_keys(os.environ.get("JOBSCHED_API_KEYS", ""))
     print("jobsched: synthesizing the stack and starting the emulator ...", flush=True)
@@ -109,6 +110,7 @@ def main() -> None:
         f"  export JOBSCHED_URL={runtime.api_url} JOBSCHED_API_KEY={demo_key}",
         "  jobsched jobs list          (.venv/bin/jobsched, or `source .venv/bin/activate`)",
         "  jobsched keys --local create another-tenant",
+        "  jobsched stats             (lateness and outcomes from the functions' EMF metric lines)",
         "Ctrl-C stops it.",
         "",
     ]), flush=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 from jobsched.domain.clock import SystemClock
 from jobsched.local.emulator import SerializedServer
 from jobsched.local.events import Function, LanePoller, api_gateway_event, http_response
+from jobsched.local.metrics import EmfTee
 from jobsched.local.stack import LocalStack
 from jobsched.local.synth import synthesize
 from jobsched.settings import Env, Settings
@@ -45,6 +46,7 @@ class Options:
     segments: int = 4
     workdir: Path = Path(".build/local")
     quiet_functions: bool = True
+    keep_metrics: bool = False  # tee EMF lines into workdir/metrics.jsonl (make run does)
 
 
 @dataclass
@@ -61,6 +63,9 @@ class LocalRuntime:
     def start(self) -> "LocalRuntime":
         opts = self.options
         use_local_aws_env()
+        if opts.keep_metrics and not isinstance(sys.stdout, EmfTee):
+            # Keep the EMF lines the functions print (what CloudWatch ingests) for `jobsched stats`.
+            sys.stdout = EmfTee(sys.stdout, opts.workdir / "metrics.jsonl")
         if opts.quiet_functions:
             os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
         self.emulator = SerializedServer(port=opts.emulator_port).start()
