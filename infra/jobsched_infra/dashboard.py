@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_dynamodb as ddb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -20,7 +22,8 @@ def app_metric(service: str, name: str, statistic: str = "Sum") -> cw.Metric:
 
 class Dashboard(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, lanes: dict[Priority, sqs.Queue],
-                 dead_letters: dict[Priority, sqs.Queue], functions: dict[str, lambda_.Function]) -> None:
+                 dead_letters: dict[Priority, sqs.Queue], functions: dict[str, lambda_.Function],
+                 tables: dict[str, ddb.Table], api: apigw.RestApi) -> None:
         super().__init__(scope, construct_id)
         board = cw.Dashboard(self, "Board", dashboard_name=None, default_interval=Duration.hours(3))
         worker, tick = "jobsched-worker", "jobsched-tick"
@@ -61,5 +64,43 @@ class Dashboard(Construct):
             cw.GraphWidget(title="Lambda throttles", width=12, left=[
                 fn.metric_throttles(period=PERIOD, label=name) for name, fn in functions.items()
             ]),
+        )
+        board.add_widgets(
+            cw.GraphWidget(title="Age of oldest message (s)", width=12, left=[
+                q.metric_approximate_age_of_oldest_message(period=PERIOD, label=p.value, statistic="Maximum")
+                for p, q in {**lanes}.items()] + [
+                q.metric_approximate_age_of_oldest_message(period=PERIOD, label=f"{p.value} DLQ", statistic="Maximum")
+                for p, q in dead_letters.items()]),
+            cw.GraphWidget(title="Tick duration per segment (ms)", width=12, left=[
+                cw.MathExpression(expression=f"SEARCH('{{{NAMESPACE},Segment,service}} "
+                                             f"MetricName=\"SegmentTickDurationMs\"', 'Maximum', 60)",
+                                  label="", period=PERIOD)]),
+        )
+        board.add_widgets(
+            cw.GraphWidget(title="Catch-up per segment (minutes behind)", width=12, left=[
+                cw.MathExpression(expression=f"SEARCH('{{{NAMESPACE},Segment,service}} "
+                                             f"MetricName=\"SegmentMinutesBehind\"', 'Maximum', 60)",
+                                  label="", period=PERIOD)]),
+            cw.GraphWidget(title="Lambda concurrency", width=12, left=[
+                fn.metric("ConcurrentExecutions", period=PERIOD, statistic="Maximum", label=name)
+                for name, fn in functions.items()]),
+        )
+        board.add_widgets(
+            cw.GraphWidget(title="DynamoDB throttled requests", width=12, left=[
+                m for name, table in tables.items() for m in (
+                    table.metric("ReadThrottleEvents", period=PERIOD, statistic="Sum", label=f"{name} reads"),
+                    table.metric("WriteThrottleEvents", period=PERIOD, statistic="Sum", label=f"{name} writes"))]),
+            cw.GraphWidget(title="DynamoDB consumed capacity", width=12, left=[
+                m for name, table in tables.items() for m in (
+                    table.metric_consumed_read_capacity_units(period=PERIOD, label=f"{name} RCU"),
+                    table.metric_consumed_write_capacity_units(period=PERIOD, label=f"{name} WCU"))]),
+        )
+        board.add_widgets(
+            cw.GraphWidget(title="API 4xx and 5xx", width=12, left=[
+                api.metric_client_error(period=PERIOD, label="4xx"), api.metric_server_error(period=PERIOD, label="5xx"),
+                app_metric("jobsched-api", "Api4xx"), app_metric("jobsched-api", "Api5xx")]),
+            cw.GraphWidget(title="API latency (ms)", width=12, left=[
+                api.metric_latency(period=PERIOD, statistic="p50", label="p50"),
+                api.metric_latency(period=PERIOD, statistic="p99", label="p99")]),
         )
         self.dashboard = board

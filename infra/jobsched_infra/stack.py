@@ -153,10 +153,11 @@ class JobschedStack(Stack):
         plan.add_api_stage(stage=api.deployment_stage)
 
         functions = {"api": api_fn, "tick": tick_fn, "worker": worker_fn}
-        Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions)
+        tables = {"Jobs": storage.jobs, "Timers": storage.timers, "Executions": storage.executions}
+        Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
+                  tables=tables, api=api)
         alarms = Alarms(self, "Alarms", segments=config.segments, dead_letters=lanes.dead_letters,
-                        functions=functions, tables={"Jobs": storage.jobs, "Timers": storage.timers,
-                                                     "Executions": storage.executions})
+                        functions=functions, tables=tables)
 
         CfnOutput(self, "ApiUrl", value=api.url, description="Base URL; routes start with /v1")
         CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)

@@ -124,8 +124,11 @@ def test_rest_api_and_dashboard(template):
     assert stage["StageName"] == "live"
     dashboard = next(iter(resources(template, "AWS::CloudWatch::Dashboard").values()))
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
-    for metric in ("FireLatenessMs", "Dispatched", "Succeeded", "Dead", "ApproximateNumberOfMessagesVisible"):
-        assert metric in body
+    for metric in ("FireLatenessMs", "Dispatched", "Succeeded", "Dead", "ApproximateNumberOfMessagesVisible",
+                   "ApproximateAgeOfOldestMessage", "SegmentTickDurationMs", "SegmentMinutesBehind",
+                   "ConcurrentExecutions", "Throttles", "WriteThrottleEvents", "ConsumedWriteCapacityUnits",
+                   "4XXError", "5XXError", "Latency"):
+        assert metric in body, metric
 
 
 def test_every_log_group_has_a_retention(template):
