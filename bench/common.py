@@ -9,20 +9,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
-LOCAL_AWS = {
-    "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
-    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "POWERTOOLS_LOG_LEVEL": "WARNING",
-    "POWERTOOLS_METRICS_NAMESPACE": "Jobsched",
-}
 ROOT = Path(__file__).resolve().parents[1]
 _TEMPLATE: dict | None = None
 
 
 def use_local_aws() -> None:
-    os.environ.update(LOCAL_AWS)
-    os.environ.pop("AWS_ENDPOINT_URL", None)
-    os.environ.pop("AWS_PROFILE", None)
+    from jobsched.local.fake_aws import use_local_aws_env
+
+    use_local_aws_env()
+    os.environ.update({"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_NAMESPACE": "Jobsched"})
 
 
 def template(segments: int = 4) -> dict:

@@ -2,19 +2,10 @@
 instance-metadata address or a real account."""
 import os
 
-for name, value in {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-    "POWERTOOLS_METRICS_NAMESPACE": "Jobsched",
-}.items():
-    os.environ[name] = value
-os.environ.pop("AWS_ENDPOINT_URL", None)
-os.environ.pop("AWS_PROFILE", None)
+from jobsched.local.fake_aws import use_local_aws_env  # noqa: E402
+
+use_local_aws_env()
+os.environ["POWERTOOLS_METRICS_NAMESPACE"] = "Jobsched"
 
 import pytest  # noqa: E402
 

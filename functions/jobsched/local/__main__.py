@@ -14,7 +14,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from jobsched.local.runtime import LocalRuntime, Options, use_local_aws_env
+from jobsched.local.fake_aws import use_local_aws_env
+from jobsched.local.runtime import LocalRuntime, Options
 
 
 def _int_env(name: str, default: int) -> int:

@@ -13,29 +13,13 @@ from pathlib import Path
 from jobsched.domain.clock import SystemClock
 from jobsched.local.emulator import SerializedServer
 from jobsched.local.events import Function, LanePoller, api_gateway_event, http_response
+from jobsched.local.fake_aws import use_local_aws_env
 from jobsched.local.metrics import EmfTee
 from jobsched.local.stack import LocalStack
 from jobsched.local.synth import synthesize
 from jobsched.settings import Env, Settings
 
-LOCAL_AWS_ENV = {
-    # Fake credentials and a region: the emulator is the only AWS there is here.
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
-    # botocore must never probe an instance-metadata address.
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
 IDLE_POLL_SECONDS = 0.1
-
-
-def use_local_aws_env(endpoint_url: str | None = None) -> None:
-    os.environ.update(LOCAL_AWS_ENV)
-    os.environ.pop("AWS_PROFILE", None)
-    if endpoint_url:
-        os.environ["AWS_ENDPOINT_URL"] = endpoint_url
 
 
 @dataclass

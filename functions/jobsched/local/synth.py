@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def synthesize(outdir: Path, segments: int = 4, allow_private_targets: bool = True) -> dict:
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # the image ships Node 20
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # see local/fake_aws.py
     import aws_cdk as cdk
 
     from jobsched_infra.compliance import apply_checks
