@@ -28,7 +28,7 @@ synth: $(INSTALLED) $(LAYER_STAMP) $(CDK)  ## CloudFormation template into cdk.o
 deploy: $(INSTALLED) $(LAYER_STAMP) $(CDK)  ## cdk deploy, with your AWS credentials
 	$(CDK) deploy
 
-bench: $(INSTALLED)  ## benchmarks that print figures (see docs/performance.md)
+bench: $(INSTALLED) $(LAYER_STAMP)  ## benchmarks that print figures (see docs/performance.md)
 	$(LOCAL_AWS) $(BIN)/python -m bench
 
 install: $(INSTALLED)

@@ -85,7 +85,9 @@ def measure(size: int) -> dict:
 def main(argv: list[str] | None = None) -> None:
     use_local_aws()
     quick = "--quick" in (argv or sys.argv[1:])
-    sizes = [200] if quick else [1000, 5000, 10000]
+    # (moto recomputes queue attributes over every queued message on each send: its SQS time grows
+    # with the square of the bucket, so the emulator caps these sizes, not our code)
+    sizes = [200] if quick else [1000, 2500, 5000]
     print(f"dispatch: one tick over a bucket of due timers (in-process moto) on {machine()}")
     results = [measure(size) for size in sizes]
     print_table("Dispatch throughput", [
