@@ -26,9 +26,6 @@ class ExecutionStatus(str, Enum):
     DEAD = "DEAD"
 
 
-TERMINAL = frozenset(
-    {ExecutionStatus.SUCCEEDED, ExecutionStatus.DEAD, ExecutionStatus.CANCELLED, ExecutionStatus.SKIPPED}
-)
 
 
 def execution_id_for(job_id: str, due_ms: int) -> str:

@@ -114,9 +114,6 @@ class Job:
     def nominal_of(self, fire_ms: int) -> int:
         return fire_ms - jitter_offset_ms(self.job_id, self.spec.jitter_sec)
 
-    def completed(self, now_ms: int) -> "Job":
-        return replace(self, state=JobState.COMPLETED, version=self.version + 1, updated_ms=now_ms)
-
     # Each change below bumps the generation: timers and in-flight messages of the old one are
     # recognised as stale and dropped.
     def _changed(self, now_ms: int, **changes) -> "Job":

@@ -48,7 +48,7 @@ class HandOff:
     def segment_of(self, job_id: str) -> int:
         return segment_of(job_id, self._segments)
 
-    def place(self, timer: Timer, job: Job | None, priority: Priority | None = None) -> HandOffReport:
+    def place(self, timer: Timer, job: Job | None) -> HandOffReport:
         """Write a new timer, then dispatch it directly if a tick already claimed its bucket.
 
         Both sides use strongly consistent reads (the tick claims before it queries), so either

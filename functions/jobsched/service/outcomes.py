@@ -9,7 +9,7 @@ from typing import Callable
 from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, ExecutionStatus
-from jobsched.domain.jobs import Job, JobState, Priority
+from jobsched.domain.jobs import Job, JobState
 from jobsched.domain.retry import SQS_MAX_DELAY_MS
 from jobsched.domain.timers import Timer, TimerKind
 from jobsched.service.handoff import HandOff
@@ -97,7 +97,7 @@ class Outcomes:
     def arm_lease_check(self, dispatch: Dispatch, attempt: int, deadline_ms: int, job: Job | None) -> None:
         timer = Timer(deadline_ms, TimerKind.LEASE, dispatch.tenant_id, dispatch.job_id, dispatch.generation,
                       self._handoff.segment_of(dispatch.job_id), dispatch.execution_id, attempt)
-        self._handoff.place(timer, job, priority=job.spec.priority if job else Priority.NORMAL)
+        self._handoff.place(timer, job)
 
     def _complete_if_last(self, job: Job | None, dispatch: Dispatch, now_ms: int) -> None:
         """A job whose schedule has no occurrence after this one (a one-off, or a recurring job

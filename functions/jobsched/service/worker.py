@@ -63,17 +63,22 @@ class Worker:
                                                         "skipped: the previous run was still running",
                                                         self._clock.now_ms())
                 return WorkResult(Outcome.SKIPPED if recorded else Outcome.DUPLICATE)
-            early_ms = dispatch.due_ms - self._clock.now_ms()
-            if 0 < early_ms <= MAX_PRECISION_WAIT_MS:
-                self._clock.sleep(early_ms / 1000)
 
         now = self._clock.now_ms()
+        # Claim first, then wait out the sub-second rest: the job read and the claim are off the
+        # critical path, and the target is called at the due instant. An attempt claimed early
+        # is recorded as starting at its due instant, when the call is made.
+        starts_at = max(now, dispatch.due_ms) if dispatch.kind is DispatchKind.FIRE else now
         token = secrets.token_urlsafe(24)
         try:
-            claim = self._executions.claim(dispatch, now, now + job.spec.timeout_sec * 1000 + LEASE_MARGIN_MS,
-                                           callback_token_hash(token))
+            claim = self._executions.claim(dispatch, now, starts_at + job.spec.timeout_sec * 1000 + LEASE_MARGIN_MS,
+                                           callback_token_hash(token), started_ms=starts_at)
         except ConditionLost as lost:
             return self._claim_lost(job, dispatch, lost.current)
+        early_ms = dispatch.due_ms - self._clock.now_ms()
+        if dispatch.kind is DispatchKind.FIRE and 0 < early_ms <= MAX_PRECISION_WAIT_MS:
+            self._clock.sleep(early_ms / 1000)
+        now = self._clock.now_ms()
         # Crash from here until the result is written: SQS redelivers after the visibility
         # timeout, by then the lease has expired, and the next delivery takes over (LOST).
         outcome = self._invoker.invoke(job, dispatch, claim.attempt, callback_token=token, progress=claim.progress)

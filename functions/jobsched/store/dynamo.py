@@ -297,7 +297,8 @@ class ExecutionsStore:
     def __init__(self, dynamodb, table_name: str) -> None:
         self._table = dynamodb.Table(table_name)
 
-    def claim(self, dispatch: Dispatch, now_ms: int, lease_until_ms: int, token_hash: str) -> Claim:
+    def claim(self, dispatch: Dispatch, now_ms: int, lease_until_ms: int, token_hash: str,
+              started_ms: int | None = None) -> Claim:
         """The worker's first write: the execution does not exist yet, or waits for exactly this
         attempt, or its running attempt's lease has expired. Raises ConditionLost otherwise."""
         try:
@@ -306,7 +307,7 @@ class ExecutionsStore:
                 UpdateExpression=(
                     "SET #st = :running, attempt = if_not_exists(attempt, :zero) + :one, "
                     "tenantId = :tenant, scheduledMs = :due, generation = :gen, "
-                    "startedMs = if_not_exists(startedMs, :now), attemptStartedMs = :now, "
+                    "startedMs = if_not_exists(startedMs, :start), attemptStartedMs = :start, "
                     "leaseUntilMs = :lease, callbackTokenHash = :token REMOVE retryAtMs, accepted"
                 ),
                 ConditionExpression=(
@@ -328,6 +329,7 @@ class ExecutionsStore:
                     ":now": now_ms,
                     ":lease": lease_until_ms,
                     ":token": token_hash,
+                    ":start": started_ms if started_ms is not None else now_ms,
                 },
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
