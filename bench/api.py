@@ -6,7 +6,7 @@ import time
 
 import boto3
 
-from bench.common import CallCounter, emulator, machine, percentile, print_table, template, use_local_aws
+from bench.common import NO_QUOTAS, CallCounter, emulator, machine, percentile, print_table, template, use_local_aws
 
 
 def run(count: int, job_type: str) -> dict:
@@ -18,7 +18,8 @@ def run(count: int, job_type: str) -> dict:
     with emulator(clock, counter):
         session = boto3.session.Session(region_name="us-east-1")
         counter.attach(session)
-        stack = InProcessStack(template(), clock, session=session, keys={"bench": "bench-key"})
+        stack = InProcessStack(template(), clock, session=session, keys={"bench": "bench-key"},
+                               env_overrides=NO_QUOTAS)
         body = {"name": "api", "target": {"type": "HTTP", "url": "https://example.com/x"}, "payload": {"k": "v"}}
         body.update({"type": "CRON", "schedule": "0 3 * * *", "timezone": "Europe/Paris"} if job_type == "CRON"
                     else {"type": "DELAYED", "delaySeconds": 30})
@@ -51,7 +52,8 @@ def main(argv: list[str] | None = None) -> None:
                                for r in results],
                 ("type", "creates", "p50 ms", "p99 ms", "creates/s", "in emulator", "calls per create"))
     print("\nA DELAYED job due within two minutes also reads the segment's watermark (direct dispatch "
-          "check) and may send its dispatch; a CRON job due tomorrow writes its job and timer only.")
+          "check) and may send its dispatch; a CRON job due tomorrow writes its job and timer only. Both "
+          "take two quota counters (creates this second, jobs not ended).")
 
 
 if __name__ == "__main__":

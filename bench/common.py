@@ -9,7 +9,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
+from jobsched.settings import Env
+
 ROOT = Path(__file__).resolve().parents[1]
+# Benchmarks create jobs faster than a tenant's default quota allows.
+NO_QUOTAS = {"api": {Env.MAX_ACTIVE_JOBS: "100000000", Env.MAX_CREATES_PER_SECOND: "1000000"}}
 _TEMPLATE: dict | None = None
 
 

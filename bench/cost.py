@@ -9,7 +9,7 @@ import sys
 
 import boto3
 
-from bench.common import READ_OPS, WRITE_OPS, CallCounter, emulator, machine, print_table, template, use_local_aws
+from bench.common import NO_QUOTAS, READ_OPS, WRITE_OPS, CallCounter, emulator, machine, print_table, template, use_local_aws
 
 # us-east-1 list prices (USD), as published by AWS in 2025 (DynamoDB on-demand after the
 # November 2024 reduction). Check the pricing pages before relying on them.
@@ -45,7 +45,8 @@ def run(scenario: str, jobs: int, minutes: int) -> dict:
     with emulator(clock):
         session = boto3.session.Session(region_name="us-east-1")
         counter.attach(session)
-        stack = InProcessStack(template(), clock, invoker=NoopTarget(), session=session, keys={"bench": "bench-key"})
+        stack = InProcessStack(template(), clock, invoker=NoopTarget(), session=session, keys={"bench": "bench-key"},
+                               env_overrides=NO_QUOTAS)
         invocations = {"api": 0, "tick": 0, "worker": 0}
         for name in invocations:
             function = {"api": stack.api, "tick": stack.tick_fn, "worker": stack.worker}[name]

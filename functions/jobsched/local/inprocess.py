@@ -19,11 +19,12 @@ class InProcessStack:
     """Call inside `mock_aws()` (with `serialized_in_process()` when threads share it)."""
 
     def __init__(self, template: dict, clock, invoker=None, session=None,
-                 keys: dict[str, str] | None = None, batch_size: int = 10) -> None:
+                 keys: dict[str, str] | None = None, batch_size: int = 10,
+                 env_overrides: dict[str, dict[str, str]] | None = None) -> None:
         self.clock = clock
         self.session = session or boto3.session.Session(region_name="us-east-1")
         stack = LocalStack.create(self.session, template)
-        self.envs = stack.envs
+        self.envs = {name: {**env, **(env_overrides or {}).get(name, {})} for name, env in stack.envs.items()}
         self.api = Function("api", api.make_handler(self.envs["api"], clock, self.session))
         self.tick_fn = Function("tick", tick.make_handler(self.envs["tick"], clock, self.session))
         self.worker = Function("worker", worker.make_handler(self.envs["worker"], clock, self.session, invoker))
