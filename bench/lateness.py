@@ -11,7 +11,7 @@ import sys
 import time
 import urllib.request
 
-from bench.common import machine, percentile, print_table, use_local_aws
+from bench.common import NO_QUOTAS, machine, percentile, print_table, use_local_aws
 
 P99_LIMIT_MS = 1000
 CREATE_THREADS = 4
@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> None:
     from jobsched.store.aws import build_stores
 
     print(f"lateness: the local stack on the wall clock (moto server, serialized), on {machine()}")
-    runtime = LocalRuntime(Options(port=0, segments=4, workdir=Path(".build/bench/local"))).start()
+    runtime = LocalRuntime(Options(port=0, segments=4, workdir=Path(".build/bench/local"),
+                                   env_overrides=NO_QUOTAS)).start()
     echo = EchoServer(out=open("/dev/null", "w"))
     ApiKeys(build_stores(runtime.settings).api_keys, SystemClock()).register("bench", "bench-key")
     rows = []

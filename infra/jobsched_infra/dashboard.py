@@ -99,6 +99,12 @@ class Dashboard(Construct):
             cw.GraphWidget(title="API 4xx and 5xx", width=12, left=[
                 api.metric_client_error(period=PERIOD, label="4xx"), api.metric_server_error(period=PERIOD, label="5xx"),
                 app_metric("jobsched-api", "Api4xx"), app_metric("jobsched-api", "Api5xx")]),
+            cw.GraphWidget(title="API requests and errors by route", width=12, left=[
+                cw.MathExpression(expression=f"SEARCH('{{{NAMESPACE},route,service}} MetricName=\"{name}\"', "
+                                             f"'Sum', 60)", label=name, period=PERIOD)
+                for name in ("ApiRequests", "Api4xx", "Api5xx")]),
+        )
+        board.add_widgets(
             cw.GraphWidget(title="API latency (ms)", width=12, left=[
                 api.metric_latency(period=PERIOD, statistic="p50", label="p50"),
                 api.metric_latency(period=PERIOD, statistic="p99", label="p99")]),

@@ -67,3 +67,12 @@ def test_api_keys_authorization_headers_and_callback_tokens_never_reach_the_logs
     assert "job created" in output and '"tenantId":"tenant-a"' in output.replace(" ", "")
     for secret in (KEY_A, "wrong-secret-key", "callback-secret", "Bearer"):
         assert secret not in output
+
+
+def test_api_metrics_count_requests_and_errors_by_route(harness, capsys):
+    harness.create_job(BODY)
+    harness.request("GET", "/v1/jobs/job_missing")
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    by_route = {(line.get("route"), name) for line in lines for name in ("ApiRequests", "Api4xx") if name in line}
+    assert ("create_job", "ApiRequests") in by_route
+    assert ("get_job", "Api4xx") in by_route

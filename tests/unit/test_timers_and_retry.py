@@ -74,3 +74,19 @@ def test_fake_clock_concurrent_sleeps_overlap_like_real_time():
     for t in threads:
         t.join()
     assert clock.now_ms() == 1500
+
+
+def test_job_items_round_trip_and_the_hand_off_projection_leaves_out_only_the_payload():
+    from jobsched.domain.jobs import Job, JobSpec, JobState, Target, TargetType
+    from jobsched.domain.schedule import cron_schedule
+    from jobsched.store.dynamo import HAND_OFF_ATTRIBUTES
+
+    spec = JobSpec(name="n", schedule=cron_schedule("0 3 * * *", "Europe/Paris", 0),
+                   target=Target(TargetType.HTTP, {"url": "https://e.com", "method": "POST", "headers": {}}),
+                   payload={"big": [1.5, None, "x"]}, jitter_sec=7)
+    job = Job("t", "job_1", spec, JobState.ACTIVE, 3, 4, 10, 20)
+    item = job.to_item()
+    assert Job.from_item(item) == job
+    assert set(item) - set(HAND_OFF_ATTRIBUTES) == {"payload"}
+    projected = Job.from_item({k: v for k, v in item.items() if k in HAND_OFF_ATTRIBUTES})
+    assert projected.spec.schedule == spec.schedule and projected.spec.payload is None

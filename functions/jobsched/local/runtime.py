@@ -31,6 +31,7 @@ class Options:
     workdir: Path = Path(".build/local")
     quiet_functions: bool = True
     keep_metrics: bool = False  # tee EMF lines into workdir/metrics.jsonl (make run does)
+    env_overrides: dict = field(default_factory=dict)  # function name → settings to change (benchmarks)
 
 
 @dataclass
@@ -62,7 +63,7 @@ class LocalRuntime:
         template = synthesize(opts.workdir / "cdk.out", segments=opts.segments, allow_private_targets=True)
         session = boto3.session.Session()
         self.stack = LocalStack.create(session, template)
-        envs = self.stack.envs
+        envs = {name: {**env, **opts.env_overrides.get(name, {})} for name, env in self.stack.envs.items()}
         clock = SystemClock()
         self.settings = Settings.from_env(envs["api"], "api")
         self.functions["api"] = Function("api", api.make_handler(envs["api"], clock, session))
