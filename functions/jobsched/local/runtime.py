@@ -31,6 +31,9 @@ class Options:
     workdir: Path = Path(".build/local")
     quiet_functions: bool = True
     keep_metrics: bool = False  # tee EMF lines into workdir/metrics.jsonl (make run does)
+    # Worker "containers" polling each lane (Lambda scales these out). More than one does not help
+    # locally: moto scans the whole queue on every receive, so more pollers load its lock.
+    workers_per_lane: int = 1
     env_overrides: dict = field(default_factory=dict)  # function name → settings to change (benchmarks)
 
 
@@ -69,11 +72,11 @@ class LocalRuntime:
         self.functions["api"] = Function("api", api.make_handler(envs["api"], clock, session))
         self.functions["tick"] = Function("tick", tick.make_handler(envs["tick"], clock, session))
         sqs = session.client("sqs")
-        # One worker "container" per lane, so a busy lane does not hold up the others.
         for priority, variable in Env.LANE_URL.items():
-            worker_fn = Function("worker", worker.make_handler(envs["worker"], clock, session))
-            poller = LanePoller(sqs, [envs["worker"][variable]], worker_fn)
-            self._thread(f"poller-{priority.value.lower()}", self._poll, poller, envs["worker"][variable])
+            for n in range(opts.workers_per_lane):
+                worker_fn = Function("worker", worker.make_handler(envs["worker"], clock, session))
+                poller = LanePoller(sqs, [envs["worker"][variable]], worker_fn)
+                self._thread(f"poller-{priority.value.lower()}-{n}", self._poll, poller, envs["worker"][variable])
         self._serve_api()
         self._thread("ticks", self._tick_each_minute)
         return self
