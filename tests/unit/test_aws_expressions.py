@@ -4,22 +4,13 @@ import pytest
 
 from jobsched.domain.aws_expressions import rate_to_duration, translate_cron, year_allowed
 from jobsched.domain.errors import UnprocessableRequest
-from jobsched.domain.schedule import cron_schedule, format_instant, parse_instant
+from jobsched.domain.schedule import cron_schedule
 
-
-def at(text):
-    return parse_instant(text, "t")
+from .test_schedule import at, fires
 
 
 def next_fires(expression, after, count=3, tz="UTC"):
-    schedule = cron_schedule(expression, tz, at("2029-01-01T00:00:00Z"))
-    out, cursor = [], at(after)
-    for _ in range(count):
-        cursor = schedule.next_fire_after(cursor)
-        if cursor is None:
-            break
-        out.append(format_instant(cursor))
-    return out
+    return fires(cron_schedule(expression, tz, at("2029-01-01T00:00:00Z")), after, count)
 
 
 @pytest.mark.parametrize("aws,standard", [

@@ -51,20 +51,17 @@ class AwsTargetInvoker:
         timeout = job.spec.timeout_sec
         body = json.dumps(job.spec.payload)
         try:
-            if kind is TargetType.SQS:
-                url = config["queueUrl"]
-                params: dict[str, Any] = {"QueueUrl": url, "MessageBody": body,
-                                          "MessageAttributes": _attributes(dispatch, attempt, job)}
-                if url.endswith(".fifo"):
+            if kind in (TargetType.SQS, TargetType.SNS):
+                # Same message shape for a queue and a topic; FIFO ones dedupe on the execution id.
+                address = config["queueUrl"] if kind is TargetType.SQS else config["topicArn"]
+                params: dict[str, Any] = {"MessageAttributes": _attributes(dispatch, attempt, job)}
+                if address.endswith(".fifo"):
                     params.update(MessageGroupId=job.job_id, MessageDeduplicationId=dispatch.execution_id)
-                answer = self._client("sqs", url, timeout).send_message(**params)
-                return _ok({"messageId": answer.get("MessageId")})
-            if kind is TargetType.SNS:
-                arn = config["topicArn"]
-                params = {"TopicArn": arn, "Message": body, "MessageAttributes": _attributes(dispatch, attempt, job)}
-                if arn.endswith(".fifo"):
-                    params.update(MessageGroupId=job.job_id, MessageDeduplicationId=dispatch.execution_id)
-                answer = self._client("sns", arn, timeout).publish(**params)
+                if kind is TargetType.SQS:
+                    answer = self._client("sqs", address, timeout).send_message(QueueUrl=address, MessageBody=body,
+                                                                                **params)
+                else:
+                    answer = self._client("sns", address, timeout).publish(TopicArn=address, Message=body, **params)
                 return _ok({"messageId": answer.get("MessageId")})
             if kind is TargetType.EVENTBRIDGE:
                 bus = config["eventBusName"]
