@@ -9,8 +9,15 @@ ROOT = Path(__file__).resolve().parents[2]
 CANDIDATES = [ROOT.parent / "shared" / "API.md", ROOT / "shared" / "API.md"]
 CONTRACT = next((p for p in CANDIDATES if p.exists()), None)
 
-# Routes of the contract not served yet (none): listed so that serving one forces its removal.
-NOT_YET_SERVED: set[tuple[str, str]] = set()
+# Routes of the contract's "v1 additions" not served yet: signing (open issue "Delivery that
+# targets can trust"), bulk actions and backfill (open issue "Operate it like a product").
+# Listed so that serving one forces its removal here, and no other route may be missing.
+NOT_YET_SERVED: set[tuple[str, str]] = {
+    ("POST", "/v1/signing-secrets/rotate"),
+    ("POST", "/v1/jobs/bulk"),
+    ("POST", "/v1/jobs/{jobId}/backfill"),
+}
+V1_ADDITIONS = "## v1 additions"
 
 pytestmark = pytest.mark.skipif(CONTRACT is None, reason="shared/API.md is not beside this checkout")
 
@@ -36,7 +43,9 @@ def documented_routes() -> set[tuple[str, str]]:
 
 
 def json_blocks() -> list[dict]:
-    blocks = re.findall(r"```json\n(.*?)```", contract_text(), re.S)
+    """The complete examples of the core contract (the v1 additions show fragments)."""
+    core = contract_text().split(V1_ADDITIONS)[0]
+    blocks = re.findall(r"```json\n(.*?)```", core, re.S)
     return [json.loads(block.replace("{...}", "{}")) for block in blocks]
 
 
@@ -57,9 +66,10 @@ def props(document, name):
 
 def test_every_documented_route_is_served_and_nothing_else(document):
     documented = documented_routes()
-    assert len(documented) == 18
-    served = served_routes(document) | NOT_YET_SERVED
-    assert served - {("GET", "/v1/openapi.json")} == documented
+    assert len(documented) == 21
+    served = served_routes(document) - {("GET", "/v1/openapi.json")}
+    assert not served & NOT_YET_SERVED, "served now: remove it from NOT_YET_SERVED"
+    assert served | NOT_YET_SERVED == documented
 
 
 def test_openapi_document_routes_are_the_routes_the_api_answers(harness, document):
