@@ -75,7 +75,7 @@ def test_2_two_ticks_of_one_segment_race_over_the_same_bucket(harness):
     both_read = threading.Barrier(2, timeout=10)
 
     def racing_ticker():
-        stores = build_stores(harness.settings, harness.session)
+        stores = build_stores(harness.settings, harness.session, harness.clock)
         read = stores.watermarks.get
 
         def read_then_wait(segment):
@@ -143,7 +143,7 @@ def test_5_a_stale_worker_finishing_after_its_lease_was_taken_over(harness):
     harness.clock.set_ms(harness.clock.now_ms() + 20_000)
     [message] = take_messages(harness)
     dispatch = Dispatch.from_json(message["Body"])
-    stores = build_stores(harness.settings, harness.session)
+    stores = build_stores(harness.settings, harness.session, harness.clock)
     handoff = HandOff(stores, harness.clock, harness.settings.segments)
     stale = Worker(stores, Outcomes(stores, handoff, harness.clock), harness.target, harness.clock)
     fresh = Worker(stores, Outcomes(stores, handoff, harness.clock), harness.target, harness.clock)
@@ -166,7 +166,7 @@ def test_5_a_stale_worker_finishing_after_its_lease_was_taken_over(harness):
 
 @pytest.mark.parametrize("moment", ["after the claim, before the query", "after the query, before done"])
 def test_6_the_api_writes_a_timer_into_a_bucket_a_tick_has_just_claimed(harness, moment):
-    stores = build_stores(harness.settings, harness.session)
+    stores = build_stores(harness.settings, harness.session, harness.clock)
     ticker = Ticker(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock)
     created = []
 

@@ -98,6 +98,13 @@ class Watermark:
     segment: int
     claimed_through: int | None
     done_through: int | None
+    # Inside the bucket after done_through: the sort key of the last timer handed off, so that a
+    # tick that ran out of time resumes after it instead of resending the bucket from its start.
+    position_minute: int | None = None
+    position_sk: str | None = None
+
+    def resume_after(self, minute: int) -> str | None:
+        return self.position_sk if self.position_minute == minute else None
 
 
 def is_claimed(minute: int, watermark: Watermark | None) -> bool:

@@ -33,13 +33,15 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     def handler(event, context):
         segment = parse_segment(event, parts.settings.segments)
         started = parts.clock.now_ms()
-        report = ticker.run(segment)
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        report = ticker.run(segment, remaining)
         handoff = report.handoff
         metrics.add_metric(name="Dispatched", unit=MetricUnit.Count, value=handoff.dispatched)
         metrics.add_metric(name="StaleTimers", unit=MetricUnit.Count, value=handoff.stale)
         metrics.add_metric(name="MisfiresSkipped", unit=MetricUnit.Count, value=handoff.misfires_skipped)
         metrics.add_metric(name="BucketsCaughtUp", unit=MetricUnit.Count, value=report.caught_up_buckets)
         metrics.add_metric(name="MinutesBehind", unit=MetricUnit.Count, value=report.behind_minutes)
+        metrics.add_metric(name="TickOutOfTime", unit=MetricUnit.Count, value=int(report.out_of_time))
         duration = parts.clock.now_ms() - started
         metrics.add_metric(name="TickDurationMs", unit=MetricUnit.Milliseconds, value=duration)
         # The same per segment (one more, small EMF line): which segment is slow or behind.
@@ -51,9 +53,9 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         per_segment.flush_metrics()
         logger.info("tick", extra={"segment": segment, "buckets": report.buckets, "dispatched": handoff.dispatched,
                                    "nextTimers": handoff.next_timers, "stale": handoff.stale,
-                                   "behindMinutes": report.behind_minutes})
+                                   "behindMinutes": report.behind_minutes, "outOfTime": report.out_of_time})
         return {"segment": segment, "buckets": report.buckets, "dispatched": handoff.dispatched,
-                "behindMinutes": report.behind_minutes}
+                "behindMinutes": report.behind_minutes, "outOfTime": report.out_of_time}
 
     return handler
 

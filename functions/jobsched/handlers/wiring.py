@@ -25,7 +25,7 @@ def build(env: Mapping[str, str], function: str, clock: Clock | None = None,
           session: boto3.session.Session | None = None) -> Components:
     settings = Settings.from_env(env, function)
     clock = clock or SystemClock()
-    stores = build_stores(settings, session)
+    stores = build_stores(settings, session, clock)
     return Components(settings, stores, clock, HandOff(stores, clock, settings.segments))
 
 

@@ -29,7 +29,7 @@ class InProcessStack:
         self.tick_fn = Function("tick", tick.make_handler(self.envs["tick"], clock, self.session))
         self.worker = Function("worker", worker.make_handler(self.envs["worker"], clock, self.session, invoker))
         self.settings = Settings.from_env(self.envs["api"], "api")
-        self.stores = build_stores(self.settings, self.session)
+        self.stores = build_stores(self.settings, self.session, clock)
         self.sqs = self.session.client("sqs")
         self.lane_urls = [self.envs["worker"][v] for v in Env.LANE_URL.values()]
         self.poller = LanePoller(self.sqs, self.lane_urls, self.worker, batch_size)

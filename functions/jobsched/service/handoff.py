@@ -83,7 +83,7 @@ class HandOff:
                     dispatch = Dispatch(DispatchKind.LEASE, timer.tenant_id, timer.job_id, timer.execution_id,
                                         scheduled_ms_of(timer.execution_id), timer.generation, timer.attempt)
                     priority = job.spec.priority if job else Priority.NORMAL
-                    outgoing.append(Outgoing(priority, dispatch, _delay_seconds(timer.due_ms, now)))
+                    outgoing.append(Outgoing(priority, dispatch, timer.due_ms))
                     continue
                 if job is None or job.generation != timer.generation or not job.fires():
                     report.stale += 1  # deleted, updated, paused or finished since: drop
@@ -92,7 +92,7 @@ class HandOff:
                     assert timer.execution_id is not None
                     dispatch = Dispatch(DispatchKind.RETRY, job.tenant_id, job.job_id, timer.execution_id,
                                         scheduled_ms_of(timer.execution_id), job.generation, timer.attempt)
-                    outgoing.append(Outgoing(job.spec.priority, dispatch, _delay_seconds(timer.due_ms, now)))
+                    outgoing.append(Outgoing(job.spec.priority, dispatch, timer.due_ms))
                     continue
                 following = self._fire_chain(timer, job, claimed, now, outgoing, report)
                 if following is not None:
@@ -140,7 +140,7 @@ class HandOff:
                 continue
             dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id,
                                 execution_id_for(job.job_id, occurrence), occurrence, job.generation)
-            outgoing.append(Outgoing(job.spec.priority, dispatch, _delay_seconds(occurrence, now)))
+            outgoing.append(Outgoing(job.spec.priority, dispatch, occurrence))
             if not schedule.recurring:
                 return None
             # RUN_ONCE: this late occurrence was the one catch-up; the schedule resumes after now.
@@ -150,9 +150,3 @@ class HandOff:
         if nominal is None:
             return None
         return Timer(job.fire_at(nominal), TimerKind.FIRE, job.tenant_id, job.job_id, job.generation, timer.segment)
-
-
-def _delay_seconds(due_ms: int, now_ms: int) -> int:
-    """Whole seconds, rounded down: the message becomes visible at most a second early and the
-    worker waits out the remainder, so the target is called at its due instant."""
-    return max(0, (due_ms - now_ms) // 1000)

@@ -88,7 +88,8 @@ class Outcomes:
         retry = Dispatch(DispatchKind.RETRY, dispatch.tenant_id, dispatch.job_id, dispatch.execution_id,
                          dispatch.due_ms, job.generation, attempt)
         if retry_at_ms - now <= SQS_MAX_DELAY_MS:
-            self._lanes.send([Outgoing(job.spec.priority, retry, max(0, -(-(retry_at_ms - now) // 1000)))])
+            # Rounded up to the next whole second: a retry is never early.
+            self._lanes.send([Outgoing(job.spec.priority, retry, retry_at_ms + 999)])
             return
         timer = Timer(retry_at_ms, TimerKind.RETRY, job.tenant_id, job.job_id, job.generation,
                       self._handoff.segment_of(job.job_id), dispatch.execution_id, attempt)

@@ -3,9 +3,10 @@ catching up any bucket that earlier ticks missed, oldest first."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from jobsched.domain.clock import Clock
-from jobsched.domain.timers import bucket_key, minute_of
+from jobsched.domain.timers import Watermark, bucket_key, minute_of
 from jobsched.service.handoff import HandOff, HandOffReport
 
 # Look-ahead: the tick of minute m hands off bucket m + 1, so SQS delays make each message
@@ -18,11 +19,18 @@ FIRST_RUN_CATCH_UP_MINUTES = 10
 MAX_BUCKETS_PER_RUN = 15
 
 
+# Time budget: a tick stops starting pages when the function's remaining time falls below this
+# reserve plus twice its slowest page so far, saves its position, and the next run resumes there.
+# A run killed at its time limit would instead restart the bucket every minute: the segment stalls.
+TIME_RESERVE_MS = 3_000
+
+
 @dataclass
 class TickReport:
     segment: int
     buckets: list[int] = field(default_factory=list)
     behind_minutes: int = 0
+    out_of_time: bool = False  # stopped inside or before a bucket to stay within the time limit
     handoff: HandOffReport = field(default_factory=HandOffReport)
 
     @property
@@ -36,23 +44,40 @@ class Ticker:
         self._handoff = handoff
         self._clock = clock
 
-    def run(self, segment: int) -> TickReport:
+    def run(self, segment: int, remaining_ms: Callable[[], int] | None = None) -> TickReport:
+        """Hand off the segment's due buckets. `remaining_ms` is the Lambda context's remaining
+        time; without it (tests, tools) the run has no time limit."""
         target = minute_of(self._clock.now_ms()) + LOOK_AHEAD_MINUTES
-        watermark = self._stores.watermarks.get(segment)
-        if watermark is None or watermark.done_through is None:
+        watermark = self._stores.watermarks.get(segment) or Watermark(segment, None, None)
+        if watermark.done_through is None:
             done_through = target - 1 - FIRST_RUN_CATCH_UP_MINUTES
         else:
             done_through = watermark.done_through
         report = TickReport(segment)
+        slowest_page_ms = 0
         last = min(target, done_through + MAX_BUCKETS_PER_RUN)
         for minute in range(done_through + 1, last + 1):
             # Claim before reading: a writer that reads this claim dispatches directly; one that
-            # wrote before it is seen by the consistent query below.
+            # wrote before it is seen by the consistent query below. (Timers written into the
+            # bucket after the claim are therefore never needed from the query: resuming after
+            # a saved position skips nothing.)
             self._stores.watermarks.claim(segment, minute)
-            for page in self._stores.timers.pages(bucket_key(minute, segment)):
+            pages = self._stores.timers.pages(bucket_key(minute, segment), watermark.resume_after(minute))
+            while True:
+                if remaining_ms is not None and remaining_ms() < TIME_RESERVE_MS + 2 * slowest_page_ms:
+                    report.out_of_time = True
+                    report.behind_minutes = target - (minute - 1)
+                    return report
+                started = self._clock.now_ms()
+                page = next(pages, None)
+                if page is None:
+                    break
                 jobs = self._stores.jobs.get_many([(t.tenant_id, t.job_id) for t in page])
                 report.handoff.add(self._handoff.hand_off(page, jobs, claimed_through=minute))
-            # Crash before this write: the next tick hands the bucket off again (idempotent).
+                # Crash before this write: the next run hands this page off again (idempotent).
+                self._stores.watermarks.save_position(segment, minute, page[-1].sort_key)
+                slowest_page_ms = max(slowest_page_ms, self._clock.now_ms() - started)
+            # Crash before this write: the next tick resumes after the saved position.
             self._stores.watermarks.mark_done(segment, minute)
             report.buckets.append(minute)
         report.behind_minutes = target - last

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import boto3
 from botocore.config import Config
 
+from jobsched.domain.clock import Clock, SystemClock
 from jobsched.settings import Settings
 from jobsched.store.dynamo import ApiKeysStore, ExecutionsStore, JobsStore, TimersStore, WatermarksStore
 from jobsched.store.queues import LaneQueues
@@ -28,7 +29,8 @@ class Stores:
     lanes: LaneQueues
 
 
-def build_stores(settings: Settings, session: boto3.session.Session | None = None) -> Stores:
+def build_stores(settings: Settings, session: boto3.session.Session | None = None,
+                 clock: Clock | None = None) -> Stores:
     session = session or boto3.session.Session()
     dynamodb = session.resource("dynamodb", config=_CONFIG)
     sqs = session.client("sqs", config=_CONFIG)
@@ -38,5 +40,5 @@ def build_stores(settings: Settings, session: boto3.session.Session | None = Non
         watermarks=WatermarksStore(dynamodb, settings.segments_table),
         executions=ExecutionsStore(dynamodb, settings.executions_table),
         api_keys=ApiKeysStore(dynamodb, settings.api_keys_table),
-        lanes=LaneQueues(sqs, dict(settings.lane_urls)),
+        lanes=LaneQueues(sqs, dict(settings.lane_urls), clock or SystemClock()),
     )

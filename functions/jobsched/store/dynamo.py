@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import base64
 import json
+import random
+import time
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from boto3.dynamodb.conditions import Attr, Key
 from boto3.dynamodb.types import TypeDeserializer
@@ -28,6 +30,37 @@ HAND_OFF_ATTRIBUTES = ("tenantId", "jobId", "name", "schedule", "target", "retry
                        "overlapPolicy", "misfirePolicy", "jitterSec", "heartbeatTimeoutSec", "state", "generation",
                        "version", "createdMs", "updatedMs")
 BATCH_GET_LIMIT = 100
+BATCH_WRITE_LIMIT = 25
+# UnprocessedKeys / UnprocessedItems (throttling, partition limits) are retried with capped
+# exponential backoff and full jitter, a bounded number of times; then the caller fails and its
+# own retry (the next tick, SQS redelivery) takes over instead of a hot loop against a throttle.
+BATCH_RETRIES = 8
+BATCH_BACKOFF_BASE_S = 0.05
+BATCH_BACKOFF_CAP_S = 2.0
+
+
+class BatchIncomplete(RuntimeError):
+    """DynamoDB left part of a batch unprocessed after every retry."""
+
+
+def _backoff_s(retry: int) -> float:
+    return random.random() * min(BATCH_BACKOFF_CAP_S, BATCH_BACKOFF_BASE_S * 2 ** retry)
+
+
+def batch_until_done(call: Callable[[dict], dict], request: dict, unprocessed_key: str,
+                     sleep: Callable[[float], None] = time.sleep) -> list[dict]:
+    """Send a batch request, then what it left unprocessed, backing off between tries.
+    Returns every answer; raises BatchIncomplete when retries run out."""
+    answers = []
+    for retry in range(BATCH_RETRIES + 1):
+        if retry:
+            sleep(_backoff_s(retry - 1))
+        answer = call(request)
+        answers.append(answer)
+        request = answer.get(unprocessed_key) or {}
+        if not request:
+            return answers
+    raise BatchIncomplete(f"{unprocessed_key}: still unprocessed after {BATCH_RETRIES} retries")
 
 
 def plain(value: Any) -> Any:
@@ -80,10 +113,11 @@ class Page:
 
 
 class JobsStore:
-    def __init__(self, dynamodb, table_name: str) -> None:
+    def __init__(self, dynamodb, table_name: str, sleep: Callable[[float], None] = time.sleep) -> None:
         self._table = dynamodb.Table(table_name)
         self._dynamodb = dynamodb
         self._name = table_name
+        self._sleep = sleep
 
     def put_new(self, job: Job) -> None:
         try:
@@ -97,7 +131,11 @@ class JobsStore:
 
     def get_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Job]:
         """One BatchGetItem per 100 distinct jobs instead of a read per timer. Without the payload
-        (up to 256 KB a job): the tick hands off, it never calls a target."""
+        (up to 256 KB a job): the tick hands off, it never calls a target.
+
+        Strongly consistent: the hand-off drops a timer whose job looks missing or of another
+        generation, so a stale read of a job created, resumed or replaced a moment ago would drop
+        its only timer and the job would never fire."""
         found: dict[tuple[str, str], Job] = {}
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), BATCH_GET_LIMIT):
@@ -105,13 +143,14 @@ class JobsStore:
                 "Keys": [{"tenantId": t, "jobId": j} for t, j in unique[start:start + BATCH_GET_LIMIT]],
                 "ProjectionExpression": ", ".join(f"#{i}" for i in range(len(HAND_OFF_ATTRIBUTES))),
                 "ExpressionAttributeNames": {f"#{i}": name for i, name in enumerate(HAND_OFF_ATTRIBUTES)},
+                "ConsistentRead": True,
             }}
-            while request:
-                answer = self._dynamodb.batch_get_item(RequestItems=request)
+            answers = batch_until_done(lambda r: self._dynamodb.batch_get_item(RequestItems=r), request,
+                                       "UnprocessedKeys", self._sleep)
+            for answer in answers:
                 for item in answer.get("Responses", {}).get(self._name, []):
                     job = Job.from_item(plain(item))
                     found[(job.tenant_id, job.job_id)] = job
-                request = answer.get("UnprocessedKeys") or None
         return found
 
     def save(self, before: Job, after: Job) -> None:
@@ -228,9 +267,13 @@ class JobsStore:
 
 
 class TimersStore:
-    def __init__(self, dynamodb, table_name: str, page_size: int = 500) -> None:
+    def __init__(self, dynamodb, table_name: str, page_size: int = 500,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._dynamodb = dynamodb
         self._table = dynamodb.Table(table_name)
+        self._name = table_name
         self._page_size = page_size
+        self._sleep = sleep
 
     def put_many(self, timers: list[Timer]) -> None:
         """Timer keys are unique per action and their content immutable, so a repeated put
@@ -238,14 +281,17 @@ class TimersStore:
         if len(timers) == 1:
             self._table.put_item(Item=timers[0].to_item())
             return
-        with self._table.batch_writer(overwrite_by_pkeys=["bucket", "sk"]) as batch:
-            for timer in timers:
-                batch.put_item(Item=timer.to_item())
+        unique = list({(t.bucket, t.sort_key): t for t in timers}.values())
+        for start in range(0, len(unique), BATCH_WRITE_LIMIT):
+            request = {self._name: [{"PutRequest": {"Item": t.to_item()}}
+                                    for t in unique[start:start + BATCH_WRITE_LIMIT]]}
+            batch_until_done(lambda r: self._dynamodb.batch_write_item(RequestItems=r), request,
+                             "UnprocessedItems", self._sleep)
 
-    def pages(self, bucket: str) -> Iterator[list[Timer]]:
-        """Due-ordered pages of one bucket, strongly consistent so that a timer written before
-        the bucket was claimed is always seen."""
-        start: dict | None = None
+    def pages(self, bucket: str, after_sk: str | None = None) -> Iterator[list[Timer]]:
+        """Due-ordered pages of one bucket (after `after_sk` when given), strongly consistent so
+        that a timer written before the bucket was claimed is always seen."""
+        start: dict | None = {"bucket": bucket, "sk": after_sk} if after_sk else None
         while True:
             kwargs: dict[str, Any] = {
                 "KeyConditionExpression": Key("bucket").eq(bucket),
@@ -272,7 +318,8 @@ class WatermarksStore:
         if not item:
             return None
         item = plain(item)
-        return Watermark(segment, item.get("claimedThrough"), item.get("doneThrough"))
+        return Watermark(segment, item.get("claimedThrough"), item.get("doneThrough"), item.get("positionMinute"),
+                         item.get("positionSk"))
 
     def claim(self, segment: int, minute: int) -> None:
         """Raise claimedThrough to `minute` before its bucket is read. A lost condition means
@@ -281,6 +328,22 @@ class WatermarksStore:
 
     def mark_done(self, segment: int, minute: int) -> None:
         self._raise(segment, "doneThrough", minute)
+
+    def save_position(self, segment: int, minute: int, sort_key: str) -> None:
+        """Every timer of bucket `minute` up to `sort_key` is handed off. Only for a bucket not yet
+        done, and only forwards: a slower tick racing this one never moves it back."""
+        try:
+            self._table.update_item(
+                Key={"segment": segment},
+                UpdateExpression="SET positionMinute = :m, positionSk = :sk",
+                ConditionExpression=("(attribute_not_exists(doneThrough) OR doneThrough < :m) AND "
+                                     "(attribute_not_exists(positionMinute) OR positionMinute < :m OR "
+                                     "(positionMinute = :m AND positionSk < :sk))"),
+                ExpressionAttributeValues={":m": minute, ":sk": sort_key},
+            )
+        except ClientError as exc:
+            if not _condition_lost(exc, "position"):
+                raise
 
     def _raise(self, segment: int, attribute: str, minute: int) -> None:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from jobsched.domain.clock import Clock
 from jobsched.domain.executions import Dispatch
 from jobsched.domain.jobs import Priority
 
@@ -19,13 +20,20 @@ class SendFailed(RuntimeError):
 class Outgoing:
     priority: Priority
     dispatch: Dispatch
-    delay_seconds: int
+    visible_at_ms: int  # when the message should become visible; 0 for at once
+
+
+def delay_seconds(visible_at_ms: int, now_ms: int) -> int:
+    """Whole seconds, rounded down and capped at SQS's 15 minutes: the message becomes visible
+    at most a second early and the worker waits out the remainder."""
+    return max(0, min(SQS_MAX_DELAY_SECONDS, (visible_at_ms - now_ms) // 1000))
 
 
 class LaneQueues:
-    def __init__(self, sqs, lane_urls: dict[Priority, str], parallelism: int = 8) -> None:
+    def __init__(self, sqs, lane_urls: dict[Priority, str], clock: Clock, parallelism: int = 8) -> None:
         self._sqs = sqs
         self._urls = lane_urls
+        self._clock = clock
         self._parallelism = parallelism
 
     def send(self, outgoing: list[Outgoing]) -> int:
@@ -44,11 +52,14 @@ class LaneQueues:
         return len(batches)
 
     def _send_batch(self, url: str, batch: list[Outgoing]) -> None:
+        # The delay is computed here, as the batch goes out, from each message's visible-at
+        # instant: CPU work and writes before the send must not make messages late.
+        now = self._clock.now_ms()
         entries = {
             str(i): {
                 "Id": str(i),
                 "MessageBody": o.dispatch.to_json(),
-                "DelaySeconds": max(0, min(SQS_MAX_DELAY_SECONDS, o.delay_seconds)),
+                "DelaySeconds": delay_seconds(o.visible_at_ms, now),
             }
             for i, o in enumerate(batch)
         }
