@@ -24,6 +24,7 @@ class Env:
     ALLOW_PRIVATE_TARGETS = "ALLOW_PRIVATE_TARGETS"
     MAX_ACTIVE_JOBS = "MAX_ACTIVE_JOBS_PER_TENANT"
     MAX_CREATES_PER_SECOND = "MAX_CREATES_PER_SECOND_PER_TENANT"
+    STACK_NAME = "STACK_NAME"
     SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
     METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
 
@@ -32,7 +33,7 @@ class Env:
 FUNCTION_ENV = {
     "api": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
             Env.API_KEYS_TABLE, *Env.LANE_URL.values(), Env.SEGMENTS, Env.MAX_ACTIVE_JOBS,
-            Env.MAX_CREATES_PER_SECOND],
+            Env.MAX_CREATES_PER_SECOND, Env.STACK_NAME],
     "tick": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE, *Env.LANE_URL.values(),
              Env.SEGMENTS],
     "worker": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
@@ -56,6 +57,7 @@ class Settings:
     allow_private_targets: bool = False
     max_active_jobs: int = 100_000
     max_creates_per_second: int = 50
+    stack_name: str = ""
 
     def lane_url(self, priority: Priority) -> str:
         return dict(self.lane_urls)[priority]
@@ -83,6 +85,7 @@ class Settings:
             allow_private_targets=env.get(Env.ALLOW_PRIVATE_TARGETS, "false").lower() == "true",
             max_active_jobs=_positive(env, Env.MAX_ACTIVE_JOBS, 100_000),
             max_creates_per_second=_positive(env, Env.MAX_CREATES_PER_SECOND, 50),
+            stack_name=env.get(Env.STACK_NAME, ""),
         )
 
 

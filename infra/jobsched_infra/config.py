@@ -30,6 +30,12 @@ class StackConfig:
     # Per-tenant quotas, enforced by the API function (answers 429).
     max_active_jobs: int = 100_000
     max_creates_per_second: int = 50
+    # Concurrency isolation: the API keeps this many executions to itself (0: none reserved), the
+    # tick two per segment (a run and its overlapping successor), and each lane's event source
+    # mapping is capped so that a worker surge cannot starve the API or the tick, and HIGH keeps
+    # the largest share of the worker pool under contention.
+    api_reserved_concurrency: int = 50
+    lane_max_concurrency: tuple[tuple[str, int], ...] = (("HIGH", 400), ("NORMAL", 200), ("LOW", 100))
 
     @classmethod
     def from_context(cls, node) -> "StackConfig":
@@ -51,6 +57,10 @@ class StackConfig:
             encryption=_choice(get("encryption", "kms"), ("kms", "aws-owned"), "encryption"),
             max_active_jobs=int(get("maxActiveJobsPerTenant", 100_000)),
             max_creates_per_second=int(get("maxCreatesPerSecondPerTenant", 50)),
+            api_reserved_concurrency=_int_in(get("apiReservedConcurrency", 50), 0, 1000, "apiReservedConcurrency"),
+            lane_max_concurrency=tuple(
+                (lane, _int_in(value, 2, 1000, f"laneMaxConcurrency.{lane}"))
+                for lane, value in {**dict(cls.lane_max_concurrency), **get("laneMaxConcurrency", {})}.items()),
         )
 
 
@@ -58,3 +68,13 @@ def _choice(value, allowed: tuple[str, ...], key: str) -> str:
     if value not in allowed:
         raise ConfigError(f"context '{key}' must be one of {', '.join(allowed)}")
     return value
+
+
+def _int_in(value, low: int, high: int, key: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"context '{key}' must be an integer") from None
+    if not low <= number <= high:
+        raise ConfigError(f"context '{key}' must be {low}..{high}")
+    return number

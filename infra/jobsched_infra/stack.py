@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_apigateway as apigw
-from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -19,6 +17,7 @@ from jobsched_infra.functions import FunctionFactory
 from jobsched_infra.lanes import Lanes
 from jobsched_infra.storage import Storage
 from jobsched_infra.targets import TargetAccess
+from jobsched_infra.tick_schedule import TickSchedule
 
 WORKER_TIMEOUT = Duration.minutes(15)
 API_STAGE = "live"
@@ -54,10 +53,12 @@ class JobschedStack(Stack):
             Env.SERVICE_NAME: "jobsched-api",
             Env.MAX_ACTIVE_JOBS: str(config.max_active_jobs),
             Env.MAX_CREATES_PER_SECOND: str(config.max_creates_per_second),
-        }, timeout=Duration.seconds(29), memory_mb=512)
+            Env.STACK_NAME: self.stack_name,
+        }, timeout=Duration.seconds(29), memory_mb=512,
+            reserved_concurrent_executions=config.api_reserved_concurrency or None)
         tick_fn = factory.create("Tick", "jobsched.handlers.tick.handler", {
             Env.SERVICE_NAME: "jobsched-tick",
-        }, timeout=Duration.seconds(60), memory_mb=1024)
+        }, timeout=Duration.seconds(60), memory_mb=1024, reserved_concurrent_executions=2 * config.segments)
         worker_fn = factory.create("Worker", "jobsched.handlers.worker.handler", {
             Env.SERVICE_NAME: "jobsched-worker",
             Env.ALLOW_PRIVATE_TARGETS: str(config.allow_private_targets).lower(),
@@ -67,19 +68,20 @@ class JobschedStack(Stack):
         # The API also ends long-running attempts (complete, fail): job reads and completion.
         storage.jobs.grant(api_fn, *DDB_READ, *DDB_PUT, *DDB_QUERY, *DDB_UPDATE)
         storage.timers.grant(api_fn, *DDB_BATCH_PUT)
-        storage.segments.grant(api_fn, *DDB_READ)
+        # PutItem on segments: the dispatch key is made by whichever function needs it first.
+        storage.segments.grant(api_fn, *DDB_READ, *DDB_PUT)
         # PutItem: a triggered execution's PENDING record; UpdateItem: a redrive (DEAD → PENDING).
         storage.executions.grant(api_fn, *DDB_READ, *DDB_QUERY, *DDB_PUT, *DDB_UPDATE)
         storage.api_keys.grant(api_fn, *DDB_READ)
 
         storage.jobs.grant(tick_fn, *DDB_BATCH_READ)
         storage.timers.grant(tick_fn, *DDB_QUERY, *DDB_BATCH_PUT)
-        storage.segments.grant(tick_fn, *DDB_READ, *DDB_UPDATE)
+        storage.segments.grant(tick_fn, *DDB_READ, *DDB_UPDATE, *DDB_PUT)
         storage.executions.grant(tick_fn, *DDB_PUT)  # misfirePolicy SKIP records SKIPPED occurrences
 
         storage.jobs.grant(worker_fn, *DDB_READ, *DDB_UPDATE)
         storage.timers.grant(worker_fn, *DDB_BATCH_PUT)
-        storage.segments.grant(worker_fn, *DDB_READ)
+        storage.segments.grant(worker_fn, *DDB_READ, *DDB_PUT)
         # Query: overlapPolicy SKIP looks at the job's newest executions; PutItem: SKIPPED records.
         storage.executions.grant(worker_fn, *DDB_READ, *DDB_UPDATE, *DDB_QUERY, *DDB_PUT)
         TargetAccess.grant_to(worker_fn, config.target_arn_patterns, self)
@@ -91,27 +93,19 @@ class JobschedStack(Stack):
                 # Named actions only (the CDK's encrypt/decrypt grants use wildcards): data keys for
                 # sending to the encrypted lanes, decryption for reading tables and messages.
                 storage.key.grant(fn, "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+        lane_caps = dict(config.lane_max_concurrency)
         for priority, queue in lanes.queues.items():
             worker_fn.add_event_source(sources.SqsEventSource(
                 queue, batch_size=WORKER_BATCH_SIZE, report_batch_item_failures=True,
                 max_batching_window=Duration.seconds(0) if priority is Priority.HIGH else None,
+                max_concurrency=lane_caps[priority.value],
             ))
 
-        # One rule per segment, each minute: the tick of minute m hands off bucket m + 1.
-        for segment in range(config.segments):
-            events.Rule(
-                self,
-                f"TickSegment{segment}",
-                description=f"jobsched tick for segment {segment}",
-                schedule=events.Schedule.cron(minute="*"),
-                targets=[targets.LambdaFunction(
-                    tick_fn,
-                    event=events.RuleTargetInput.from_object({"segment": segment}),
-                    # A missed tick is caught up by the next one; a retried one would overlap it.
-                    retry_attempts=0,
-                    max_event_age=Duration.seconds(60),
-                )],
-            )
+        # A failed or timed-out tick is never retried by Lambda's own asynchronous retries (two by
+        # default, which the rule's retry policy does not cover): the next minute's tick catches
+        # up from the watermarks, and a retried one would only overlap it.
+        tick_fn.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(60))
+        TickSchedule(self, "TickSchedule", tick_fn, config.segments)
 
         access_logs = logs.LogGroup(self, "ApiAccessLogs", retention=logs.RetentionDays.ONE_MONTH)
         api = apigw.LambdaRestApi(
@@ -158,6 +152,7 @@ class JobschedStack(Stack):
                   tables=tables, api=api)
         alarms = Alarms(self, "Alarms", segments=config.segments, dead_letters=lanes.dead_letters,
                         functions=functions, tables=tables)
+        TargetAccess.deny_own(worker_fn, queues=list(lanes.dead_letters.values()), topics=[alarms.topic], stack=self)
 
         CfnOutput(self, "ApiUrl", value=api.url, description="Base URL; routes start with /v1")
         CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)

@@ -55,6 +55,65 @@ def test_one_rule_per_segment_each_minute_naming_its_segment(template):
         assert rule["Properties"]["Targets"][0]["RetryPolicy"]["MaximumRetryAttempts"] == 0
 
 
+def tick_function(template):
+    return next(k for k, r in resources(template, "AWS::Lambda::Function").items()
+                if r["Properties"]["Handler"] == "jobsched.handlers.tick.handler")
+
+
+def test_lambda_never_retries_a_failed_tick_itself(template):
+    [config] = resources(template, "AWS::Lambda::EventInvokeConfig").values()
+    assert config["Properties"]["FunctionName"] == {"Ref": tick_function(template)}
+    assert config["Properties"]["MaximumRetryAttempts"] == 0
+    assert config["Properties"]["MaximumEventAgeInSeconds"] == 60
+
+
+def test_one_invoke_permission_serves_every_tick_rule_at_the_largest_segment_count(tmp_path):
+    from jobsched.local.synth import synthesize
+
+    big = synthesize(tmp_path, segments=64)
+    rules = resources(big, "AWS::Events::Rule")
+    assert len(rules) == 64
+    tick = tick_function(big)
+    permissions = [p["Properties"] for p in resources(big, "AWS::Lambda::Permission").values()
+                   if p["Properties"]["FunctionName"] == {"Fn::GetAtt": [tick, "Arn"]}]
+    assert len(permissions) == 1 and permissions[0]["Principal"] == "events.amazonaws.com"
+    source = json.dumps(permissions[0]["SourceArn"])
+    for rule in rules.values():
+        name = rule["Properties"]["Name"]
+        assert name.startswith("Jobsched-tick-") and len(name) <= 64
+    assert "rule/Jobsched-tick-*" in source
+
+
+def test_concurrency_is_isolated_between_api_tick_and_lanes(template):
+    functions = {r["Properties"]["Handler"].split(".")[-2]: r["Properties"]
+                 for r in resources(template, "AWS::Lambda::Function").values()}
+    assert functions["api"]["ReservedConcurrentExecutions"] == 50
+    assert functions["tick"]["ReservedConcurrentExecutions"] == 2 * TEST_SEGMENTS
+    assert "ReservedConcurrentExecutions" not in functions["worker"]
+    caps = {}
+    for mapping in resources(template, "AWS::Lambda::EventSourceMapping").values():
+        queue = mapping["Properties"]["EventSourceArn"]["Fn::GetAtt"][0]
+        caps[queue] = mapping["Properties"]["ScalingConfig"]["MaximumConcurrency"]
+    by_lane = {next(p for p in ("High", "Normal", "Low") if p in q): c for q, c in caps.items()}
+    assert by_lane["High"] > by_lane["Normal"] > by_lane["Low"] >= 2
+
+
+def test_the_worker_is_denied_the_stacks_own_dlqs_functions_and_alarm_topic(template):
+    worker_role = next(r["Properties"]["Role"]["Fn::GetAtt"][0] for r in resources(template, "AWS::Lambda::Function").values()
+                       if r["Properties"]["Handler"] == "jobsched.handlers.worker.handler")
+    statements = [s for p in resources(template, "AWS::IAM::Policy").values()
+                  if {"Ref": worker_role} in p["Properties"]["Roles"]
+                  for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    denied = {}
+    for statement in statements:
+        if statement["Effect"] == "Deny":
+            targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            denied.setdefault(statement["Action"], []).extend(json.dumps(t) for t in targets)
+    assert len(denied["sqs:SendMessage"]) == 3 and all("Dlq" in t for t in denied["sqs:SendMessage"])
+    assert len(denied["lambda:InvokeFunction"]) == 1 and "function:Jobsched-*" in denied["lambda:InvokeFunction"][0]
+    assert len(denied["sns:Publish"]) == 1
+
+
 def test_worker_consumes_every_lane_with_partial_batch_failures(template):
     mappings = resources(template, "AWS::Lambda::EventSourceMapping")
     assert len(mappings) == 3

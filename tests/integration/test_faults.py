@@ -8,7 +8,6 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from jobsched.domain.executions import Dispatch
 from jobsched.domain.schedule import format_instant
 from jobsched.domain.timers import minute_of
 from jobsched.handlers import tick, worker
@@ -142,7 +141,7 @@ def test_5_a_stale_worker_finishing_after_its_lease_was_taken_over(harness):
     harness.advance(60)
     harness.clock.set_ms(harness.clock.now_ms() + 20_000)
     [message] = take_messages(harness)
-    dispatch = Dispatch.from_json(message["Body"])
+    dispatch = harness.stores.lanes.open(message["Body"])
     stores = build_stores(harness.settings, harness.session, harness.clock)
     handoff = HandOff(stores, harness.clock, harness.settings.segments)
     stale = Worker(stores, Outcomes(stores, handoff, harness.clock), harness.target, harness.clock)
@@ -238,7 +237,8 @@ def test_8_throttling_in_the_middle_of_a_tick(harness, service, operation, after
 
 def test_a_poison_message_lands_in_the_lanes_dlq_after_five_receives(harness):
     lane = harness.lane_urls[1]
-    harness.sqs.send_message(QueueUrl=lane, MessageBody='{"not": "a dispatch"}')
+    poison = harness.stores.lanes.seal.seal_text('{"not": "a dispatch"}')  # sealed, yet no dispatch
+    harness.sqs.send_message(QueueUrl=lane, MessageBody=poison)
     for _ in range(6):
         harness.deliver()
         harness.clock.advance_ms(5401_000)  # past the visibility timeout: SQS makes it visible again
@@ -246,5 +246,5 @@ def test_a_poison_message_lands_in_the_lanes_dlq_after_five_receives(harness):
                          ["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"]
     dlq = harness.sqs.get_queue_url(QueueName=dlq_arn.rsplit(":", 1)[-1])["QueueUrl"]
     [message] = harness.sqs.receive_message(QueueUrl=dlq, AttributeNames=["All"])["Messages"]
-    assert message["Body"] == '{"not": "a dispatch"}'
+    assert message["Body"] == poison
     assert message["Attributes"]["ApproximateReceiveCount"] in ("5", "6")

@@ -33,7 +33,7 @@ def test_accepted_work_stays_running_under_heartbeats_then_completes(harness):
     assert harness.execution(execution_id)["progress"] == {"step": 4}
     status, done = callback(harness, execution_id, "complete", {"output": {"rows": 42}})
     assert status == 200 and done["status"] == "SUCCEEDED" and done["output"] == {"rows": 42}
-    assert callback(harness, execution_id, "heartbeat")[0] == 409  # it has ended
+    assert callback(harness, execution_id, "heartbeat")[0] == 401  # it has ended: no attempt holds the token
     harness.advance(120)
     assert len(harness.target.calls_for(job["jobId"])) == 1
 
@@ -49,14 +49,23 @@ def test_a_missed_heartbeat_deadline_is_lost_and_retried_with_the_last_progress(
     assert harness.target.progress_seen[-1] == {"checkpoint": 7}  # handed to the next attempt
     assert execution["status"] == "SUCCEEDED" and execution["attempt"] == 2
     # the lost attempt's token no longer works
-    assert callback(harness, execution_id, "complete", token=old_token)[0] == 409
+    assert callback(harness, execution_id, "complete", token=old_token)[0] == 401
 
 
 def test_callbacks_need_the_attempts_own_token(harness):
     _, execution_id = accepted_job(harness)
     assert callback(harness, execution_id, "heartbeat", token="forged")[0] == 401
     assert harness.request("POST", f"/v1/executions/{execution_id}/heartbeat", {}, key=None)[0] == 401
-    assert callback(harness, "job_nope.1", "heartbeat", token="x")[0] == 404
+    assert callback(harness, "job_nope.1", "heartbeat", token="x")[0] == 401
+
+
+def test_callbacks_tell_an_unknown_execution_and_a_wrong_token_apart_in_no_way(harness):
+    _, execution_id = accepted_job(harness)
+    answers = [callback(harness, eid, action, token="forged")
+               for eid in (execution_id, "job_nope.0000000000001", "not-an-id")
+               for action in ("heartbeat", "complete", "fail")]
+    assert {status for status, _ in answers} == {401}
+    assert len({json.dumps(body, sort_keys=True) for _, body in answers}) == 1
 
 
 def test_fail_callback_retries_per_policy(harness):

@@ -110,8 +110,7 @@ def test_lambda_target_sends_the_envelope_and_reads_function_errors():
     job = job_for(Target(TargetType.LAMBDA, {"functionArn": arn}))
     client = invoker._client("lambda", arn, job.spec.timeout_sec)
     expected = {"FunctionName": arn, "InvocationType": "RequestResponse",
-                "Payload": json.dumps({"executionId": DISPATCH.execution_id, "attempt": 1, "jobId": "job_abc",
-                                       "payload": {"n": 1}}).encode()}
+                "Payload": b'{"executionId":"job_abc.0000000000001","attempt":1,"jobId":"job_abc","payload":{"n":1}}'}
     with Stubber(client) as stub:
         stub.add_response("invoke", {"StatusCode": 200, "Payload": io.BytesIO(b'{"rows": 3}')}, expected)
         stub.add_response("invoke", {"StatusCode": 200, "FunctionError": "Unhandled",
@@ -120,3 +119,34 @@ def test_lambda_target_sends_the_envelope_and_reads_function_errors():
         failed = invoker.invoke(job, DISPATCH, 1)
     assert ok.ok and ok.output == {"rows": 3}
     assert not failed.ok and "boom" in failed.error
+
+
+def test_a_slow_lambda_target_is_invoked_once_per_attempt_even_when_it_times_out(server, monkeypatch):
+    # Given a target function that answers after the job's timeout (a loopback Lambda endpoint)
+    Recorder.delay = 1.6
+    monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", server)
+    invoker = AwsTargetInvoker(boto3.session.Session(region_name="us-east-1"))
+    job = job_for(Target(TargetType.LAMBDA, {"functionArn": "arn:aws:lambda:us-east-1:123456789012:function:slow"}),
+                  timeout_sec=1)
+    # When one attempt calls it
+    outcome = invoker.invoke(job, DISPATCH, 1)
+    # Then it timed out after a single call: botocore did not invoke the function again
+    assert outcome.status is ExecutionStatus.TIMED_OUT
+    assert len(Recorder.seen) == 1
+
+
+def test_aws_targets_receive_compact_utf8_json_as_size_checked():
+    session = boto3.session.Session(region_name="us-east-1")
+    invoker = AwsTargetInvoker(session)
+    arn = "arn:aws:sns:us-east-1:123456789012:topic"
+    spec = JobSpec(name="t", schedule=one_time_schedule(0), target=Target(TargetType.SNS, {"topicArn": arn}),
+                   payload={"city": "Zürich", "n": [1, 2]})
+    job = Job("tenant", "job_abc", spec, JobState.ACTIVE, 1, 1, 0, 0)
+    client = invoker._client("sns", arn, job.spec.timeout_sec)
+    with Stubber(client) as stub:
+        stub.add_response("publish", {"MessageId": "m"}, {
+            "TopicArn": arn, "Message": '{"city":"Zürich","n":[1,2]}',
+            "MessageAttributes": {"executionId": {"DataType": "String", "StringValue": DISPATCH.execution_id},
+                                  "attempt": {"DataType": "Number", "StringValue": "1"},
+                                  "jobId": {"DataType": "String", "StringValue": "job_abc"}}})
+        assert invoker.invoke(job, DISPATCH, 1).ok

@@ -12,6 +12,7 @@ import socket
 import ssl
 from urllib.parse import urlsplit
 
+from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
 
@@ -91,11 +92,11 @@ class HttpTargetInvoker:
         if callback_token:
             headers["X-Callback-Token"] = callback_token
         if progress is not None:
-            text = json.dumps(progress, separators=(",", ":"))
+            text = json.dumps(progress, separators=(",", ":"))  # ASCII: a header is Latin-1
             if len(text) <= MAX_PROGRESS_HEADER_BYTES:
                 headers["X-Progress"] = text
         method = str(config.get("method", "POST")).upper()
-        body = None if method in ("GET", "DELETE", "HEAD") else json.dumps(job.spec.payload).encode()
+        body = None if method in ("GET", "DELETE", "HEAD") else compact(job.spec.payload).encode()
         timeout = min(float(job.spec.timeout_sec), self._max_timeout_sec)
         port = url.port or (443 if url.scheme == "https" else 80)
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")
@@ -128,6 +129,6 @@ def _output(raw: bytes):
     if not raw or len(raw) > MAX_OUTPUT_BYTES:
         return None
     try:
-        return json.loads(raw)
+        return loads_strict(raw)  # a target's NaN or duplicate keys never reach our responses
     except ValueError:
         return raw.decode("utf-8", "replace")

@@ -1,12 +1,13 @@
 """Explicit mapping between API models and the domain, both ways."""
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 from typing import Any
 
 from jobsched.api.models import MAX_PAYLOAD_BYTES, JobRequest
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
 from jobsched.domain.executions import Execution
+from jobsched.domain.json_text import size_bytes
 from jobsched.domain.jobs import Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, Priority, Target, TargetType
 from jobsched.domain.retry import Backoff, RetryPolicy
 from jobsched.domain.aws_expressions import is_aws_expression, parse_at, rate_to_duration
@@ -36,8 +37,37 @@ _FIELDS_BY_TYPE = {
 _SCHEDULE_FIELDS = {"schedule", "runAt", "delaySeconds", "startAt", "endAt"}
 
 
-def to_spec(request: JobRequest, now_ms: int) -> JobSpec:
-    payload_size = len(json.dumps(request.payload, separators=(",", ":")).encode())
+@dataclass(frozen=True)
+class OwnResources:
+    """The scheduler's own queues, topics and functions: never a job's target. CloudFormation
+    names every resource of the stack "<stack name>-...", and the lanes are known exactly."""
+
+    name_prefix: str = ""
+    addresses: frozenset[str] = frozenset()
+
+    def owns(self, address: str) -> bool:
+        if address.rstrip("/") in self.addresses:
+            return True
+        return bool(self.name_prefix) and resource_name(address).lower().startswith(self.name_prefix.lower())
+
+
+def resource_name(address: str) -> str:
+    """The resource's own name in a queue URL or an SQS, SNS, Lambda or event bus ARN."""
+    if address.startswith("arn:"):
+        parts = address.split(":")
+        if len(parts) > 6 and parts[2] == "lambda":
+            return parts[6]
+        resource = parts[5] if len(parts) > 5 else ""
+        return resource.split("/", 1)[-1]
+    return address.rstrip("/").rsplit("/", 1)[-1]
+
+
+TARGET_ADDRESS_FIELDS = {TargetType.SQS: "queueUrl", TargetType.SNS: "topicArn", TargetType.LAMBDA: "functionArn",
+                         TargetType.EVENTBRIDGE: "eventBusName"}
+
+
+def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()) -> JobSpec:
+    payload_size = size_bytes(request.payload)
     if payload_size > MAX_PAYLOAD_BYTES:
         raise PayloadTooLarge(
             f"payload: {payload_size} bytes is over the 256 KB limit", [FieldProblem("payload", "over 256 KB")]
@@ -45,6 +75,10 @@ def to_spec(request: JobRequest, now_ms: int) -> JobSpec:
     target = Target(TargetType(request.target.type), request.target.model_dump(exclude={"type"}))
     if target.type not in SUPPORTED_TARGETS:
         raise UnprocessableRequest.for_field("target.type", f"{target.type.value} targets are not available yet; use HTTP")
+    address_field = TARGET_ADDRESS_FIELDS.get(target.type)
+    if address_field and own.owns(str(target.config[address_field])):
+        raise UnprocessableRequest.for_field(f"target.{address_field}",
+                                             "is one of the scheduler's own resources and cannot be a target")
     retry = request.retryPolicy
     if retry.maxDelayMs < retry.initialDelayMs:
         raise UnprocessableRequest.for_field("retryPolicy.maxDelayMs", "must be at least initialDelayMs")

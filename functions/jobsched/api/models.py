@@ -2,16 +2,31 @@
 error naming the field, never a silent coercion."""
 from __future__ import annotations
 
-import json
+import re
 from typing import Annotated, Any, Literal, Union
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from jobsched.domain.errors import FieldProblem, InvalidRequest
+from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge
+from jobsched.domain.json_text import loads_strict, size_bytes
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_TIMEOUT_SEC = 840  # one attempt runs inside one worker invocation (15 min, less room to record)
+# What a long-running target may report (complete's output, heartbeat's progress): stored on the
+# execution item, which DynamoDB caps at 400 KB, and returned in lists of up to 100 executions.
+MAX_REPORT_BYTES = 64 * 1024
+# Target headers: few, small, and never one that the call itself must control.
+MAX_HEADERS = 32
+MAX_HEADER_VALUE_CHARS = 4096
+MAX_HEADERS_TOTAL_BYTES = 8192
+RESERVED_HEADERS = frozenset({
+    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
+    "proxy-authorization", "proxy-connection", "content-type", "user-agent", "expect",
+    "x-execution-id", "x-attempt", "x-job-id", "x-callback-token", "x-progress", "x-run-id", "x-step",
+})
+RESERVED_HEADER_PREFIX = "x-jobsched-"
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 
 
 class _Model(BaseModel):
@@ -30,6 +45,29 @@ class HttpTarget(_Model):
         parsed = urlparse(value)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError("must be an http:// or https:// URL with a host")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _headers_the_call_allows(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_HEADERS:
+            raise ValueError(f"at most {MAX_HEADERS} headers")
+        total = 0
+        for name, text in value.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"{name[:64]!r} is not a valid header name")
+            lowered = name.lower()
+            if lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_HEADER_PREFIX):
+                raise ValueError(f"{name} is set by the scheduler itself and cannot be given")
+            if len(text) > MAX_HEADER_VALUE_CHARS or any(ord(c) < 32 and c != "\t" or ord(c) == 127 for c in text):
+                raise ValueError(f"{name}: a value of at most {MAX_HEADER_VALUE_CHARS} characters without "
+                                 "control characters")
+            try:
+                total += len(name) + len(text.encode("latin-1"))
+            except UnicodeEncodeError:
+                raise ValueError(f"{name}: header values must be Latin-1 text") from None
+        if total > MAX_HEADERS_TOTAL_BYTES:
+            raise ValueError(f"at most {MAX_HEADERS_TOTAL_BYTES} bytes of headers in all")
         return value
 
 
@@ -104,9 +142,9 @@ def parse_body(model: type[_Model], body: str | None) -> Any:
     if body is None or not body.strip():
         raise InvalidRequest("the request needs a JSON body", [FieldProblem("body", "missing")])
     try:
-        data = json.loads(body)
+        data = loads_strict(body)
     except ValueError as exc:
-        raise InvalidRequest(f"malformed JSON: {exc}", [FieldProblem("body", "not valid JSON")]) from None
+        raise InvalidRequest(f"malformed JSON: {exc}", [FieldProblem("body", "not valid JSON (RFC 8259)")]) from None
     if not isinstance(data, dict):
         raise InvalidRequest("the body must be a JSON object", [FieldProblem("body", "not an object")])
     try:
@@ -121,3 +159,12 @@ def _field_path(loc: tuple) -> str:
     # Drop discriminator tags that pydantic inserts ("target.HTTP.url" → "target.url").
     parts = [str(p) for p in loc if not (isinstance(p, str) and p.isupper())]
     return ".".join(parts) or "body"
+
+
+def check_report_size(value: Any, field: str) -> Any:
+    """A long-running target's report (output, progress) must fit its item and a list page."""
+    size = size_bytes(value)
+    if size > MAX_REPORT_BYTES:
+        raise PayloadTooLarge(f"{field}: {size} bytes is over the {MAX_REPORT_BYTES // 1024} KB limit",
+                              [FieldProblem(field, f"over {MAX_REPORT_BYTES // 1024} KB")])
+    return value

@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any
 
 from jobsched.domain.errors import Conflict
+from jobsched.domain.json_text import compact
 from jobsched.domain.retry import RetryPolicy
 from jobsched.domain.schedule import Schedule
 
@@ -199,7 +200,8 @@ class Job:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    # UTF-8 text, as size-checked: an item holds the payload in the bytes the limit counted.
+    return compact(value)
 
 
 def _parsed(value: Any) -> Any:

@@ -1,14 +1,22 @@
 """API function: the public HTTP API behind API Gateway (REST, proxy integration)."""
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.metrics import MetricUnit
 
-from jobsched.api.mapping import execution_to_json, job_to_json
-from jobsched.api.models import CompleteRequest, FailRequest, HeartbeatRequest, JobRequest, parse_body
+from jobsched.api.mapping import OwnResources, execution_to_json, job_to_json
+from jobsched.api.models import (
+    CompleteRequest,
+    FailRequest,
+    HeartbeatRequest,
+    JobRequest,
+    check_report_size,
+    parse_body,
+)
 from jobsched.api.openapi import openapi_document
 from jobsched.api.routes import ROUTES
 from jobsched.domain.jobs import JobState
@@ -31,6 +39,10 @@ from jobsched.service.jobs import JobsService, Quotas
 from jobsched.service.outcomes import Outcomes
 
 logger = Logger(service="jobsched-api")
+
+# Lambda answers API Gateway with at most 6 MB, in which the body is a JSON string (each quote or
+# backslash escaped again): a page's items stay under 2.5 MB of ASCII JSON, so any page fits.
+MAX_PAGE_BYTES = 2_500_000
 
 HTTP_STATUS = {
     InvalidRequest: 400,
@@ -79,8 +91,10 @@ def _state(value: str | None) -> JobState | None:
 def make_handler(env: Mapping[str, str], clock=None, session=None):
     parts = build(env, "api", clock, session)
     metrics = metrics_for(env, "jobsched-api")
+    own = OwnResources(f"{parts.settings.stack_name}-" if parts.settings.stack_name else "",
+                       frozenset(url for _, url in parts.settings.lane_urls))
     service = JobsService(parts.stores, parts.handoff, parts.clock,
-                          Quotas(parts.settings.max_active_jobs, parts.settings.max_creates_per_second))
+                          Quotas(parts.settings.max_active_jobs, parts.settings.max_creates_per_second), own)
     callbacks = Callbacks(parts.stores, Outcomes(parts.stores, parts.handoff, parts.clock), parts.clock)
     auth = Authenticator(parts.stores.api_keys, parts.clock)
     app = APIGatewayRestResolver()
@@ -106,7 +120,17 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         return job_to_json(job, now())
 
     def page_body(page, to_json) -> dict:
-        return {"items": [to_json(item) for item in page.items], "nextCursor": page.next_cursor}
+        """A page stops early (with a cursor to the rest) before its items pass MAX_PAGE_BYTES."""
+        items, total = [], 0
+        for item in page.items:
+            body = to_json(item)
+            size = len(json.dumps(body, separators=(",", ":")))
+            if items and total + size > MAX_PAGE_BYTES:
+                page = page.first(len(items))
+                break
+            items.append(body)
+            total += size
+        return {"items": items, "nextCursor": page.next_cursor}
 
     def request_body() -> JobRequest:
         return parse_body(JobRequest, app.current_event.decoded_body)
@@ -159,12 +183,14 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     def heartbeat_execution(executionId: str):  # noqa: N803
         body = parse_body(HeartbeatRequest, app.current_event.decoded_body or "{}")
-        answer = callbacks.heartbeat(executionId, header("X-Callback-Token"), body.progress)
+        progress = check_report_size(body.progress, "progress")
+        answer = callbacks.heartbeat(executionId, header("X-Callback-Token"), progress)
         return ok(200, {**answer, "leaseUntil": format_instant(answer["leaseUntil"])})
 
     def complete_execution(executionId: str):  # noqa: N803
         body = parse_body(CompleteRequest, app.current_event.decoded_body or "{}")
-        return ok(200, execution_to_json(callbacks.complete(executionId, header("X-Callback-Token"), body.output)))
+        output = check_report_size(body.output, "output")
+        return ok(200, execution_to_json(callbacks.complete(executionId, header("X-Callback-Token"), output)))
 
     def fail_execution(executionId: str):  # noqa: N803
         body = parse_body(FailRequest, app.current_event.decoded_body or "{}")

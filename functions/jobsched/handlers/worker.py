@@ -13,7 +13,7 @@ import boto3
 
 from jobsched.adapters.http_target import HttpTargetInvoker
 from jobsched.adapters.targets import TargetRouter
-from jobsched.domain.executions import Dispatch
+from jobsched.domain.dispatch_seal import ForgedDispatch
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.worker import Worker
@@ -47,8 +47,16 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
 
     async def record_handler(record: SQSRecord) -> str:
         # A body that is not a dispatch raises: after maxReceiveCount it rests in the lane's
-        # DLQ for inspection instead of being dropped.
-        dispatch = Dispatch.from_json(record.body)
+        # DLQ for inspection instead of being dropped. A well-formed one without the scheduler's
+        # seal was put on the lane by someone else (for example a job's SQS target aimed at a
+        # lane): it is dropped and counted, never run.
+        try:
+            dispatch = parts.stores.lanes.open(record.body)
+        except ForgedDispatch as forged:
+            metrics.add_metric(name="ForgedDispatches", unit=MetricUnit.Count, value=1)
+            logger.warning("dropped a lane message without a valid seal", extra={"reason": str(forged),
+                                                                                 "messageId": record.message_id})
+            return "FORGED"
         # Targets run concurrently within a batch, so one slow target does not delay the rest.
         result = await asyncio.to_thread(worker.process, dispatch)
         metrics.add_metric(name=OUTCOME_METRIC[result.outcome], unit=MetricUnit.Count, value=1)

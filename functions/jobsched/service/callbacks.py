@@ -6,7 +6,7 @@ from __future__ import annotations
 import hmac
 
 from jobsched.domain.clock import Clock
-from jobsched.domain.errors import ConditionLost, Conflict, NotFound, Unauthorized
+from jobsched.domain.errors import ConditionLost, Conflict, Unauthorized
 from jobsched.domain.executions import (
     AttemptOutcome,
     AttemptRecord,
@@ -67,16 +67,18 @@ class Callbacks:
             raise Unauthorized("send the X-Callback-Token that came with the call")
         job_id = job_id_of(execution_id)
         execution = self._executions.get(job_id, execution_id) if job_id else None
-        if execution is None:
-            raise NotFound(f"no execution {execution_id}")
-        expected = execution.callback_token_hash or ""
-        if not hmac.compare_digest(expected, callback_token_hash(token)):
-            if execution.status is not ExecutionStatus.RUNNING:
-                raise Conflict(f"execution is {execution.status.value}")
-            raise Unauthorized("the callback token does not belong to this execution's current attempt")
+        # One answer for an unknown execution and a wrong token: an unauthenticated caller learns
+        # nothing about which executions exist or what state they are in. (An ended attempt has
+        # no token hash any more, so a token of an ended attempt is a wrong token too.)
+        expected = execution.callback_token_hash if execution else None
+        if not expected or not hmac.compare_digest(expected, callback_token_hash(token)):
+            raise Unauthorized(BAD_TOKEN)
         if execution.status is not ExecutionStatus.RUNNING:
             raise Conflict(f"execution is {execution.status.value}")
         return execution, self._jobs.get(execution.tenant_id, execution.job_id, consistent=True)
+
+
+BAD_TOKEN = "no running attempt of this execution holds this callback token"
 
 
 def _dispatch(execution: Execution, job: Job | None) -> Dispatch:

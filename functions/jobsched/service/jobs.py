@@ -6,7 +6,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from jobsched.api.mapping import preview_schedule, to_spec
+from jobsched.api.mapping import OwnResources, preview_schedule, to_spec
 from jobsched.api.models import JobRequest
 from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost, Conflict, NotFound, QuotaExceeded
@@ -39,8 +39,10 @@ class Quotas:
 
 
 class JobsService:
-    def __init__(self, stores, handoff: HandOff, clock: Clock, quotas: Quotas = Quotas()) -> None:
+    def __init__(self, stores, handoff: HandOff, clock: Clock, quotas: Quotas = Quotas(),
+                 own: OwnResources = OwnResources()) -> None:
         self._quotas = quotas
+        self._own = own
         self._jobs = stores.jobs
         self._executions = stores.executions
         self._lanes = stores.lanes
@@ -51,7 +53,7 @@ class JobsService:
     def create(self, tenant_id: str, request: JobRequest, idempotency_key: str | None = None) -> tuple[Job, bool]:
         """Returns the job and whether this call created it (False: an idempotent repeat)."""
         now = self._clock.now_ms()
-        spec = to_spec(request, now)
+        spec = to_spec(request, now, self._own)
         job_id = new_job_id(now)
         if idempotency_key:
             earlier = self._jobs.remember_request(tenant_id, "create", idempotency_key, job_id,
@@ -109,7 +111,7 @@ class JobsService:
         if if_match is not None and if_match != job.version:
             raise Conflict(f"If-Match {if_match} does not match the job's version {job.version}")
         now = self._clock.now_ms()
-        updated = job.replaced(to_spec(request, now), now)
+        updated = job.replaced(to_spec(request, now, self._own), now)
         self._jobs.save(job, updated)
         if updated.state is JobState.ACTIVE:
             self._place_first_timer(updated, updated.spec.schedule.first_fire())

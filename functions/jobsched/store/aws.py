@@ -34,11 +34,12 @@ def build_stores(settings: Settings, session: boto3.session.Session | None = Non
     session = session or boto3.session.Session()
     dynamodb = session.resource("dynamodb", config=_CONFIG)
     sqs = session.client("sqs", config=_CONFIG)
+    watermarks = WatermarksStore(dynamodb, settings.segments_table)
     return Stores(
         jobs=JobsStore(dynamodb, settings.jobs_table),
         timers=TimersStore(dynamodb, settings.timers_table),
-        watermarks=WatermarksStore(dynamodb, settings.segments_table),
+        watermarks=watermarks,
         executions=ExecutionsStore(dynamodb, settings.executions_table),
         api_keys=ApiKeysStore(dynamodb, settings.api_keys_table),
-        lanes=LaneQueues(sqs, dict(settings.lane_urls), clock or SystemClock()),
+        lanes=LaneQueues(sqs, dict(settings.lane_urls), clock or SystemClock(), watermarks.dispatch_key),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import secrets
 import time
 from dataclasses import dataclass
 from decimal import Decimal
@@ -16,6 +17,7 @@ from botocore.exceptions import ClientError
 from jobsched.domain.errors import ConditionLost, Conflict, InvalidRequest
 from jobsched.domain.executions import AttemptRecord, Dispatch, Execution, ExecutionStatus
 from jobsched.domain.jobs import Job, JobState
+from jobsched.domain.json_text import compact
 from jobsched.domain.timers import Timer, Watermark
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
@@ -30,6 +32,8 @@ HAND_OFF_ATTRIBUTES = ("tenantId", "jobId", "name", "schedule", "target", "retry
                        "overlapPolicy", "misfirePolicy", "jitterSec", "heartbeatTimeoutSec", "state", "generation",
                        "version", "createdMs", "updatedMs")
 BATCH_GET_LIMIT = 100
+# Not a segment: the segments table's item that holds the dispatch key.
+DISPATCH_KEY_ITEM = -1
 BATCH_WRITE_LIMIT = 25
 # UnprocessedKeys / UnprocessedItems (throttling, partition limits) are retried with capped
 # exponential backoff and full jitter, a bounded number of times; then the caller fails and its
@@ -110,6 +114,13 @@ def decode_cursor(cursor: str | None, required: tuple[str, ...]) -> dict | None:
 class Page:
     items: list
     next_cursor: str | None
+    cursor_after: Callable[[Any], str | None] | None = None  # the cursor that resumes after an item
+
+    def first(self, count: int) -> "Page":
+        """The first `count` items, with the cursor that continues after the last of them."""
+        if count >= len(self.items) or self.cursor_after is None:
+            return self
+        return Page(self.items[:count], self.cursor_after(self.items[count - 1]), self.cursor_after)
 
 
 class JobsStore:
@@ -173,6 +184,10 @@ class JobsStore:
         if start and start["tenantId"] != tenant_id:
             raise InvalidRequest("cursor: belongs to another list", [])
         items: list[Job] = []
+
+        def after(job: Job) -> str | None:
+            return encode_cursor({"tenantId": tenant_id, "jobId": job.job_id})
+
         while True:
             kwargs: dict[str, Any] = {
                 "KeyConditionExpression": Key("tenantId").eq(tenant_id) & Key("jobId").begins_with(JOB_ID_PREFIX),
@@ -186,11 +201,10 @@ class JobsStore:
             for raw in answer.get("Items", []):
                 items.append(Job.from_item(plain(raw)))
                 if len(items) == limit:
-                    last = items[-1]
-                    return Page(items, encode_cursor({"tenantId": tenant_id, "jobId": last.job_id}))
+                    return Page(items, after(items[-1]), after)
             start = answer.get("LastEvaluatedKey")
             if not start:
-                return Page(items, None)
+                return Page(items, None, after)
 
     def remember_request(self, tenant_id: str, scope: str, key: str, result_id: str, body_hash: str,
                          expires_at: int) -> tuple[str, str] | None:
@@ -329,6 +343,23 @@ class WatermarksStore:
     def mark_done(self, segment: int, minute: int) -> None:
         self._raise(segment, "doneThrough", minute)
 
+    def dispatch_key(self) -> bytes:
+        """The key that seals lane messages (domain/dispatch_seal.py): made once, by whichever
+        function needs it first (a conditional put, so all converge on one), then only read.
+        It lives beside the watermarks: only the stack's own functions may read this table."""
+        key = {"segment": DISPATCH_KEY_ITEM}
+        item = self._table.get_item(Key=key, ConsistentRead=True).get("Item")
+        if item is None:
+            try:
+                self._table.put_item(Item={**key, "dispatchKey": secrets.token_hex(32)},
+                                     ConditionExpression="attribute_not_exists(#seg)",
+                                     ExpressionAttributeNames={"#seg": "segment"})
+            except ClientError as exc:
+                if not _condition_lost(exc, "dispatch key"):
+                    raise
+            item = self._table.get_item(Key=key, ConsistentRead=True)["Item"]
+        return bytes.fromhex(str(item["dispatchKey"]))
+
     def save_position(self, segment: int, minute: int, sort_key: str) -> None:
         """Every timer of bucket `minute` up to `sort_key` is handed off. Only for a bucket not yet
         done, and only forwards: a slower tick racing this one never moves it back."""
@@ -465,7 +496,7 @@ class ExecutionsStore:
         if output is not None:
             sets.append("#out = :output")
             names["#out"] = "output"
-            values[":output"] = json.dumps(output, separators=(",", ":"))
+            values[":output"] = compact(output)
         try:
             self._table.update_item(
                 Key={"jobId": dispatch.job_id, "executionId": dispatch.execution_id},
@@ -491,7 +522,7 @@ class ExecutionsStore:
         expression = "SET leaseUntilMs = :lease, lastHeartbeatMs = :now"
         if progress is not None:
             expression += ", progress = :progress"
-            values[":progress"] = json.dumps(progress, separators=(",", ":"))
+            values[":progress"] = compact(progress)
         return self._fenced_update(job_id, execution_id, attempt, expression, values)
 
     def request_cancel(self, job_id: str, execution_id: str, attempt: int) -> Execution:
@@ -594,7 +625,9 @@ class ExecutionsStore:
             kwargs["ExclusiveStartKey"] = start
         answer = self._table.query(**kwargs)
         items = [Execution.from_item(plain(i)) for i in answer.get("Items", [])]
-        return Page(items, encode_cursor(answer.get("LastEvaluatedKey")))
+        return Page(items, encode_cursor(answer.get("LastEvaluatedKey")), lambda e: encode_cursor(
+            {"jobId": e.job_id, "executionId": e.execution_id, "deadLetterTenant": tenant_id,
+             "deadAtMs": e.finished_ms}))
 
     def get(self, job_id: str, execution_id: str) -> Execution | None:
         item = self._table.get_item(Key={"jobId": job_id, "executionId": execution_id}, ConsistentRead=True).get("Item")
@@ -613,7 +646,8 @@ class ExecutionsStore:
             kwargs["ExclusiveStartKey"] = start
         answer = self._table.query(**kwargs)
         items = [Execution.from_item(plain(i)) for i in answer.get("Items", [])]
-        return Page(items, encode_cursor(answer.get("LastEvaluatedKey")))
+        return Page(items, encode_cursor(answer.get("LastEvaluatedKey")),
+                    lambda e: encode_cursor({"jobId": e.job_id, "executionId": e.execution_id}))
 
 
 class ApiKeysStore:

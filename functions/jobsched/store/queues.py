@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable
 
 from jobsched.domain.clock import Clock
+from jobsched.domain.dispatch_seal import DispatchSeal
 from jobsched.domain.executions import Dispatch
 from jobsched.domain.jobs import Priority
 
@@ -30,11 +32,25 @@ def delay_seconds(visible_at_ms: int, now_ms: int) -> int:
 
 
 class LaneQueues:
-    def __init__(self, sqs, lane_urls: dict[Priority, str], clock: Clock, parallelism: int = 8) -> None:
+    def __init__(self, sqs, lane_urls: dict[Priority, str], clock: Clock, dispatch_key: Callable[[], bytes],
+                 parallelism: int = 8) -> None:
         self._sqs = sqs
         self._urls = lane_urls
         self._clock = clock
+        self._dispatch_key = dispatch_key
+        self._seal: DispatchSeal | None = None
         self._parallelism = parallelism
+
+    @property
+    def seal(self) -> DispatchSeal:
+        """Read once per container (one GetItem at the first send or receive)."""
+        if self._seal is None:
+            self._seal = DispatchSeal(self._dispatch_key())
+        return self._seal
+
+    def open(self, body: str) -> Dispatch:
+        """The dispatch in a lane message; ForgedDispatch if the scheduler did not seal it."""
+        return self.seal.open(body)
 
     def send(self, outgoing: list[Outgoing]) -> int:
         """Send every message or raise SendFailed. Returns the number of SendMessageBatch calls."""
@@ -55,10 +71,11 @@ class LaneQueues:
         # The delay is computed here, as the batch goes out, from each message's visible-at
         # instant: CPU work and writes before the send must not make messages late.
         now = self._clock.now_ms()
+        seal = self.seal
         entries = {
             str(i): {
                 "Id": str(i),
-                "MessageBody": o.dispatch.to_json(),
+                "MessageBody": seal.seal(o.dispatch),
                 "DelaySeconds": delay_seconds(o.visible_at_ms, now),
             }
             for i, o in enumerate(batch)

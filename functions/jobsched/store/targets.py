@@ -2,12 +2,12 @@
 attributes, or fields of the event) so the target can dedupe its own side effects."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job, TargetType
 
@@ -39,8 +39,11 @@ class AwsTargetInvoker:
         region = _region_of(arn_or_url)
         key = (service, region, timeout_sec)
         if key not in self._clients:
-            config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5,
-                            read_timeout=max(5, timeout_sec))
+            # One call per attempt: botocore's own retries would repeat a call that may have taken
+            # effect (a read timeout on a slow function invokes it again). The job's retry policy
+            # decides whether there is another attempt, with its own execution-id-carrying call.
+            config = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5,
+                            read_timeout=timeout_sec)
             self._clients[key] = self._session.client(service, region_name=region, config=config)
         return self._clients[key]
 
@@ -49,7 +52,7 @@ class AwsTargetInvoker:
         config = job.spec.target.config
         kind = job.spec.target.type
         timeout = job.spec.timeout_sec
-        body = json.dumps(job.spec.payload)
+        body = compact(job.spec.payload)
         try:
             if kind in (TargetType.SQS, TargetType.SNS):
                 # Same message shape for a queue and a topic; FIFO ones dedupe on the execution id.
@@ -67,7 +70,7 @@ class AwsTargetInvoker:
                 bus = config["eventBusName"]
                 answer = self._client("events", bus, timeout).put_events(Entries=[{
                     "EventBusName": bus, "Source": config["source"], "DetailType": config["detailType"],
-                    "Detail": json.dumps(_envelope(job, dispatch, attempt, progress))}])
+                    "Detail": compact(_envelope(job, dispatch, attempt, progress))}])
                 if answer.get("FailedEntryCount"):
                     entry = answer["Entries"][0]
                     return _failed(f"{entry.get('ErrorCode')}: {entry.get('ErrorMessage')}")
@@ -76,7 +79,7 @@ class AwsTargetInvoker:
                 arn = config["functionArn"]
                 answer = self._client("lambda", arn, timeout).invoke(
                     FunctionName=arn, InvocationType="RequestResponse",
-                    Payload=json.dumps(_envelope(job, dispatch, attempt, progress)).encode())
+                    Payload=compact(_envelope(job, dispatch, attempt, progress)).encode())
                 raw = answer["Payload"].read(MAX_OUTPUT_BYTES + 1)
                 if answer.get("FunctionError"):
                     return _failed(f"function error: {raw[:200].decode('utf-8', 'replace')}")
@@ -111,6 +114,6 @@ def _json_or_none(raw: bytes) -> Any:
     if not raw or len(raw) > MAX_OUTPUT_BYTES:
         return None
     try:
-        return json.loads(raw)
+        return loads_strict(raw)  # a target's NaN or duplicate keys never reach our responses
     except ValueError:
         return None

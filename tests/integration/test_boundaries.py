@@ -1,0 +1,89 @@
+"""The API's boundary: what it refuses (and how), so that nothing it accepts can break a tenant,
+an item or a response."""
+import json
+
+import pytest
+
+from jobsched.local.events import api_gateway_event
+
+from .harness import KEY_A
+from .test_long_running_and_policies import accepted_job, callback
+
+LAMBDA_RESPONSE_LIMIT = 6 * 1024 * 1024
+HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/hook"}
+JOB = '{"name": "n", "type": "RATE", "schedule": "PT1M", "target": {"type": "HTTP", "url": "http://127.0.0.1:9/h"}, '
+
+
+def fields(answer):
+    return [d["field"] for d in answer["error"]["details"]]
+
+
+@pytest.mark.parametrize("payload", ["NaN", "Infinity", "-Infinity", "1e400", '{"a": 1, "a": 2}'])
+def test_json_that_is_not_rfc_8259_is_refused(harness, payload):
+    status, answer = harness.request("POST", "/v1/jobs", JOB + f'"payload": {payload}}}')
+    assert status == 400 and fields(answer) == ["body"], answer
+
+
+def test_deeply_nested_json_is_refused_not_a_500(harness):
+    nested = "[" * 5000 + "]" * 5000
+    status, answer = harness.request("POST", "/v1/jobs", JOB + f'"payload": {nested}}}')
+    assert status == 400 and fields(answer) == ["body"]
+    status, _ = harness.request("POST", "/v1/jobs", JOB + '"payload": ' + "[" * 40 + "]" * 40 + "}")
+    assert status == 400
+
+
+def test_payload_size_counts_utf8_bytes_not_escapes(harness):
+    body = {"name": "n", "type": "RATE", "schedule": "PT1M", "target": HOOK}
+    # 100,000 "é" are 200 KB of UTF-8 (600 KB as \u escapes): within the 256 KB limit
+    status, _ = harness.request("POST", "/v1/jobs", {**body, "payload": "é" * 100_000})
+    assert status == 201
+    status, answer = harness.request("POST", "/v1/jobs", {**body, "payload": "é" * 140_000})
+    assert status == 413 and fields(answer) == ["payload"]
+
+
+@pytest.mark.parametrize("name", ["Content-Length", "host", "Transfer-Encoding", "Connection", "X-Execution-Id",
+                                  "x-attempt", "X-Jobsched-Signature", "X-Callback-Token", "Content-Type"])
+def test_headers_the_call_controls_cannot_be_set_by_a_job(harness, name):
+    status, answer = harness.request("POST", "/v1/jobs", {"name": "n", "type": "RATE", "schedule": "PT1M",
+                                                          "target": {**HOOK, "headers": {name: "1"}}})
+    assert status == 400 and fields(answer) == ["target.headers"], answer
+
+
+@pytest.mark.parametrize("headers", [{"X-A": "v\r\nX-Injected: 1"}, {"Bad Name": "v"}, {"X-Big": "v" * 5000},
+                                     {f"X-H{i}": "v" for i in range(40)}, {"X-U": "ünï\u2603"}])
+def test_target_headers_are_bounded_and_well_formed(harness, headers):
+    status, answer = harness.request("POST", "/v1/jobs", {"name": "n", "type": "RATE", "schedule": "PT1M",
+                                                          "target": {**HOOK, "headers": headers}})
+    assert status == 400 and fields(answer) == ["target.headers"], answer
+
+
+def test_reports_of_long_running_targets_are_bounded(harness):
+    _, execution_id = accepted_job(harness)
+    big = {"blob": "x" * 70_000}
+    status, answer = callback(harness, execution_id, "heartbeat", {"progress": big})
+    assert status == 413 and fields(answer) == ["progress"]
+    status, answer = callback(harness, execution_id, "complete", {"output": big})
+    assert status == 413 and fields(answer) == ["output"]
+    status, done = callback(harness, execution_id, "complete", {"output": {"blob": "x" * 60_000}})
+    assert status == 200 and done["status"] == "SUCCEEDED"
+
+
+def test_a_list_page_of_large_jobs_stays_under_the_response_limit_and_pages_on(harness):
+    created = []
+    for i in range(15):
+        created.append(harness.create_job({"name": f"big{i}", "type": "RATE", "schedule": "PT1H", "target": HOOK,
+                                           "payload": {"blob": '"' * 120_000}}))
+        harness.clock.advance_ms(1)  # job ids order by creation time
+    seen, pages, cursor = [], 0, ""
+    while True:
+        path = "/v1/jobs?limit=100" + (f"&cursor={cursor}" if cursor else "")
+        raw = harness.api.invoke(api_gateway_event("GET", path, {"Authorization": f"Bearer {KEY_A}"}, None))
+        assert raw["statusCode"] == 200
+        assert len(json.dumps(raw)) < LAMBDA_RESPONSE_LIMIT  # what Lambda hands API Gateway
+        page = json.loads(raw["body"])
+        seen += [j["jobId"] for j in page["items"]]
+        pages += 1
+        cursor = page["nextCursor"]
+        if not cursor:
+            break
+    assert seen == [j["jobId"] for j in created] and pages >= 2
