@@ -75,7 +75,8 @@ class CallCounter:
             for item in _written_items(op, params):
                 self.items_written[op] += 1
                 self.write_units += max(1, -(-_item_size(item) // 1024))
-        return params
+        # Returns nothing: a returned dict would replace botocore's copy of the parameters, and
+        # boto3's DynamoDB serializer would then rewrite the caller's own dicts in place.
 
     def _after(self, http_response, parsed, model, **kwargs):
         if model.service_model.service_name == "sqs" and model.name == "ReceiveMessage" and not parsed.get("Messages"):

@@ -347,17 +347,16 @@ class WatermarksStore:
         """The key that seals lane messages (domain/dispatch_seal.py): made once, by whichever
         function needs it first (a conditional put, so all converge on one), then only read.
         It lives beside the watermarks: only the stack's own functions may read this table."""
-        key = {"segment": DISPATCH_KEY_ITEM}
-        item = self._table.get_item(Key=key, ConsistentRead=True).get("Item")
+        item = self._table.get_item(Key={"segment": DISPATCH_KEY_ITEM}, ConsistentRead=True).get("Item")
         if item is None:
             try:
-                self._table.put_item(Item={**key, "dispatchKey": secrets.token_hex(32)},
+                self._table.put_item(Item={"segment": DISPATCH_KEY_ITEM, "dispatchKey": secrets.token_hex(32)},
                                      ConditionExpression="attribute_not_exists(#seg)",
                                      ExpressionAttributeNames={"#seg": "segment"})
             except ClientError as exc:
                 if not _condition_lost(exc, "dispatch key"):
                     raise
-            item = self._table.get_item(Key=key, ConsistentRead=True)["Item"]
+            item = self._table.get_item(Key={"segment": DISPATCH_KEY_ITEM}, ConsistentRead=True)["Item"]
         return bytes.fromhex(str(item["dispatchKey"]))
 
     def save_position(self, segment: int, minute: int, sort_key: str) -> None:

@@ -1,6 +1,7 @@
 """SQS lanes: dispatches go out in batches of 10, the batches in parallel."""
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
@@ -39,14 +40,16 @@ class LaneQueues:
         self._clock = clock
         self._dispatch_key = dispatch_key
         self._seal: DispatchSeal | None = None
+        self._seal_lock = threading.Lock()
         self._parallelism = parallelism
 
     @property
     def seal(self) -> DispatchSeal:
         """Read once per container (one GetItem at the first send or receive)."""
-        if self._seal is None:
-            self._seal = DispatchSeal(self._dispatch_key())
-        return self._seal
+        with self._seal_lock:
+            if self._seal is None:
+                self._seal = DispatchSeal(self._dispatch_key())
+            return self._seal
 
     def open(self, body: str) -> Dispatch:
         """The dispatch in a lane message; ForgedDispatch if the scheduler did not seal it."""
@@ -54,6 +57,7 @@ class LaneQueues:
 
     def send(self, outgoing: list[Outgoing]) -> int:
         """Send every message or raise SendFailed. Returns the number of SendMessageBatch calls."""
+        seal = self.seal  # once, before the batches fan out to threads
         batches: list[tuple[str, list[Outgoing]]] = []
         for priority in Priority:
             lane = [o for o in outgoing if o.priority is priority]
@@ -61,17 +65,16 @@ class LaneQueues:
                 batches.append((self._urls[priority], lane[start:start + SQS_BATCH]))
         if len(batches) <= 1:
             for url, batch in batches:
-                self._send_batch(url, batch)
+                self._send_batch(url, batch, seal)
         else:
             with ThreadPoolExecutor(max_workers=min(self._parallelism, len(batches))) as pool:
-                list(pool.map(lambda b: self._send_batch(*b), batches))
+                list(pool.map(lambda b: self._send_batch(*b, seal), batches))
         return len(batches)
 
-    def _send_batch(self, url: str, batch: list[Outgoing]) -> None:
+    def _send_batch(self, url: str, batch: list[Outgoing], seal: DispatchSeal) -> None:
         # The delay is computed here, as the batch goes out, from each message's visible-at
         # instant: CPU work and writes before the send must not make messages late.
         now = self._clock.now_ms()
-        seal = self.seal
         entries = {
             str(i): {
                 "Id": str(i),
