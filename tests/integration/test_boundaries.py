@@ -87,3 +87,30 @@ def test_a_list_page_of_large_jobs_stays_under_the_response_limit_and_pages_on(h
         if not cursor:
             break
     assert seen == [j["jobId"] for j in created] and pages >= 2
+
+
+@pytest.mark.parametrize("extra,field", [
+    ({"type": "ONE_TIME", "runAt": "9999-12-31T23:59:59Z", "jitterSec": 3600}, "runAt"),
+    ({"type": "RATE", "schedule": "P1000000W"}, "schedule"),
+    ({"type": "RATE", "schedule": "PT1M", "startAt": "9999-12-31T00:00:00Z"}, "startAt"),
+    ({"type": "CRON", "schedule": "0 3 * * *", "endAt": "10000-01-01T00:00:00Z"}, "endAt"),
+    ({"type": "ONE_TIME", "schedule": "at(9999-12-31T23:59:59)"}, "schedule"),
+    ({"type": "ONE_TIME", "runAt": "2030-W01-1T00:00:00Z"}, "runAt"),
+])
+def test_instants_beyond_the_end_of_time_are_refused_and_the_tenant_keeps_working(harness, extra, field):
+    body = {"name": "far", "target": HOOK, **extra}
+    status, answer = harness.request("POST", "/v1/jobs", body)
+    assert status == 422 and fields(answer) == [field], answer
+    status, page = harness.request("GET", "/v1/jobs")
+    assert status == 200, page
+
+
+def test_a_job_at_the_end_of_time_is_stored_listed_and_printed(harness):
+    job = harness.create_job({"name": "last", "type": "ONE_TIME", "runAt": "9999-01-01T00:00:00Z",
+                              "jitterSec": 3600, "target": HOOK})
+    assert job["runAt"] == "9999-01-01T00:00:00Z" and job["nextFireAt"].startswith("9999-01-01T")
+    status, page = harness.request("GET", "/v1/jobs")
+    assert status == 200 and [j["jobId"] for j in page["items"]] == [job["jobId"]]
+    status, preview = harness.request("GET", "/v1/schedule-preview?type=RATE&schedule=PT1H&count=5"
+                                             "&after=9998-12-31T22:30:00Z")
+    assert status == 200 and preview["fireTimes"] == ["9998-12-31T23:30:00Z"], preview

@@ -151,3 +151,56 @@ def test_schedules_survive_a_round_trip_through_the_table():
 
     original = cron_schedule("0 3 * * *", "America/Los_Angeles", at("2030-01-01T00:00:00Z"), end_ms=at("2031-01-01T00:00:00Z"))
     assert Schedule.from_item(original.to_item()) == original
+
+
+class TestSpanOfTime:
+    """Every instant the API accepts can be stored, computed from and printed (the end of time is
+    9999-01-01T00:00:00Z); schedules search as far as they need and end there."""
+
+    @pytest.mark.parametrize("text", [
+        "2030-W01-1T00:00:00Z", "20300101T000000Z", "2030-001T00:00:00Z", "2030-01-01", "2030-01-01T09:00Z",
+        "2030-01-01T09:00:00", "2030-01-01T09:00:60Z", "2030-02-30T00:00:00Z", "+12030-01-01T00:00:00Z",
+        "2030-01-01T09:00:00+2400", "2030-01-01T09:00:00+24:00", "２０３０-01-01T00:00:00Z", "0000-01-01T00:00:00Z",
+        "9999-06-01T00:00:00Z", "1969-12-31T23:59:59Z",
+    ])
+    def test_only_rfc_3339_instants_within_the_span_are_taken(self, text):
+        with pytest.raises(UnprocessableRequest) as caught:
+            parse_instant(text, "runAt")
+        assert caught.value.details[0].field == "runAt"
+
+    @pytest.mark.parametrize("text,expected", [
+        ("2030-01-01T09:00:00Z", "2030-01-01T09:00:00Z"),
+        ("2030-01-01t09:00:00.5+02:00", "2030-01-01T07:00:00.500Z"),
+        ("2030-01-01T09:00:00.123456789Z", "2030-01-01T09:00:00.123Z"),
+        ("1970-01-01T00:00:00Z", "1970-01-01T00:00:00Z"),
+        ("9999-01-01T00:00:00Z", "9999-01-01T00:00:00Z"),
+    ])
+    def test_rfc_3339_round_trips_with_a_four_digit_year(self, text, expected):
+        assert format_instant(parse_instant(text, "t")) == expected
+
+    def test_a_rate_too_long_to_compute_is_refused_naming_the_schedule(self):
+        with pytest.raises(UnprocessableRequest) as caught:
+            rate_schedule("P1000000W", at("2030-01-01T00:00:00Z"))
+        assert caught.value.details[0].field == "schedule"
+        assert rate_schedule("P3653D", at("2030-01-01T00:00:00Z")).first_fire() is not None
+
+    def test_schedules_end_at_the_end_of_time(self):
+        every_second = rate_schedule("PT1S", at("2030-01-01T00:00:00Z"), start_ms=at("9998-12-31T23:59:58Z"))
+        assert fires(every_second, "9998-12-31T23:59:57Z", 5) == [
+            "9998-12-31T23:59:58Z", "9998-12-31T23:59:59Z", "9999-01-01T00:00:00Z"]
+        yearly = cron_schedule("0 0 1 1 *", "Pacific/Kiritimati", at("2030-01-01T00:00:00Z"))
+        assert fires(yearly, "9996-06-01T00:00:00Z", 5) == ["9996-12-31T10:00:00Z", "9997-12-31T10:00:00Z"]
+
+    def test_a_far_year_of_an_aws_cron_is_found(self):
+        schedule = cron_schedule("cron(0 0 1 1 ? 2040)", "UTC", at("2030-01-01T00:00:00Z"))
+        assert fires(schedule, "2030-01-01T00:00:00Z", 3) == ["2040-01-01T00:00:00Z"]
+
+    def test_a_rare_date_keeps_firing_decades_apart(self):
+        # the fifth Sunday of February exists only when 29 February is a Sunday: 2032, 2060, 2088
+        schedule = cron_schedule("cron(0 12 ? 2 SUN#5 *)", "UTC", at("2030-01-01T00:00:00Z"))
+        assert fires(schedule, "2030-01-01T00:00:00Z", 3) == [
+            "2032-02-29T12:00:00Z", "2060-02-29T12:00:00Z", "2088-02-29T12:00:00Z"]
+
+    def test_an_expression_that_never_matches_is_refused(self):
+        with pytest.raises(UnprocessableRequest):
+            cron_schedule("0 0 30 2 *", "UTC", at("2030-01-01T00:00:00Z"))

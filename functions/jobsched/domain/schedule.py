@@ -26,8 +26,17 @@ from jobsched.domain.errors import UnprocessableRequest
 MS_PER_SECOND = 1000
 MS_PER_MINUTE = 60 * MS_PER_SECOND
 MIN_RATE_MS = MS_PER_SECOND
-# A cron expression that matches nothing for this long is rejected (for example 30 February).
-CRON_HORIZON_YEARS = 8
+# The end of time: no instant the API accepts, stores or computes lies after it, and every
+# schedule ends there. A year short of what RFC 3339 can print (9999-12-31T23:59:59Z), so that
+# what is added to an accepted instant (jitter up to an hour, retries up to 7 days each, leases,
+# timeouts) is still printable and storable. The beginning of time is the Unix epoch.
+END_OF_TIME_MS = 253_370_764_800_000  # 9999-01-01T00:00:00Z
+BEGINNING_OF_TIME_MS = 0  # 1970-01-01T00:00:00Z
+# The longest fixed rate (about 10 years); a longer period is a one-time job.
+MAX_RATE_MS = 3653 * 86_400_000
+# Any pattern of days, weekdays and months repeats every 400 Gregorian years: an expression that
+# matches nothing in that span never matches. (The year field of AWS cron is searched apart.)
+CRON_CYCLE_YEARS = 401
 
 
 class ScheduleType(str, Enum):
@@ -42,35 +51,61 @@ def to_datetime(ms: int) -> datetime:
 
 
 def to_ms(instant: datetime) -> int:
-    return int(instant.timestamp() * 1000)
+    return _epoch_ms(instant)
 
 
 def format_instant(ms: int | None) -> str | None:
-    """RFC 3339 in UTC with a `Z`, millisecond precision when it is not whole seconds."""
+    """RFC 3339 in UTC with a `Z` and a four-digit year, milliseconds when not whole seconds."""
     if ms is None:
         return None
     dt = to_datetime(ms)
-    if ms % 1000:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    text = f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
+    return text + (f".{ms % 1000:03d}Z" if ms % 1000 else "Z")
+
+
+# RFC 3339 section 5.6 date-time: full-date "T" full-time, with a required offset. No ISO 8601
+# week or ordinal dates, no basic format, no missing seconds, no leap second (60).
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$",
+    re.ASCII,
+)
+
+
+def check_instant(ms: int, field_name: str) -> int:
+    """Every instant the API takes lies between the beginning and the end of time."""
+    if not BEGINNING_OF_TIME_MS <= ms <= END_OF_TIME_MS:
+        raise UnprocessableRequest.for_field(
+            field_name, "must lie between 1970-01-01T00:00:00Z and the end of time, 9999-01-01T00:00:00Z"
+        )
+    return ms
 
 
 def parse_instant(value: str, field_name: str) -> int:
-    """An RFC 3339 instant with an explicit offset (`Z` or `+hh:mm`)."""
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
+    """An RFC 3339 instant with an explicit offset (`Z` or `+hh:mm`), within the span of time."""
+    match = _RFC3339.match(value) if isinstance(value, str) else None
+    if not match:
         raise UnprocessableRequest.for_field(
-            field_name, f"'{value}' is not an RFC 3339 instant such as 2030-01-01T09:00:00Z"
-        ) from None
-    if dt.tzinfo is None:
-        raise UnprocessableRequest.for_field(
-            field_name, f"'{value}' has no UTC offset; add 'Z' or an offset such as +02:00"
+            field_name, f"'{str(value)[:64]}' is not an RFC 3339 instant such as 2030-01-01T09:00:00Z"
         )
-    return to_ms(dt)
+    year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = match.groups()
+    try:
+        if off_m is not None and (int(off_h) > 23 or int(off_m) > 59):
+            raise ValueError("offset out of range")
+        offset = timedelta(0) if zulu else (1 if sign == "+" else -1) * timedelta(hours=int(off_h), minutes=int(off_m))
+        dt = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
+                      tzinfo=timezone(offset))
+    except ValueError:
+        raise UnprocessableRequest.for_field(field_name, f"'{value[:64]}' is not a calendar date and time") from None
+    millis = int((fraction or "0")[:3].ljust(3, "0"))
+    if year == "0000" or not 1 <= dt.year <= 9999:
+        raise UnprocessableRequest.for_field(field_name, f"'{value[:64]}' is outside the span of time")
+    return check_instant(_epoch_ms(dt) + millis, field_name)
+
+
+def _epoch_ms(dt: datetime) -> int:
+    """Exact integer milliseconds (no float rounding) of an aware datetime."""
+    delta = dt - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 def load_zone(name: str, field_name: str = "timezone") -> ZoneInfo:
@@ -110,6 +145,9 @@ def parse_duration_ms(text: str, field_name: str = "schedule") -> int:
     )
     if ms < MIN_RATE_MS:
         raise UnprocessableRequest.for_field(field_name, f"'{text}' is shorter than the minimum rate of 1 second")
+    if ms > MAX_RATE_MS:
+        raise UnprocessableRequest.for_field(field_name, f"'{text}' is longer than the maximum rate of P3653D "
+                                             "(about 10 years); use a ONE_TIME or CRON job")
     return ms
 
 
@@ -172,7 +210,7 @@ class Schedule:
         return self._bounded(_next_cron(self.cron or "", load_zone(self.timezone), after_ms, self.years))
 
     def _bounded(self, candidate: int | None) -> int | None:
-        if candidate is None:
+        if candidate is None or candidate > END_OF_TIME_MS:
             return None
         if self.end_ms is not None and candidate > self.end_ms:
             return None
@@ -217,47 +255,118 @@ class Schedule:
 
 
 def _next_cron(expression: str, zone: ZoneInfo, after_ms: int, years: str | None = None) -> int | None:
-    """Next instant strictly after `after_ms` whose wall time in `zone` matches `expression`.
+    """Next instant strictly after `after_ms` whose wall time in `zone` matches `expression`,
+    or None when there is none before the end of time.
 
-    DST (croniter works on zone-aware datetimes): a wall time skipped by spring-forward fires
-    at the end of the gap; when fall-back repeats an hour, an expression whose hour field is
-    not `*` fires once, at the first pass (as cron does), while an every-hour expression keeps
-    firing every real interval through the repeated hour."""
-    start = to_datetime(after_ms).astimezone(zone)
-    every_hour = expression.split()[1] == "*"
-    iterator = croniter(expression, start)
-    horizon = after_ms + CRON_HORIZON_YEARS * 366 * 86_400_000
-    for _ in range(10_000):
+    Across DST this follows Debian cron. An expression whose minute and hour fields are both
+    fixed (neither starts with `*`) is read on the wall clock: a wall time skipped by a
+    spring-forward fires right after the jump (several skipped ones fire once), a wall time that
+    a fall-back repeats fires once, at its first pass. An expression whose minute or hour field is
+    a wildcard (`*`, `*/n`) follows real time: it fires in the repeated hour a second time and
+    not at all in the skipped one."""
+    fields = expression.split()
+    fixed_time = not fields[0].startswith("*") and not fields[1].startswith("*")
+    if zone.key == "UTC" or fixed_time:
+        step = _next_wall_match
+    else:
+        step = _next_real_match
+    cursor = after_ms
+    while True:
+        found = step(expression, zone, cursor)
+        if found is None or found > END_OF_TIME_MS:
+            return None
+        year = to_datetime(found).astimezone(zone).year
+        if year_allowed(years, year):
+            return found
+        following = next((y for y in range(year + 1, min(last_year(years) or 0, 9998) + 1)
+                          if year_allowed(years, y)), None)
+        if following is None:
+            return None
+        # Resume just before 1 January of the next allowed year, wall time in the zone.
+        cursor = max(cursor, _wall_to_ms(datetime(following, 1, 1), zone) - MS_PER_MINUTE)
+
+
+def _matches_after(expression: str, wall: datetime):
+    """Naive wall times matching `expression`, strictly after `wall`, in order (Debian's day
+    rule: day-of-month and day-of-week are OR-ed only when neither starts with `*`)."""
+    iterator = croniter(expression, wall, max_years_between_matches=CRON_CYCLE_YEARS, implement_cron_bug=True)
+    while True:
         try:
-            candidate = iterator.get_next(datetime)
-        except CroniterBadDateError:  # matches no date at all (30 February)
-            return None
-        ms = to_ms(candidate)
-        if ms > horizon:
-            return None
-        if ms <= after_ms:
-            continue
-        if not year_allowed(years, candidate.year):
-            following = next((y for y in range(candidate.year + 1, (last_year(years) or 0) + 1)
-                              if year_allowed(years, y)), None)
-            if following is None:
-                return None
-            iterator = croniter(expression, datetime(following, 1, 1, tzinfo=zone) - timedelta(minutes=1))
-            continue
-        if not every_hour and _is_second_pass(candidate, zone):
-            continue
-        return ms
+            found = iterator.get_next(datetime)
+        except (CroniterBadDateError, OverflowError, ValueError):  # no match at all, or past year 9999
+            return
+        if found.year > 9998:
+            return
+        yield found
+
+
+def _next_wall_match(expression: str, zone: ZoneInfo, after_ms: int) -> int | None:
+    """Fixed-time expressions: the wall clock decides. A skipped wall time moves to the first real
+    minute after the gap; a repeated one is taken at its first pass (fold 0)."""
+    wall = to_datetime(after_ms).astimezone(zone).replace(tzinfo=None, fold=0)
+    for match in _matches_after(expression, wall.replace(microsecond=0)):
+        ms = _wall_to_ms(match, zone)
+        if ms > after_ms:
+            return ms
     return None
 
 
-def _is_second_pass(instant: datetime, zone: ZoneInfo) -> bool:
-    """True when this wall time also occurred an hour or so earlier (fall-back repeat)."""
-    wall = instant.replace(tzinfo=None)
-    first = wall.replace(tzinfo=zone, fold=0)
-    second = wall.replace(tzinfo=zone, fold=1)
-    if first.utcoffset() == second.utcoffset():
-        return False
-    return instant.astimezone(timezone.utc) == second.astimezone(timezone.utc)
+def _wall_to_ms(wall: datetime, zone: ZoneInfo) -> int:
+    """A wall time's instant: its first pass when repeated, the end of the gap when skipped."""
+    local = wall.replace(tzinfo=zone, fold=0)
+    while _is_imaginary(local):
+        wall += timedelta(minutes=1)
+        local = wall.replace(tzinfo=zone, fold=0)
+    return to_ms(local)
+
+
+def _is_imaginary(local: datetime) -> bool:
+    return local.astimezone(timezone.utc).astimezone(local.tzinfo).replace(tzinfo=None) != local.replace(tzinfo=None)
+
+
+def _next_real_match(expression: str, zone: ZoneInfo, after_ms: int) -> int | None:
+    """Wildcard expressions: walk real time in spans of one UTC offset. Inside a span the wall
+    clock and real time move together, so the span's first wall match is its first fire; when
+    the match lies past the span's end, the search starts again at the next span."""
+    bound = after_ms  # fires lie strictly after `bound` ...
+    inclusive = False  # ... or at it, once a span starts exactly there
+    while bound <= END_OF_TIME_MS:
+        offset = _offset_ms(zone, bound)
+        wall = to_datetime(bound + offset).replace(tzinfo=None, microsecond=0)
+        match = next(_matches_after(expression, wall - timedelta(seconds=1) if inclusive else wall), None)
+        if match is None:
+            return None
+        candidate = to_ms(match.replace(tzinfo=timezone.utc)) - offset
+        change = _next_offset_change(zone, bound, candidate)
+        if change is None:
+            return candidate
+        bound, inclusive = change, True
+    return None
+
+
+def _offset_ms(zone: ZoneInfo, ms: int) -> int:
+    offset = to_datetime(ms).astimezone(zone).utcoffset()
+    return int(offset.total_seconds() * 1000) if offset is not None else 0
+
+
+def _next_offset_change(zone: ZoneInfo, start_ms: int, end_ms: int) -> int | None:
+    """The first instant in (start_ms, end_ms] whose UTC offset differs from start_ms's, or None
+    when the offset holds over the whole span. Zones change offset at most a few times a year,
+    so a step of a day finds every change (no zone changes twice within a day)."""
+    base = _offset_ms(zone, start_ms)
+    low = start_ms
+    while low < end_ms:
+        high = min(low + 86_400_000, end_ms)
+        if _offset_ms(zone, high) != base:
+            while high - low > 1:
+                middle = (low + high) // 2
+                if _offset_ms(zone, middle) != base:
+                    high = middle
+                else:
+                    low = middle
+            return high
+        low = high
+    return None
 
 
 # --- factories: validate and normalize; every error names its field ---------------------
@@ -270,10 +379,12 @@ def local_instant(local: str, tz: str, field_name: str) -> int:
     """A wall-clock date-time without offset (from at(...)), read in the given zone."""
     zone = load_zone(tz)
     try:
-        naive = datetime.fromisoformat(local)
+        naive = datetime.strptime(local, "%Y-%m-%dT%H:%M:%S")
+        if naive.year < 1970 or naive.year > 9998:
+            raise ValueError("outside the span of time")
     except ValueError:
-        raise UnprocessableRequest.for_field(field_name, f"'{local}' is not a date-time") from None
-    return to_ms(naive.replace(tzinfo=zone))
+        raise UnprocessableRequest.for_field(field_name, f"'{local}' is not a date-time within 1970-9998") from None
+    return check_instant(_wall_to_ms(naive, zone), field_name)
 
 
 def delayed_schedule(delay_seconds: int, created_ms: int) -> Schedule:
