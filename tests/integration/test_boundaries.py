@@ -114,3 +114,37 @@ def test_a_job_at_the_end_of_time_is_stored_listed_and_printed(harness):
     status, preview = harness.request("GET", "/v1/schedule-preview?type=RATE&schedule=PT1H&count=5"
                                              "&after=9998-12-31T22:30:00Z")
     assert status == 200 and preview["fireTimes"] == ["9998-12-31T23:30:00Z"], preview
+
+
+def _cursor(key) -> str:
+    import base64
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
+
+
+@pytest.mark.parametrize("method,path,headers,field", [
+    ("POST", "/v1/jobs", {"Idempotency-Key": "k" * 256}, "Idempotency-Key"),
+    ("POST", "/v1/jobs", {"Idempotency-Key": "clé"}, "Idempotency-Key"),
+    ("GET", "/v1/jobs?limit=%C2%B2", {}, "limit"),  # "²": a digit to str.isdigit(), not to int()
+    ("GET", "/v1/jobs?limit=%D9%A3", {}, "limit"),  # Arabic-Indic three
+    ("PUT", "/v1/jobs/{job}", {"If-Match": "١"}, "If-Match"),
+    ("GET", "/v1/jobs?cursor=" + _cursor({"tenantId": "tenant-a", "jobId": 7}), {}, "cursor"),
+    ("GET", "/v1/jobs/{job}/executions?cursor=" + _cursor({"jobId": "{job}", "executionId": ["x"]}), {}, "cursor"),
+    ("GET", "/v1/dead-letters?cursor=" + _cursor({"jobId": "j", "executionId": "e", "deadLetterTenant": "tenant-a",
+                                                  "deadAtMs": "soon"}), {}, "cursor"),
+    ("GET", "/v1/schedule-preview?type=RATE&schedule=PT1S&after=9999-12-31T23:59:59Z", {}, "after"),
+    ("GET", "/v1/schedule-preview?type=CRON&schedule=0+0+*+*+*&timezone=" + "A" * 300, {}, "timezone"),
+])
+def test_bad_headers_query_strings_and_cursors_name_their_field(harness, method, path, headers, field):
+    job = harness.create_job({"name": "n", "type": "RATE", "schedule": "PT1M", "target": HOOK})
+    path = path.replace("{job}", job["jobId"])
+    body = {"name": "n", "type": "RATE", "schedule": "PT1M", "target": HOOK} if method in ("POST", "PUT") else None
+    status, answer = harness.request(method, path, body, headers=headers)
+    assert status == 400 or status == 422, answer
+    assert fields(answer) == [field], answer
+
+
+def test_an_id_longer_than_any_key_is_not_found_not_a_500(harness):
+    status, answer = harness.request("GET", "/v1/jobs/job_" + "x" * 2000)
+    assert status == 404, answer
+    status, answer = harness.request("POST", "/v1/executions/" + "é" * 600 + "/cancel")
+    assert status == 404, answer

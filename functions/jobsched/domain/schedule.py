@@ -111,7 +111,7 @@ def _epoch_ms(dt: datetime) -> int:
 def load_zone(name: str, field_name: str = "timezone") -> ZoneInfo:
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, IsADirectoryError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file
         raise UnprocessableRequest.for_field(
             field_name, f"unknown time zone '{name}'; use an IANA name such as Europe/Paris"
         ) from None

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Mapping
 
 from aws_lambda_powertools import Logger
@@ -61,10 +62,22 @@ def error_response(status: int, code: str, message: str, details: list[FieldProb
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
 
 
+# Every number a query string or header carries: ASCII digits only (str.isdigit() also takes
+# "²" and "٣", which int() then refuses), at most 18 of them.
+_ASCII_INT = re.compile(r"-?[0-9]{1,18}", re.ASCII)
+# An Idempotency-Key: printable ASCII, as long as a UUID or a hash with a prefix needs.
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}", re.ASCII)
+# A path parameter (job or execution id) longer than this is no id of ours (DynamoDB refuses a key
+# past 1,024 bytes, which would otherwise become a 500).
+MAX_ID_BYTES = 256
+MAX_QUERY_CHARS = 256
+INTERNAL_MESSAGE = "the request failed inside the scheduler; it was logged"
+
+
 def _limit(value: str | None) -> int:
     if value is None:
         return 20
-    if not value.isdigit() or not 1 <= int(value) <= 100:
+    if not _ASCII_INT.fullmatch(value) or not 1 <= int(value) <= 100:
         raise InvalidRequest("limit: must be an integer from 1 to 100", [FieldProblem("limit", "1..100")])
     return int(value)
 
@@ -73,9 +86,18 @@ def _int_param(value: str | None, name: str, default: int | None) -> int | None:
     if value is None or value == "":
         return default
     text = value.strip().strip('"')
-    if not text.lstrip("-").isdigit():
-        raise InvalidRequest(f"{name}: must be an integer", [FieldProblem(name, "not an integer")])
+    if not _ASCII_INT.fullmatch(text):
+        raise InvalidRequest(f"{name}: must be an integer in ASCII digits", [FieldProblem(name, "not an integer")])
     return int(text)
+
+
+def _idempotency_key(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not _IDEMPOTENCY_KEY.fullmatch(value):
+        raise InvalidRequest("Idempotency-Key: 1 to 255 printable ASCII characters",
+                             [FieldProblem("Idempotency-Key", "1 to 255 printable ASCII characters")])
+    return value
 
 
 def _state(value: str | None) -> JobState | None:
@@ -105,7 +127,11 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         return tenant_id
 
     def query(name: str) -> str | None:
-        return (app.current_event.query_string_parameters or {}).get(name)
+        value = (app.current_event.query_string_parameters or {}).get(name)
+        if value is not None and len(value) > MAX_QUERY_CHARS:
+            raise InvalidRequest(f"{name}: at most {MAX_QUERY_CHARS} characters",
+                                 [FieldProblem(name, f"at most {MAX_QUERY_CHARS} characters")])
+        return value
 
     def header(name: str) -> str | None:
         return app.current_event.headers.get(name)
@@ -138,7 +164,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     # One function per entry of api/routes.py; registered from that table below.
     def create_job():
         tenant_id = tenant()
-        job, created = service.create(tenant_id, request_body(), header("Idempotency-Key"))
+        job, created = service.create(tenant_id, request_body(), _idempotency_key(header("Idempotency-Key")))
         if created:
             logger.info("job created", extra={"jobId": job.job_id, "type": job.spec.schedule.type.value})
             metrics.add_metric(name="JobsCreated", unit=MetricUnit.Count, value=1)
@@ -168,7 +194,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     def trigger_job(jobId: str):  # noqa: N803
         tenant_id = tenant()
-        return ok(202, execution_to_json(service.trigger(tenant_id, jobId, header("Idempotency-Key"))))
+        return ok(202, execution_to_json(service.trigger(tenant_id, jobId, _idempotency_key(header("Idempotency-Key")))))
 
     def list_executions(jobId: str):  # noqa: N803
         tenant_id = tenant()
@@ -228,6 +254,9 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     def named(route_name: str, function):
         def call(**path_parameters):
             matched["route"] = route_name
+            for name, value in path_parameters.items():
+                if len(value.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+                    raise NotFound(f"no such {'job' if name == 'jobId' else 'execution'}")
             return function(**path_parameters)
         return call
 
@@ -239,6 +268,13 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         status = next((s for cls, s in HTTP_STATUS.items() if isinstance(exc, cls)), 400)
         return error_response(status, exc.code, exc.message, exc.details)
 
+    @app.exception_handler(Exception)
+    def unexpected(exc: Exception):
+        # Whatever escapes a route is a 500 in the API's error shape (counted in Api5xx below),
+        # never a closed connection; the details stay in the log, not in the answer.
+        logger.exception("unexpected error", extra={"route": matched["route"]})
+        return error_response(500, "INTERNAL", INTERNAL_MESSAGE)
+
     @app.not_found
     def not_found(_exc):
         return error_response(404, "NOT_FOUND", f"no route {app.current_event.http_method} {app.current_event.path}")
@@ -247,7 +283,12 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     @logger.inject_lambda_context(clear_state=True)
     def handler(event, context):
         matched["route"] = "unmatched"
-        response = app.resolve(event, context)
+        try:
+            response = app.resolve(event, context)
+        except Exception:  # raised outside any route (the event itself): still the error shape
+            logger.exception("unexpected error outside a route")
+            response = {"statusCode": 500, "headers": {"Content-Type": content_types.APPLICATION_JSON},
+                        "body": json.dumps({"error": {"code": "INTERNAL", "message": INTERNAL_MESSAGE, "details": []}})}
         status = int(response.get("statusCode", 500))
         # Totals, and the same by route (one more small EMF line; routes are the table's names).
         by_route = metrics_for(env, "jobsched-api")

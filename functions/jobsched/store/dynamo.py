@@ -14,7 +14,7 @@ from boto3.dynamodb.conditions import Attr, Key
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from jobsched.domain.errors import ConditionLost, Conflict, InvalidRequest
+from jobsched.domain.errors import ConditionLost, Conflict, FieldProblem, InvalidRequest
 from jobsched.domain.executions import AttemptRecord, Dispatch, Execution, ExecutionStatus
 from jobsched.domain.jobs import Job, JobState
 from jobsched.domain.json_text import compact
@@ -98,16 +98,29 @@ def encode_cursor(key: dict | None) -> str | None:
     return base64.urlsafe_b64encode(json.dumps(plain(key), separators=(",", ":")).encode()).decode()
 
 
-def decode_cursor(cursor: str | None, required: tuple[str, ...]) -> dict | None:
+MAX_CURSOR_CHARS = 2048
+
+
+def decode_cursor(cursor: str | None, required: dict[str, type]) -> dict | None:
+    """A cursor this list returned, or InvalidRequest: each key present with its type (strings
+    short and non-empty, numbers integers in range), so no forged cursor reaches DynamoDB as a
+    key it refuses."""
     if not cursor:
         return None
     try:
-        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, TypeError):
+        key = json.loads(base64.urlsafe_b64decode(cursor[:MAX_CURSOR_CHARS].encode("ascii")))
+    except (ValueError, TypeError, RecursionError):
         key = None
-    if not isinstance(key, dict) or set(key) != set(required):
-        raise InvalidRequest("cursor: not a cursor this list returned", [])
+    if (not isinstance(key, dict) or len(cursor) > MAX_CURSOR_CHARS or set(key) != set(required)
+            or not all(_cursor_value_ok(key[name], kind) for name, kind in required.items())):
+        raise InvalidRequest("cursor: not a cursor this list returned", [FieldProblem("cursor", "not a cursor")])
     return key
+
+
+def _cursor_value_ok(value: Any, kind: type) -> bool:
+    if kind is int:
+        return type(value) is int and 0 <= value < 2**63
+    return type(value) is str and 0 < len(value.encode("utf-8", "surrogatepass")) <= 256
 
 
 @dataclass
@@ -180,9 +193,9 @@ class JobsStore:
     def list_for_tenant(self, tenant_id: str, state: JobState | None, limit: int, cursor: str | None) -> Page:
         """In creation order (job ids are time-ordered). A cursor is the last key returned, so
         jobs created meanwhile appear at the end and none is skipped or repeated."""
-        start = decode_cursor(cursor, ("tenantId", "jobId"))
+        start = decode_cursor(cursor, {"tenantId": str, "jobId": str})
         if start and start["tenantId"] != tenant_id:
-            raise InvalidRequest("cursor: belongs to another list", [])
+            raise InvalidRequest("cursor: belongs to another list", [FieldProblem("cursor", "belongs to another list")])
         items: list[Job] = []
 
         def after(job: Job) -> str | None:
@@ -617,10 +630,10 @@ class ExecutionsStore:
             "ScanIndexForward": False,
             "Limit": limit,
         }
-        start = decode_cursor(cursor, ("jobId", "executionId", "deadLetterTenant", "deadAtMs"))
+        start = decode_cursor(cursor, {"jobId": str, "executionId": str, "deadLetterTenant": str, "deadAtMs": int})
         if start:
             if start["deadLetterTenant"] != tenant_id:
-                raise InvalidRequest("cursor: belongs to another list", [])
+                raise InvalidRequest("cursor: belongs to another list", [FieldProblem("cursor", "belongs to another list")])
             kwargs["ExclusiveStartKey"] = start
         answer = self._table.query(**kwargs)
         items = [Execution.from_item(plain(i)) for i in answer.get("Items", [])]
@@ -638,10 +651,10 @@ class ExecutionsStore:
             "ScanIndexForward": False,
             "Limit": limit,
         }
-        start = decode_cursor(cursor, ("jobId", "executionId"))
+        start = decode_cursor(cursor, {"jobId": str, "executionId": str})
         if start:
             if start["jobId"] != job_id:
-                raise InvalidRequest("cursor: belongs to another list", [])
+                raise InvalidRequest("cursor: belongs to another list", [FieldProblem("cursor", "belongs to another list")])
             kwargs["ExclusiveStartKey"] = start
         answer = self._table.query(**kwargs)
         items = [Execution.from_item(plain(i)) for i in answer.get("Items", [])]
