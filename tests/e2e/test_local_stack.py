@@ -137,3 +137,86 @@ def test_cli_manages_keys_in_the_local_emulator(local_stack):
 
     assert build_stores(runtime.settings).api_keys.tenant_for(__import__("hashlib").sha256(
         issued["apiKey"].encode()).hexdigest()) is None
+
+
+def test_a_hung_target_does_not_hold_back_the_other_jobs_of_its_lane(local_stack):
+    """In AWS a lane scales out; locally a batch runs in a container of its own, so one call that
+    hangs for its whole timeout holds that container only."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    runtime, echo = local_stack
+    release = threading.Event()
+
+    class Hung(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            release.wait(15)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    hung = ThreadingHTTPServer(("127.0.0.1", 0), Hung)
+    threading.Thread(target=hung.serve_forever, daemon=True).start()
+    try:
+        due_s = int(time.time()) + 2
+        status, _ = call(runtime, "POST", "/v1/jobs", {
+            "name": "hangs", "type": "ONE_TIME", "runAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(due_s)),
+            "timeoutSec": 30, "retryPolicy": {"maxAttempts": 1},
+            "target": {"type": "HTTP", "url": f"http://127.0.0.1:{hung.server_port}/slow"}})
+        assert status == 201
+        status, fast = call(runtime, "POST", "/v1/jobs", {
+            "name": "every-second", "type": "RATE", "schedule": "PT1S",
+            "target": {"type": "HTTP", "url": f"{echo.url}/fast"}})
+        assert status == 201, fast
+        time.sleep(max(0.0, due_s + 6 - time.time()))
+        call(runtime, "POST", f"/v1/jobs/{fast['jobId']}/pause")
+        fired = [c for c in echo.received if c["path"] == "/fast"]
+        # the hung call started at due_s and is still open: the fast job kept firing meanwhile
+        after_hang = [c for c in fired if c["receivedMs"] >= due_s * 1000 + 1000]
+        assert len(after_hang) >= 4, [c["receivedMs"] for c in fired]
+        gaps = [b["receivedMs"] - a["receivedMs"] for a, b in zip(after_hang, after_hang[1:])]
+        assert max(gaps) < 2000, gaps
+    finally:
+        release.set()
+        hung.shutdown()
+
+
+def test_cli_update_changes_only_what_it_is_given(local_stack, tmp_path):
+    runtime, echo = local_stack
+    code, out = run_cli(runtime, "--json", "jobs", "create", "--name", "keep-me", "--type", "CRON",
+                        "--schedule", "0 3 * * *", "--timezone", "Europe/Paris", "--target-url", f"{echo.url}/k",
+                        "--payload", '{"keep": true}', "--max-attempts", "7", "--timeout", "42")
+    assert code == 0, out
+    job = json.loads(out)
+    code, out = run_cli(runtime, "--json", "jobs", "update", job["jobId"], "--schedule", "30 4 * * *")
+    assert code == 0, out
+    updated = json.loads(out)
+    assert updated["schedule"] == "30 4 * * *" and updated["timezone"] == "Europe/Paris"
+    assert updated["payload"] == {"keep": True} and updated["retryPolicy"]["maxAttempts"] == 7
+    assert updated["timeoutSec"] == 42 and updated["target"]["url"] == f"{echo.url}/k"
+    assert updated["version"] == job["version"] + 1
+    # based on a version someone else changed since: refused, not applied over their change
+    assert run_cli(runtime, "jobs", "update", job["jobId"], "--if-match", str(job["version"]), "--name", "x")[0] == 4
+    # a new type drops the old schedule's fields
+    code, out = run_cli(runtime, "--json", "jobs", "update", job["jobId"], "--type", "RATE", "--schedule", "PT1H")
+    assert code == 0 and json.loads(out)["type"] == "RATE", out
+
+
+def test_cli_says_a_file_it_cannot_read_is_a_file_problem(local_stack, capsys, tmp_path):
+    runtime, _ = local_stack
+    assert run_cli(runtime, "jobs", "create", "--file", str(tmp_path / "missing.json"))[0] == 2
+    err = capsys.readouterr().err
+    assert "--file: cannot read" in err and "cannot reach" not in err
+
+
+def test_cli_keys_local_finds_the_emulator_make_run_started(local_stack, monkeypatch, capsys):
+    runtime, _ = local_stack
+    monkeypatch.delenv("JOBSCHED_EMULATOR_URL", raising=False)
+    monkeypatch.delenv("JOBSCHED_EMULATOR_PORT", raising=False)
+    monkeypatch.setenv("JOBSCHED_WORKDIR", str(runtime.options.workdir))
+    code, out = run_cli(runtime, "--json", "keys", "--local", "create", "tenant-local")
+    assert code == 0, capsys.readouterr().err
+    assert json.loads(out)["tenantId"] == "tenant-local"

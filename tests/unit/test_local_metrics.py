@@ -26,14 +26,23 @@ def test_summary_reads_lateness_percentiles_and_outcome_counts():
     assert summary["counts"] == {"Dead": 1, "Succeeded": 3}
 
 
-def test_tee_keeps_emf_lines_and_passes_everything_through(tmp_path):
+def test_tee_keeps_emf_lines_and_shows_them_only_when_verbose(tmp_path):
+    line = emf_line("Succeeded", [1])
+    for verbose, shown in ((True, "hello\n" + line + "\nbye\n"), (False, "hello\nbye\n")):
+        console = io.StringIO()
+        tee = EmfTee(console, tmp_path / "m.jsonl", echo_metrics=verbose)
+        tee.write("hello\n" + line[:10])
+        tee.write(line[10:] + "\nbye\n")
+        assert console.getvalue() == shown
+        assert (tmp_path / "m.jsonl").read_text() == line + "\n"
+
+
+def test_tee_flush_shows_a_line_still_being_written(tmp_path):
     console = io.StringIO()
     tee = EmfTee(console, tmp_path / "m.jsonl")
-    line = emf_line("Succeeded", [1])
-    tee.write("hello\n" + line[:10])
-    tee.write(line[10:] + "\n")
-    assert console.getvalue() == "hello\n" + line + "\n"
-    assert (tmp_path / "m.jsonl").read_text() == line + "\n"
+    tee.write("progress ...")
+    tee.flush()
+    assert console.getvalue() == "progress ..."
 
 
 def test_stats_command_prints_a_table(tmp_path):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from jobsched.domain.clock import SystemClock
 from jobsched.domain.schedule import format_instant
@@ -10,6 +11,22 @@ from jobsched.service.auth import ApiKeys
 from jobsched.store.dynamo import ApiKeysStore
 
 LOCAL_EMULATOR = "http://127.0.0.1:8090"
+# `make run` writes its emulator's address here (under JOBSCHED_WORKDIR), whatever port it was given.
+EMULATOR_URL_FILE = "emulator.url"
+
+
+def local_emulator_url() -> str:
+    """Where the local stack's emulator listens: JOBSCHED_EMULATOR_URL, else JOBSCHED_EMULATOR_PORT,
+    else what the running `make run` wrote in its work directory, else the default port."""
+    if os.environ.get("JOBSCHED_EMULATOR_URL"):
+        return os.environ["JOBSCHED_EMULATOR_URL"]
+    if os.environ.get("JOBSCHED_EMULATOR_PORT"):
+        return f"http://127.0.0.1:{os.environ['JOBSCHED_EMULATOR_PORT']}"
+    written = Path(os.environ.get("JOBSCHED_WORKDIR", ".build/local")) / EMULATOR_URL_FILE
+    try:
+        return written.read_text().strip() or LOCAL_EMULATOR
+    except OSError:
+        return LOCAL_EMULATOR
 API_KEYS_LOGICAL_PREFIX = "StorageApiKeys"
 
 
@@ -27,7 +44,7 @@ class KeyAdmin:
         import boto3
 
         if local:
-            endpoint_url = endpoint_url or os.environ.get("JOBSCHED_EMULATOR_URL", LOCAL_EMULATOR)
+            endpoint_url = endpoint_url or local_emulator_url()
             # The emulator takes any credentials; never send real ones to it.
             session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing",
                                             region_name="us-east-1")

@@ -59,15 +59,52 @@ EXECUTION_KEYS = ["executionId", "jobId", "status", "attempt", "scheduledAt", "s
 
 
 # --- job bodies ----------------------------------------------------------------------------
-def job_body(args) -> dict:
+# The fields of a job that a PUT takes back (shared/API.md); the rest of a job's answer is state.
+REQUEST_FIELDS = ("name", "type", "schedule", "timezone", "runAt", "delaySeconds", "startAt", "endAt", "target",
+                  "payload", "retryPolicy", "timeoutSec", "priority", "overlapPolicy", "misfirePolicy", "jitterSec",
+                  "heartbeatTimeoutSec")
+SCHEDULE_FIELDS = ("schedule", "timezone", "runAt", "delaySeconds", "startAt", "endAt")
+
+
+def read_body_file(path: str) -> dict:
+    try:
+        handle = sys.stdin if path == "-" else open(path, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--file: cannot read {path}: {exc.strerror or exc}") from None
+    with handle:
+        try:
+            body = json.load(handle)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--file: not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise UsageError("--file: the body must be a JSON object")
+    return body
+
+
+def request_of(job: dict) -> dict:
+    """A job as the API answers it, back into the body that would create it as it is now."""
+    body = {k: job[k] for k in REQUEST_FIELDS if job.get(k) is not None}
+    if body.get("type") == "DELAYED":
+        body.pop("runAt", None)  # computed from delaySeconds at creation
+    if body.get("type") == "ONE_TIME" and body.get("schedule"):
+        body.pop("runAt", None)  # an at(...) schedule carries the instant
+    return body
+
+
+def updated_body(args, current: dict) -> dict:
+    """`jobs update`: the job as it is, with only the fields the user gave changed. A new --type
+    drops the old schedule's fields (they belong to the old type)."""
+    base = request_of(current)
+    if args.type and args.type != base.get("type"):
+        for name in SCHEDULE_FIELDS:
+            base.pop(name, None)
+    return job_body(args, base)
+
+
+def job_body(args, base: dict | None = None) -> dict:
+    body = dict(base or {})
     if args.file:
-        with (sys.stdin if args.file == "-" else open(args.file)) as handle:
-            try:
-                body = json.load(handle)
-            except ValueError as exc:
-                raise UsageError(f"--file: not JSON: {exc}") from None
-    else:
-        body = {}
+        body.update(read_body_file(args.file))
     flags = {
         "name": args.name, "type": args.type, "schedule": args.schedule, "timezone": args.timezone,
         "runAt": args.run_at, "delaySeconds": args.delay, "startAt": args.start_at, "endAt": args.end_at,
@@ -124,8 +161,12 @@ def run_command(args, client: Client, out) -> int:
             job = client.call("GET", f"/v1/jobs/{args.job_id}")
             return show(job, lambda: details(job, JOB_KEYS, out))
         if command == "update":
-            headers = {"If-Match": str(args.if_match)} if args.if_match is not None else None
-            job = client.call("PUT", f"/v1/jobs/{args.job_id}", job_body(args), headers=headers)
+            # Read, change what was given, write back under If-Match: fields not given keep their
+            # value, and a change made meanwhile by someone else answers 409 instead of being lost.
+            current = client.call("GET", f"/v1/jobs/{args.job_id}")
+            version = args.if_match if args.if_match is not None else current["version"]
+            job = client.call("PUT", f"/v1/jobs/{args.job_id}", updated_body(args, current),
+                              headers={"If-Match": str(version)})
             return show(job, lambda: details(job, JOB_KEYS, out))
         if command in ("delete", "pause", "resume"):
             method, suffix = ("DELETE", "") if command == "delete" else ("POST", f"/{command}")

@@ -12,6 +12,7 @@ class DispatchKind(str, Enum):
     RETRY = "RETRY"  # another attempt of an execution (a retry, or a redrive)
     MANUAL = "MANUAL"  # POST /jobs/{id}/trigger: one run outside the schedule
     LEASE = "LEASE"  # check a long-running attempt's heartbeat deadline
+    SWEEP = "SWEEP"  # a trigger's or redrive's send, checked later: run it if it never arrived
 
 
 class ExecutionStatus(str, Enum):

@@ -15,6 +15,7 @@ class TimerKind(str, Enum):
     FIRE = "FIRE"  # a job's next occurrence
     RETRY = "RETRY"  # a backoff longer than SQS's 15-minute delay cap
     LEASE = "LEASE"  # the heartbeat deadline of a long-running attempt
+    SWEEP = "SWEEP"  # armed with a trigger's or redrive's PENDING record, before its send
 
 
 def segment_of(job_id: str, segments: int) -> int:

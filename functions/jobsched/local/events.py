@@ -106,13 +106,21 @@ class LanePoller:
 
     def poll_once(self, url: str) -> int:
         """One receive and one invocation; returns the number of messages handed to the worker."""
+        messages = self.receive(url)
+        if messages:
+            self.handle(url, messages)
+        return len(messages)
+
+    def receive(self, url: str) -> list[dict]:
         answer = self._sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=self._batch, WaitTimeSeconds=0,
                                            AttributeNames=["All"])
-        messages = answer.get("Messages", [])
-        if not messages:
-            return 0
+        return answer.get("Messages", [])
+
+    def handle(self, url: str, messages: list[dict], worker: Function | None = None) -> None:
+        """Invoke a worker (this poller's, or another container of the same function) with the
+        batch; delete what succeeded."""
         try:
-            result = self._worker.invoke(sqs_event(messages, self._arns[url])) or {}
+            result = (worker or self._worker).invoke(sqs_event(messages, self._arns[url])) or {}
             failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
         except Exception:  # noqa: BLE001 - an invocation error fails the whole batch, as in AWS
             failed = {m["MessageId"] for m in messages}
@@ -122,7 +130,6 @@ class LanePoller:
                 QueueUrl=url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
             )
-        return len(messages)
 
     def drain(self, max_rounds: int = 1000) -> int:
         """Deliver every visible message (tests); returns how many were handed over."""

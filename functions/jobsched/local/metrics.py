@@ -12,28 +12,37 @@ EMF_MARKER = '{"_aws"'
 
 
 class EmfTee:
-    """Passes everything through to the console and appends the EMF lines to a file."""
+    """Appends the EMF lines to a file and passes every other line through to the console; the
+    EMF lines reach the console too only when `echo_metrics` (JOBSCHED_VERBOSE), since several a
+    second would flood the window."""
 
-    def __init__(self, console: TextIO, path: Path) -> None:
+    def __init__(self, console: TextIO, path: Path, echo_metrics: bool = False) -> None:
         self._console = console
         self._path = path
+        self._echo = echo_metrics
         self._lock = threading.Lock()
         self._partial = ""
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("")
 
     def write(self, text: str) -> int:
-        written = self._console.write(text)
         with self._lock:
             self._partial += text
             *lines, self._partial = self._partial.split("\n")
             emf = [line for line in lines if line.startswith(EMF_MARKER)]
+            shown = lines if self._echo else [line for line in lines if not line.startswith(EMF_MARKER)]
             if emf:
                 with self._path.open("a") as handle:
                     handle.write("\n".join(emf) + "\n")
-        return written
+            if shown:
+                self._console.write("\n".join(shown) + "\n")
+        return len(text)
 
     def flush(self) -> None:
+        with self._lock:
+            if self._partial and not self._partial.startswith(EMF_MARKER):
+                self._console.write(self._partial)  # a prompt or progress without its newline yet
+                self._partial = ""
         self._console.flush()
 
     def __getattr__(self, name):

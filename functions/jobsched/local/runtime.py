@@ -2,6 +2,7 @@
 and pollers that feed SQS batches to the worker. The same handlers as in AWS."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from jobsched.cli.keys import EMULATOR_URL_FILE
 from jobsched.domain.clock import SystemClock
 from jobsched.local.emulator import SerializedServer
 from jobsched.local.events import Function, LanePoller, api_gateway_event, http_response
@@ -20,6 +22,13 @@ from jobsched.local.synth import synthesize
 from jobsched.settings import Env, Settings
 
 IDLE_POLL_SECONDS = 0.1
+MAX_REQUEST_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+
+
+def _gateway_error(length_text: str) -> tuple[int, dict, bytes]:
+    too_large = length_text.isascii() and length_text.isdigit()
+    status, message = (413, "Request Too Long") if too_large else (400, "Bad Request: invalid Content-Length")
+    return status, {"Content-Type": "application/json"}, json.dumps({"message": message}).encode()
 
 
 @dataclass
@@ -31,10 +40,44 @@ class Options:
     workdir: Path = Path(".build/local")
     quiet_functions: bool = True
     keep_metrics: bool = False  # tee EMF lines into workdir/metrics.jsonl (make run does)
-    # Worker "containers" polling each lane (Lambda scales these out). More than one does not help
-    # locally: moto scans the whole queue on every receive, so more pollers load its lock.
-    workers_per_lane: int = 1
+    # One poller per lane receives (more would load the emulator's lock: moto scans the whole queue
+    # on every receive) and hands each batch to a worker "container" of its own, up to this many
+    # at once, as Lambda scales a lane out: a slow or hung target holds its container, not the lane.
+    containers_per_lane: int = 8
     env_overrides: dict = field(default_factory=dict)  # function name → settings to change (benchmarks)
+
+
+class LaneContainers:
+    """Up to `limit` worker containers of one lane, made on demand and reused when idle (what
+    Lambda does for an SQS event source with a maximum concurrency)."""
+
+    def __init__(self, make, limit: int) -> None:
+        self._make = make
+        self._idle: list[Function] = [make()]
+        self._made = 1
+        self._limit = max(1, limit)
+        self._free = threading.Semaphore(self._limit)
+        self._lock = threading.Lock()
+
+    def first(self) -> Function:
+        return self._idle[0]
+
+    def acquire(self, stop: threading.Event) -> Function | None:
+        if not self._free.acquire(timeout=IDLE_POLL_SECONDS):
+            return None
+        if stop.is_set():
+            self._free.release()
+            return None
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            self._made += 1
+        return self._make()
+
+    def release(self, container: Function) -> None:
+        with self._lock:
+            self._idle.append(container)
+        self._free.release()
 
 
 @dataclass
@@ -53,11 +96,13 @@ class LocalRuntime:
         use_local_aws_env()
         if opts.keep_metrics and not isinstance(sys.stdout, EmfTee):
             # Keep the EMF lines the functions print (what CloudWatch ingests) for `jobsched stats`.
-            sys.stdout = EmfTee(sys.stdout, opts.workdir / "metrics.jsonl")
+            sys.stdout = EmfTee(sys.stdout, opts.workdir / "metrics.jsonl", echo_metrics=not opts.quiet_functions)
         if opts.quiet_functions:
             os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
         self.emulator = SerializedServer(port=opts.emulator_port).start()
         use_local_aws_env(self.emulator.url)
+        opts.workdir.mkdir(parents=True, exist_ok=True)
+        (opts.workdir / EMULATOR_URL_FILE).write_text(self.emulator.url + "\n")  # for `jobsched keys --local`
 
         import boto3
 
@@ -73,10 +118,11 @@ class LocalRuntime:
         self.functions["tick"] = Function("tick", tick.make_handler(envs["tick"], clock, session))
         sqs = session.client("sqs")
         for priority, variable in Env.LANE_URL.items():
-            for n in range(opts.workers_per_lane):
-                worker_fn = Function("worker", worker.make_handler(envs["worker"], clock, session))
-                poller = LanePoller(sqs, [envs["worker"][variable]], worker_fn)
-                self._thread(f"poller-{priority.value.lower()}-{n}", self._poll, poller, envs["worker"][variable])
+            url = envs["worker"][variable]
+            containers = LaneContainers(lambda: Function("worker", worker.make_handler(envs["worker"], clock, session)),
+                                        opts.containers_per_lane)
+            poller = LanePoller(sqs, [url], containers.first())
+            self._thread(f"poller-{priority.value.lower()}", self._poll, poller, url, containers)
         self._serve_api()
         self._thread("ticks", self._tick_each_minute)
         return self
@@ -84,15 +130,33 @@ class LocalRuntime:
     def _thread(self, name: str, target, *args) -> None:
         threading.Thread(target=target, args=args, name=name, daemon=True).start()
 
-    def _poll(self, poller: LanePoller, url: str) -> None:
+    def _poll(self, poller: LanePoller, url: str, containers: "LaneContainers") -> None:
+        """Receive only when a container is free, and never wait for a batch to finish: each
+        batch runs in its own container's thread."""
         while not self._stop.is_set():
+            container = containers.acquire(self._stop)
+            if container is None:
+                continue
             try:
-                handed = poller.poll_once(url)
+                messages = poller.receive(url)
             except Exception as exc:  # noqa: BLE001 - keep polling; report and go on
                 print(f"poller: {exc}", file=sys.stderr)
-                handed = 0
-            if not handed:
+                messages = []
+            if not messages:
+                containers.release(container)
                 self._stop.wait(IDLE_POLL_SECONDS)
+                continue
+            self._thread("worker-batch", self._run_batch, poller, url, messages, container, containers)
+
+    @staticmethod
+    def _run_batch(poller: LanePoller, url: str, messages: list, container: Function,
+                   containers: "LaneContainers") -> None:
+        try:
+            poller.handle(url, messages, container)
+        except Exception as exc:  # noqa: BLE001 - the messages reappear after their visibility timeout
+            print(f"worker batch: {exc}", file=sys.stderr)
+        finally:
+            containers.release(container)
 
     def tick_all(self) -> None:
         assert self.settings is not None
@@ -118,11 +182,24 @@ class LocalRuntime:
             protocol_version = "HTTP/1.1"
 
             def _handle(self):
-                length = int(self.headers.get("Content-Length") or 0)
+                length_text = self.headers.get("Content-Length") or "0"
+                if not length_text.isascii() or not length_text.isdigit() or int(length_text) > MAX_REQUEST_BYTES:
+                    # API Gateway answers these itself (400, or 413 past its 10 MB payload limit).
+                    self._answer(*_gateway_error(length_text))
+                    return
+                length = int(length_text)
                 body = self.rfile.read(length).decode("utf-8", "replace") if length else None
                 headers = {k: v for k, v in self.headers.items()}
                 event = api_gateway_event(self.command, self.path, headers, body, self.client_address[0])
-                status, out_headers, payload = http_response(api_fn.invoke(event))
+                try:
+                    status, out_headers, payload = http_response(api_fn.invoke(event))
+                except Exception as exc:  # noqa: BLE001 - API Gateway answers 502 when the function fails
+                    print(f"api: {exc}", file=sys.stderr)
+                    status, out_headers, payload = 502, {"Content-Type": "application/json"}, json.dumps(
+                        {"message": "Internal server error"}).encode()
+                self._answer(status, out_headers, payload)
+
+            def _answer(self, status, out_headers, payload):
                 self.send_response(status)
                 for name, value in out_headers.items():
                     if name.lower() != "content-length":

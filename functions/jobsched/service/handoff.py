@@ -77,10 +77,12 @@ class HandOff:
             next_timers: list[Timer] = []
             for timer in pending:
                 job = jobs.get((timer.tenant_id, timer.job_id))
-                if timer.kind is TimerKind.LEASE:
-                    # Checked whatever became of the job: a running attempt must always be resolved.
+                if timer.kind in (TimerKind.LEASE, TimerKind.SWEEP):
+                    # Checked whatever became of the job: a running attempt must always be resolved,
+                    # and a PENDING execution must always end.
                     assert timer.execution_id is not None
-                    dispatch = Dispatch(DispatchKind.LEASE, timer.tenant_id, timer.job_id, timer.execution_id,
+                    kind = DispatchKind.LEASE if timer.kind is TimerKind.LEASE else DispatchKind.SWEEP
+                    dispatch = Dispatch(kind, timer.tenant_id, timer.job_id, timer.execution_id,
                                         scheduled_ms_of(timer.execution_id), timer.generation, timer.attempt)
                     priority = job.spec.priority if job else Priority.NORMAL
                     outgoing.append(Outgoing(priority, dispatch, timer.due_ms))

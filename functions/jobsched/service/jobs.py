@@ -26,6 +26,9 @@ from jobsched.store.queues import Outgoing
 
 # How long an Idempotency-Key is remembered.
 IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+# A trigger's or redrive's PENDING execution that no worker has claimed after this long lost its
+# message (or waited behind a backlog): the SWEEP timer armed with it runs it then.
+SWEEP_AFTER_MS = 5 * 60_000
 
 
 def body_hash(body: object) -> str:
@@ -142,6 +145,11 @@ class JobsService:
         self._place_first_timer(resumed, resumed.spec.schedule.next_fire_after(now))
         return resumed
 
+    def _arm_sweep(self, job: Job, execution_id: str, attempt: int, now_ms: int) -> None:
+        timer = Timer(now_ms + SWEEP_AFTER_MS, TimerKind.SWEEP, job.tenant_id, job.job_id, job.generation,
+                      self._handoff.segment_of(job.job_id), execution_id, attempt)
+        self._handoff.place(timer, job)
+
     def _place_first_timer(self, job: Job, nominal_ms: int | None) -> None:
         if nominal_ms is None or job.state is not JobState.ACTIVE:
             return
@@ -165,12 +173,16 @@ class JobsService:
                 if existing is not None:
                     return existing
                 execution_id = earlier[0]
+        # The sweep is armed before the record: a crash between the record and the send leaves a
+        # PENDING execution that the sweep runs; a crash before the record leaves a sweep that
+        # finds nothing to do.
+        self._arm_sweep(job, execution_id, 1, now)
         try:
             execution = self._executions.put_pending(tenant_id, job_id, execution_id, now, job.generation)
         except ConditionLost:
             return self.execution(tenant_id, execution_id)
-        # Crash before the send: the execution stays PENDING and visible; the client's retry
-        # with the same Idempotency-Key returns it (the send itself is not repeated).
+        # Crash before the send: the execution stays PENDING until its sweep runs it; the client's
+        # retry with the same Idempotency-Key returns it (the send itself is not repeated).
         dispatch = Dispatch(DispatchKind.MANUAL, tenant_id, job_id, execution_id, now, job.generation)
         self._lanes.send([Outgoing(job.spec.priority, dispatch, 0)])
         return execution
@@ -218,12 +230,17 @@ class JobsService:
         job = self.get(tenant_id, execution.job_id)
         if job.state is JobState.CANCELLED:
             raise Conflict("job is CANCELLED; a cancelled job does not run")
+        if execution.status is not ExecutionStatus.DEAD:
+            raise Conflict(f"execution is {execution.status.value}; only a DEAD execution can be redriven")
+        # Armed before the reopen, as for a trigger: whatever the crash point, the PENDING
+        # execution is run by its sweep or was never written.
+        self._arm_sweep(job, execution_id, execution.attempt + 1, self._clock.now_ms())
         try:
             reopened = self._executions.reopen_dead(execution.job_id, execution_id)
         except ConditionLost:
             raise Conflict(f"execution is {execution.status.value}; only a DEAD execution can be redriven") from None
-        # Crash before the send: the execution is PENDING with no message; a second redrive
-        # answers 409. Recovering such PENDING executions is left to a sweeper (see docs).
+        # Crash before the send: the execution is PENDING with no message until its sweep runs it
+        # (a second redrive answers 409 meanwhile).
         dispatch = Dispatch(DispatchKind.RETRY, tenant_id, execution.job_id, execution_id, execution.scheduled_ms,
                             job.generation, reopened.attempt + 1)
         self._lanes.send([Outgoing(job.spec.priority, dispatch, 0)])

@@ -49,10 +49,14 @@ class Worker:
     def process(self, dispatch: Dispatch) -> WorkResult:
         if dispatch.kind is DispatchKind.LEASE:
             return self._check_lease(dispatch)
+        if dispatch.kind is DispatchKind.SWEEP:
+            return self._sweep(dispatch)
         job = self._jobs.get(dispatch.tenant_id, dispatch.job_id, consistent=True)
         if not _still_wanted(job, dispatch):
-            if dispatch.kind is DispatchKind.RETRY:
-                self._end_waiting_retry(dispatch)
+            # Whatever its kind, an execution waiting for this message (a trigger's PENDING, a
+            # redrive's PENDING, a FAILED one waiting for its retry) ends CANCELLED: none is left
+            # PENDING forever because its job went away or changed.
+            self._end_waiting(dispatch)
             return WorkResult(Outcome.STALE_MESSAGE)
 
         if dispatch.kind is DispatchKind.FIRE:
@@ -97,13 +101,28 @@ class Worker:
         records.append(AttemptRecord(claim.attempt, outcome.status, now, self._clock.now_ms(), outcome.error))
         return WorkResult(self._outcomes.finish(job, dispatch, claim.attempt, records, outcome), claim.attempt, late_ms)
 
-    def _end_waiting_retry(self, dispatch: Dispatch) -> None:
-        """The job changed or went away while this execution waited for a retry: end it
-        CANCELLED rather than leave it FAILED forever."""
+    def _end_waiting(self, dispatch: Dispatch) -> None:
+        """The job changed or went away while this execution waited for its message: end it
+        CANCELLED rather than leave it PENDING or FAILED forever."""
         try:
             self._executions.cancel_waiting(dispatch.job_id, dispatch.execution_id, self._clock.now_ms())
         except ConditionLost:
-            pass  # not waiting (already ended, or another delivery got there first)
+            pass  # not waiting (never recorded, already ended, or another delivery got there first)
+
+    def _sweep(self, dispatch: Dispatch) -> WorkResult:
+        """A trigger or a redrive armed this before recording its PENDING execution and sending
+        its message. If the execution is still PENDING for this attempt, the send was lost (the
+        API died between the record and the send) or is still queued: run it now. The claim is
+        conditional, so a late original message is a duplicate, never a second run."""
+        execution = self._executions.get(dispatch.job_id, dispatch.execution_id)
+        if (execution is None or execution.status is not ExecutionStatus.PENDING
+                or execution.attempt != dispatch.attempt - 1):
+            return WorkResult(Outcome.DUPLICATE)  # it ran, is running, or ended: nothing to sweep
+        manual = dispatch.execution_id.endswith(".manual") and dispatch.attempt == 1
+        original = Dispatch(DispatchKind.MANUAL if manual else DispatchKind.RETRY, dispatch.tenant_id,
+                            dispatch.job_id, dispatch.execution_id, dispatch.due_ms, dispatch.generation,
+                            dispatch.attempt)
+        return self.process(original)
 
     def _claim_lost(self, job: Job, dispatch: Dispatch, current: dict | None) -> WorkResult:
         if current is None:
