@@ -8,6 +8,10 @@ from typing import Mapping
 
 from jobsched.domain.jobs import Priority
 
+# Records per worker invocation (the lanes' event source mappings); the worker runs them all at
+# once, a thread each, so every attempt's timeout fits one invocation.
+WORKER_BATCH_SIZE = 10
+
 
 class Env:
     JOBS_TABLE = "JOBS_TABLE"

@@ -8,7 +8,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from jobsched.domain.jobs import Priority
-from jobsched.settings import Env
+from jobsched.settings import WORKER_BATCH_SIZE, Env
 from jobsched_infra.alarms import Alarms
 from jobsched_infra.compliance import acknowledge_findings
 from jobsched_infra.config import StackConfig
@@ -21,7 +21,6 @@ from jobsched_infra.tick_schedule import TickSchedule
 
 WORKER_TIMEOUT = Duration.minutes(15)
 API_STAGE = "live"
-WORKER_BATCH_SIZE = 10
 
 DDB_READ = ["dynamodb:GetItem"]
 DDB_BATCH_READ = ["dynamodb:BatchGetItem"]

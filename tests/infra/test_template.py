@@ -4,7 +4,7 @@ import json
 import pytest
 
 from jobsched.local.stack import function_name
-from jobsched.settings import FUNCTION_ENV, Env, Settings
+from jobsched.settings import FUNCTION_ENV, WORKER_BATCH_SIZE, Env, Settings
 
 from ..conftest import TEST_SEGMENTS
 
@@ -119,7 +119,19 @@ def test_worker_consumes_every_lane_with_partial_batch_failures(template):
     assert len(mappings) == 3
     for mapping in mappings.values():
         assert mapping["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-        assert mapping["Properties"]["BatchSize"] == 10
+        assert mapping["Properties"]["BatchSize"] == WORKER_BATCH_SIZE
+
+
+def test_every_record_of_a_batch_fits_one_worker_invocation(template):
+    """The worker runs a batch's records at once (a thread each: handlers/worker.py), so the
+    function's limit must hold the longest attempt plus the time to record its result."""
+    from jobsched.api.models import MAX_TIMEOUT_SEC
+    from jobsched.handlers.worker import BATCH_SIZE
+
+    assert BATCH_SIZE == WORKER_BATCH_SIZE
+    [worker] = [f for f in resources(template, "AWS::Lambda::Function").values()
+                if function_name(f["Properties"]["Handler"]) == "worker"]
+    assert worker["Properties"]["Timeout"] >= MAX_TIMEOUT_SEC + 60
 
 
 def test_functions_get_exactly_the_settings_they_parse(template):

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import asyncio
+import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping
 
 from aws_lambda_powertools import Logger
@@ -16,10 +18,21 @@ from jobsched.adapters.targets import TargetRouter
 from jobsched.domain.dispatch_seal import ForgedDispatch
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.outcomes import Outcome, Outcomes
-from jobsched.service.worker import Worker
+from jobsched.service.worker import RedeliverLater, Worker
+from jobsched.settings import WORKER_BATCH_SIZE
 from jobsched.store.targets import AwsTargetInvoker
 
 logger = Logger(service="jobsched-worker")
+
+# The lanes' event source mappings deliver at most this many records per invocation
+# (infra/jobsched_infra/stack.py takes it from here), and each record gets a thread of its own:
+# asyncio's default pool has cpu + 4 threads (6 on a 2-vCPU Lambda), which would queue records
+# 7-10 behind the first six and break the rule that an attempt's timeout fits the invocation.
+BATCH_SIZE = WORKER_BATCH_SIZE
+# A record that failed for a transient reason comes back after this many seconds, doubling with
+# each receive up to 15 minutes (not after the lane's visibility timeout of 90 minutes).
+TRANSIENT_RETRY_SECONDS = 5
+MAX_TRANSIENT_RETRY_SECONDS = 900
 
 OUTCOME_METRIC = {
     Outcome.SUCCEEDED: "Succeeded",
@@ -44,6 +57,13 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         invoker = TargetRouter(HttpTargetInvoker(allow_private=parts.settings.allow_private_targets),
                                AwsTargetInvoker(session or boto3.session.Session()))
     worker = Worker(parts.stores, Outcomes(parts.stores, parts.handoff, parts.clock), invoker, parts.clock)
+    pool = ThreadPoolExecutor(max_workers=BATCH_SIZE, thread_name_prefix="attempt")
+
+    def hand_back(record: SQSRecord, seconds: int, reason: str) -> None:
+        """Before reporting a record failed: make it visible again when it can make progress."""
+        parts.stores.lanes.redeliver_after(record.event_source_arn, record.receipt_handle, seconds)
+        logger.info("record handed back", extra={"messageId": record.message_id, "inSeconds": seconds,
+                                                 "reason": reason})
 
     async def record_handler(record: SQSRecord) -> str:
         # A body that is not a dispatch raises: after maxReceiveCount it rests in the lane's
@@ -57,8 +77,20 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
             logger.warning("dropped a lane message without a valid seal", extra={"reason": str(forged),
                                                                                  "messageId": record.message_id})
             return "FORGED"
-        # Targets run concurrently within a batch, so one slow target does not delay the rest.
-        result = await asyncio.to_thread(worker.process, dispatch)
+        # Targets run concurrently within a batch (a thread per record), so one slow target does
+        # not delay the rest.
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(pool, worker.process, dispatch)
+        except RedeliverLater as later:
+            # Another delivery runs this execution under a live lease: come back when it ends.
+            remaining_ms = (later.lease_until_ms or parts.clock.now_ms()) - parts.clock.now_ms()
+            hand_back(record, math.ceil(max(0, remaining_ms) / 1000) + 1, "live lease")
+            raise
+        except Exception as exc:
+            receives = int(record.attributes.approximate_receive_count or 1)
+            hand_back(record, min(MAX_TRANSIENT_RETRY_SECONDS, TRANSIENT_RETRY_SECONDS * 2 ** (receives - 1)),
+                      type(exc).__name__)
+            raise
         metrics.add_metric(name=OUTCOME_METRIC[result.outcome], unit=MetricUnit.Count, value=1)
         if result.late_ms is not None:
             metrics.add_metric(name="FireLatenessMs", unit=MetricUnit.Milliseconds, value=result.late_ms)

@@ -23,8 +23,12 @@ __all__ = ["Outcome", "RedeliverLater", "WorkResult", "Worker", "callback_token_
 
 
 class RedeliverLater(Exception):
-    """The execution is running under a live lease: let SQS redeliver after the visibility
-    timeout, when the lease has expired if that worker died."""
+    """The execution is running under a live lease: let SQS redeliver the message when the
+    lease ends (by then, if that worker died, the lease has expired and this delivery takes over)."""
+
+    def __init__(self, execution_id: str, lease_until_ms: int | None = None) -> None:
+        super().__init__(execution_id)
+        self.lease_until_ms = lease_until_ms
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,8 @@ class Worker:
         status = current.get("status")
         attempt = int(current.get("attempt", 0))
         if status == ExecutionStatus.RUNNING.value and not current.get("accepted"):
-            raise RedeliverLater(dispatch.execution_id)
+            lease = current.get("leaseUntilMs")
+            raise RedeliverLater(dispatch.execution_id, int(lease) if lease is not None else None)
         if status == ExecutionStatus.FAILED.value and attempt == dispatch.attempt and current.get("retryAtMs"):
             self._outcomes.schedule_retry(job, dispatch, attempt + 1, int(current["retryAtMs"]))
             return WorkResult(Outcome.RETRY_RECOVERED, attempt)

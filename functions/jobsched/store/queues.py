@@ -6,6 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
+from botocore.exceptions import ClientError
+
 from jobsched.domain.clock import Clock
 from jobsched.domain.dispatch_seal import DispatchSeal
 from jobsched.domain.executions import Dispatch
@@ -13,6 +15,7 @@ from jobsched.domain.jobs import Priority
 
 SQS_BATCH = 10
 SQS_MAX_DELAY_SECONDS = 900
+MAX_VISIBILITY_SECONDS = 12 * 3600  # SQS's limit for ChangeMessageVisibility
 
 
 class SendFailed(RuntimeError):
@@ -70,6 +73,21 @@ class LaneQueues:
             with ThreadPoolExecutor(max_workers=min(self._parallelism, len(batches))) as pool:
                 list(pool.map(lambda b: self._send_batch(*b, seal), batches))
         return len(batches)
+
+    def redeliver_after(self, queue_arn: str, receipt_handle: str, seconds: int) -> bool:
+        """Make a received message visible again in `seconds` (0 to 12 hours) instead of after the
+        lane's visibility timeout. False when the queue is not a lane or the receipt has expired
+        (the message then comes back after the visibility timeout, as before)."""
+        name = queue_arn.rsplit(":", 1)[-1]
+        url = next((u for u in self._urls.values() if u.rstrip("/").rsplit("/", 1)[-1] == name), None)
+        if url is None:
+            return False
+        try:
+            self._sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=receipt_handle,
+                                                VisibilityTimeout=max(0, min(MAX_VISIBILITY_SECONDS, seconds)))
+        except ClientError:
+            return False
+        return True
 
     def _send_batch(self, url: str, batch: list[Outgoing], seal: DispatchSeal) -> None:
         # The delay is computed here, as the batch goes out, from each message's visible-at
