@@ -41,11 +41,13 @@ $(INSTALLED): pyproject.toml
 	touch $@
 
 # The functions' dependency layer: manylinux wheels for Lambda's Python 3.14 on arm64,
-# installed with pip (no Docker). Cached until layers/requirements.txt changes.
+# installed with pip (no Docker). Cached until layers/requirements.txt changes. No bytecode: pip
+# would compile for this machine's Python, which Lambda's 3.14 ignores (dead weight in the layer).
 $(LAYER_STAMP): layers/requirements.txt | $(INSTALLED)
 	rm -rf $(LAYER_DIR)
-	$(BIN)/pip install --quiet --target $(LAYER_DIR)/python --platform manylinux2014_aarch64 \
+	$(BIN)/pip install --quiet --no-compile --target $(LAYER_DIR)/python --platform manylinux2014_aarch64 \
 		--implementation cp --python-version 3.14 --only-binary=:all: -r layers/requirements.txt
+	find $(LAYER_DIR) -name __pycache__ -type d -prune -exec rm -rf {} +
 	touch $@
 
 $(CDK): package.json

@@ -29,6 +29,7 @@ class Env:
     MAX_ACTIVE_JOBS = "MAX_ACTIVE_JOBS_PER_TENANT"
     MAX_CREATES_PER_SECOND = "MAX_CREATES_PER_SECOND_PER_TENANT"
     STACK_NAME = "STACK_NAME"
+    EXECUTION_RETENTION_DAYS = "EXECUTION_RETENTION_DAYS"
     SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
     METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
 
@@ -37,11 +38,11 @@ class Env:
 FUNCTION_ENV = {
     "api": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
             Env.API_KEYS_TABLE, *Env.LANE_URL.values(), Env.SEGMENTS, Env.MAX_ACTIVE_JOBS,
-            Env.MAX_CREATES_PER_SECOND, Env.STACK_NAME],
+            Env.MAX_CREATES_PER_SECOND, Env.STACK_NAME, Env.EXECUTION_RETENTION_DAYS],
     "tick": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE, *Env.LANE_URL.values(),
-             Env.SEGMENTS],
+             Env.SEGMENTS, Env.EXECUTION_RETENTION_DAYS],
     "worker": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
-               *Env.LANE_URL.values(), Env.SEGMENTS, Env.ALLOW_PRIVATE_TARGETS],
+               *Env.LANE_URL.values(), Env.SEGMENTS, Env.ALLOW_PRIVATE_TARGETS, Env.EXECUTION_RETENTION_DAYS],
 }
 
 
@@ -62,6 +63,8 @@ class Settings:
     max_active_jobs: int = 100_000
     max_creates_per_second: int = 50
     stack_name: str = ""
+    execution_retention_days: int = 30
+    function: str = ""  # api, tick or worker
 
     def lane_url(self, priority: Priority) -> str:
         return dict(self.lane_urls)[priority]
@@ -90,6 +93,8 @@ class Settings:
             max_active_jobs=_positive(env, Env.MAX_ACTIVE_JOBS, 100_000),
             max_creates_per_second=_positive(env, Env.MAX_CREATES_PER_SECOND, 50),
             stack_name=env.get(Env.STACK_NAME, ""),
+            execution_retention_days=_positive(env, Env.EXECUTION_RETENTION_DAYS, 30),
+            function=function,
         )
 
 

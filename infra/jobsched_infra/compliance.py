@@ -51,7 +51,7 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
         ("AwsSolutions-APIG2", "API Gateway validates request parameters; bodies are validated by the function "
                                "against the API's models, with errors that name the field. One proxy method serves "
                                "every route, so a body model in API Gateway would check nothing (or the wrong shape)."),
-        ("AwsSolutions-APIG3", "A WAF web ACL is an account-level choice with its own cost; stage throttling, the "
-                               "usage plan and per-tenant quotas bound the load. Attach one with the stage ARN."),
+        ("AwsSolutions-APIG3", "A WAF web ACL is an account-level choice with its own cost; stage throttling and the "
+                               "per-tenant quotas bound the load. Attach one with the stage ARN."),
     ):
         _acknowledge(api, rule, reason=reason)

@@ -35,6 +35,8 @@ class StackConfig:
     # mapping is capped so that a worker surge cannot starve the API or the tick, and HIGH keeps
     # the largest share of the worker pool under contention.
     api_reserved_concurrency: int = 50
+    # How long an ended execution stays readable (DynamoDB TTL from its end), in days.
+    execution_retention_days: int = 30
     lane_max_concurrency: tuple[tuple[str, int], ...] = (("HIGH", 400), ("NORMAL", 200), ("LOW", 100))
 
     @classmethod
@@ -58,6 +60,7 @@ class StackConfig:
             max_active_jobs=int(get("maxActiveJobsPerTenant", 100_000)),
             max_creates_per_second=int(get("maxCreatesPerSecondPerTenant", 50)),
             api_reserved_concurrency=_int_in(get("apiReservedConcurrency", 50), 0, 1000, "apiReservedConcurrency"),
+            execution_retention_days=_int_in(get("executionRetentionDays", 30), 1, 3650, "executionRetentionDays"),
             lane_max_concurrency=tuple(
                 (lane, _int_in(value, 2, 1000, f"laneMaxConcurrency.{lane}"))
                 for lane, value in {**dict(cls.lane_max_concurrency), **get("laneMaxConcurrency", {})}.items()),

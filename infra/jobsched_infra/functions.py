@@ -29,7 +29,9 @@ class FunctionFactory(Construct):
         self.layer = lambda_.LayerVersion(
             self,
             "Dependencies",
-            code=lambda_.Code.from_asset(str(layer_dir)),
+            # Bytecode compiled here would be for this machine's Python, not the runtime's: it is
+            # left out (the Makefile also builds the layer with --no-compile).
+            code=lambda_.Code.from_asset(str(layer_dir), exclude=["**/__pycache__", "**/*.pyc", ".built-*"]),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
             description="croniter, Powertools, pydantic, tzdata (layers/requirements.txt)",

@@ -258,7 +258,9 @@ def test_api_stage_logs_access_and_errors_but_never_bodies(template):
     [settings] = stage["MethodSettings"]
     assert settings["LoggingLevel"] == "ERROR" and settings["DataTraceEnabled"] is False
     assert settings["ThrottlingRateLimit"] > 0
-    assert len(resources(template, "AWS::ApiGateway::UsagePlan")) == 1
+    # a usage plan without API Gateway keys would throttle nothing: none is made
+    assert resources(template, "AWS::ApiGateway::UsagePlan") == {}
+    assert resources(template, "AWS::ApiGateway::ApiKey") == {}
     validators = resources(template, "AWS::ApiGateway::RequestValidator")
     assert [v["Properties"]["ValidateRequestParameters"] for v in validators.values()] == [True]
     methods = resources(template, "AWS::ApiGateway::Method")
@@ -300,3 +302,41 @@ def test_synthesis_fails_on_an_unacknowledged_cdk_nag_finding(tmp_path):
     apply_checks(app)
     with pytest.raises(Exception, match="(?i)validation"):
         app.synth()
+
+
+def test_the_api_ends_slow_requests_itself_before_api_gateway_does(template):
+    """API Gateway gives up at 29 s with a 504; the function's own limit is lower and its AWS calls
+    are bounded inside it, so a slow path ends in the API's error shape."""
+    from jobsched.store import aws
+
+    [api] = [f for f in resources(template, "AWS::Lambda::Function").values()
+             if function_name(f["Properties"]["Handler"]) == "api"]
+    timeout = api["Properties"]["Timeout"]
+    config = aws._API_CONFIG
+    worst_call = config.retries["total_max_attempts"] * (config.connect_timeout + config.read_timeout)
+    assert timeout <= 20 and worst_call <= timeout / 1.5
+
+
+def test_executions_expire_by_a_configurable_retention(template):
+    tables = resources(template, "AWS::DynamoDB::Table")
+    executions = [t for t in tables.values() if t["Properties"]["KeySchema"][0]["AttributeName"] == "jobId"
+                  and t["Properties"]["KeySchema"][1]["AttributeName"] == "executionId"][0]
+    assert executions["Properties"]["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
+    for fn in resources(template, "AWS::Lambda::Function").values():
+        if fn["Properties"]["Handler"].startswith("jobsched."):
+            assert fn["Properties"]["Environment"]["Variables"][Env.EXECUTION_RETENTION_DAYS] == "30"
+
+
+def test_no_bytecode_ships_in_the_layer_or_the_code(template, tmp_path_factory):
+    """Bytecode compiled on this machine is for its Python, not Lambda's 3.14: it would only add
+    bytes to unzip at each cold start. The assets (code and layer) hold sources only."""
+    import pathlib
+
+    folders = [p for outdir in pathlib.Path(tmp_path_factory.getbasetemp()).glob("cdk.out*")
+               for p in outdir.glob("asset.*") if p.is_dir()]
+    assert len(folders) >= 2  # the functions' code and the dependency layer
+    assert any((folder / "python").is_dir() for folder in folders)  # the layer is among them
+    for folder in folders:
+        compiled = list(folder.rglob("*.pyc"))
+        assert compiled == [], (folder.name, compiled[:3])
+        assert any(folder.rglob("*.py"))

@@ -130,6 +130,18 @@ def test_overlap_skip_records_the_occurrence_while_the_previous_run_goes_on(harn
     assert len(harness.target.calls_for(job["jobId"])) == 1
 
 
+def test_overlap_skip_holds_past_many_skipped_occurrences(harness):
+    """The check passes over the SKIPPED records a long run leaves behind (it once read only the
+    newest five executions, so the seventh occurrence overlapped)."""
+    job = harness.create_job({"name": "o", "type": "RATE", "schedule": "PT10S", "target": HOOK,
+                              "overlapPolicy": "SKIP", "heartbeatTimeoutSec": 600})
+    harness.target.script[job["jobId"]] = [ACCEPTED]
+    harness.advance(125)  # 12 occurrences while the first runs
+    statuses = [e["status"] for e in reversed(harness.executions_of(job["jobId"]))]
+    assert statuses[0] == "RUNNING" and statuses[1:] == ["SKIPPED"] * (len(statuses) - 1) and len(statuses) >= 12
+    assert len(harness.target.calls_for(job["jobId"])) == 1
+
+
 def test_overlap_allow_runs_concurrently(harness):
     job = harness.create_job({"name": "o", "type": "RATE", "schedule": "PT20S", "target": HOOK,
                               "heartbeatTimeoutSec": 600})

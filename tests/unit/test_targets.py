@@ -150,3 +150,62 @@ def test_aws_targets_receive_compact_utf8_json_as_size_checked():
                                   "attempt": {"DataType": "Number", "StringValue": "1"},
                                   "jobId": {"DataType": "String", "StringValue": "job_abc"}}})
         assert invoker.invoke(job, DISPATCH, 1).ok
+
+
+def test_a_target_that_trickles_its_answer_is_cut_at_the_attempts_deadline():
+    """A per-read timeout alone never fires when a byte arrives every half second: the attempt's
+    whole call has one deadline."""
+    class Trickle(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            for _ in range(100):
+                try:
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                except OSError:
+                    return
+                time.sleep(0.5)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        started = time.monotonic()
+        outcome = HttpTargetInvoker(allow_private=True).invoke(
+            job_for(http(f"http://127.0.0.1:{httpd.server_port}/slow"), timeout_sec=2), DISPATCH, 1)
+        elapsed = time.monotonic() - started
+    finally:
+        httpd.shutdown()
+    assert outcome.status is ExecutionStatus.TIMED_OUT, outcome
+    assert elapsed < 4, elapsed
+
+
+def test_each_resolved_address_is_tried_until_one_answers(server, monkeypatch):
+    """A host whose first address refuses connections still gets its call on the next one."""
+    import socket as socket_module
+
+    from jobsched.adapters import http_target
+
+    port = int(server.rsplit(":", 1)[1])
+    dead = socket_module.socket()
+    dead.bind(("127.0.0.1", 0))
+    dead_port = dead.getsockname()[1]
+    dead.close()  # nothing listens there: connection refused
+
+    real_getaddrinfo = socket_module.getaddrinfo
+
+    def two_addresses(host, port_, *args, **kwargs):
+        if host != "target.example":
+            return real_getaddrinfo(host, port_, *args, **kwargs)
+        return [(socket_module.AF_INET, socket_module.SOCK_STREAM, 6, "", ("127.0.0.1", dead_port)),
+                (socket_module.AF_INET, socket_module.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    monkeypatch.setattr(http_target.socket, "getaddrinfo", two_addresses)
+    outcome = HttpTargetInvoker(allow_private=True).invoke(job_for(http("http://target.example/x")), DISPATCH, 1)
+    assert outcome.status is ExecutionStatus.SUCCEEDED, outcome
+    assert len(Recorder.seen) == 1

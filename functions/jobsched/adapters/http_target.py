@@ -10,6 +10,8 @@ import ipaddress
 import json
 import socket
 import ssl
+import threading
+import time
 from urllib.parse import urlsplit
 
 from jobsched.domain.json_text import compact, loads_strict
@@ -36,20 +38,54 @@ def check_address(address: str, allow_private: bool) -> None:
         raise BlockedAddress(f"{ip} is not a public address")
 
 
-def resolve_checked(host: str, port: int, allow_private: bool) -> tuple:
-    """The first address of `host` that passes the check, as (family, sockaddr)."""
+def resolve_checked(host: str, port: int, allow_private: bool) -> list[tuple]:
+    """Every address of `host` that passes the check, in the resolver's order."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise OSError(f"cannot resolve {host}: {exc}") from None
-    blocked = None
-    for family, _, _, _, sockaddr in infos:
+    passed, blocked = [], None
+    for _, _, _, _, sockaddr in infos:
         try:
             check_address(sockaddr[0], allow_private)
-            return family, sockaddr
+            if sockaddr not in passed:
+                passed.append(sockaddr)
         except BlockedAddress as exc:
             blocked = exc
-    raise BlockedAddress(f"{host} resolves to a blocked address ({blocked})")
+    if not passed:
+        raise BlockedAddress(f"{host} resolves to a blocked address ({blocked})")
+    return passed
+
+
+class DeadlinePassed(Exception):
+    pass
+
+
+class _Deadline:
+    """The attempt's whole call (connect, send, wait, read) within one deadline: a per-read
+    socket timeout alone lets a target that trickles a byte at a time hold the call forever.
+    At the deadline the connection's socket is shut, which ends whatever call waits on it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+        self.passed = False
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+    def guard(self, connection) -> threading.Timer:
+        def cut() -> None:
+            self.passed = True
+            sock = getattr(connection, "call_socket", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        timer = threading.Timer(max(0.0, self.remaining()), cut)
+        timer.daemon = True
+        timer.start()
+        return timer
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):
@@ -59,6 +95,7 @@ class _PinnedHTTPConnection(http.client.HTTPConnection):
 
     def connect(self):
         self.sock = socket.create_connection(self._sockaddr[:2], self.timeout)
+        self.call_socket = self.sock  # kept: http.client drops self.sock once the response owns it
 
 
 class _PinnedHTTPSConnection(http.client.HTTPSConnection):
@@ -69,6 +106,7 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
     def connect(self):
         sock = socket.create_connection(self._sockaddr[:2], self.timeout)
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+        self.call_socket = self.sock
 
 
 class HttpTargetInvoker:
@@ -101,13 +139,16 @@ class HttpTargetInvoker:
         port = url.port or (443 if url.scheme == "https" else 80)
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")
         connection = None
+        deadline = _Deadline(timeout)
+        guard = None
         try:
-            _, sockaddr = resolve_checked(url.hostname or "", port, self._allow_private)
-            kind = _PinnedHTTPSConnection if url.scheme == "https" else _PinnedHTTPConnection
-            connection = kind(url.hostname, port, sockaddr, timeout)
+            connection = self._connect(url, port, deadline)
+            guard = deadline.guard(connection)
             connection.request(method, path, body=body, headers=headers)
             response = connection.getresponse()
             raw = response.read(MAX_OUTPUT_BYTES + 1)
+            if deadline.passed:
+                raise DeadlinePassed()
             if response.status == 202 and callback_token:
                 return AttemptOutcome(True, ExecutionStatus.RUNNING, None, _output(raw), accepted=True)
             if 200 <= response.status < 300:
@@ -116,13 +157,38 @@ class HttpTargetInvoker:
             return AttemptOutcome(False, ExecutionStatus.FAILED, f"HTTP {response.status}: {detail}".strip())
         except BlockedAddress as exc:
             return AttemptOutcome(False, ExecutionStatus.FAILED, f"target refused: {exc}")
-        except (socket.timeout, TimeoutError):
+        except (socket.timeout, TimeoutError, DeadlinePassed):
             return AttemptOutcome(False, ExecutionStatus.TIMED_OUT, f"no answer within {timeout:g} s")
         except (OSError, http.client.HTTPException, ValueError) as exc:
+            if deadline.passed:
+                return AttemptOutcome(False, ExecutionStatus.TIMED_OUT, f"no answer within {timeout:g} s")
             return AttemptOutcome(False, ExecutionStatus.FAILED, f"call failed: {exc}")
         finally:
+            if guard is not None:
+                guard.cancel()
             if connection is not None:
                 connection.close()
+
+    def _connect(self, url, port: int, deadline: _Deadline):
+        """Connect to the first checked address that answers, within the deadline: a host with
+        one dead address among several still gets its call."""
+        kind = _PinnedHTTPSConnection if url.scheme == "https" else _PinnedHTTPConnection
+        failure: OSError | None = None
+        for sockaddr in resolve_checked(url.hostname or "", port, self._allow_private):
+            remaining = deadline.remaining()
+            if remaining <= 0:
+                raise DeadlinePassed()
+            connection = kind(url.hostname, port, sockaddr, remaining)
+            try:
+                connection.connect()
+                return connection
+            except (socket.timeout, TimeoutError):
+                connection.close()
+                raise
+            except OSError as exc:
+                connection.close()
+                failure = exc
+        raise failure or OSError(f"cannot connect to {url.hostname}")
 
 
 def _output(raw: bytes):

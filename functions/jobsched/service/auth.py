@@ -10,6 +10,11 @@ from jobsched.domain.errors import ConditionLost, Unauthorized
 KEY_PREFIX = "jsk_"
 # A revoked key may keep working in a warm container for at most this long.
 CACHE_TTL_MS = 60_000
+# A key that is not valid is remembered this briefly (a new key works within seconds), so a
+# client retrying with a bad key costs no read per request; the cache holds at most CACHE_SIZE
+# keys (the oldest entries go first), so random keys cannot grow it without bound.
+NEGATIVE_TTL_MS = 5_000
+CACHE_SIZE = 10_000
 
 
 def hash_key(key: str) -> str:
@@ -24,7 +29,7 @@ class Authenticator:
     def __init__(self, api_keys, clock: Clock) -> None:
         self._keys = api_keys
         self._clock = clock
-        self._cache: dict[str, tuple[str, int]] = {}
+        self._cache: dict[str, tuple[str | None, int]] = {}
 
     def tenant_for(self, authorization: str | None) -> str:
         scheme, _, key = (authorization or "").strip().partition(" ")
@@ -35,12 +40,19 @@ class Authenticator:
         now = self._clock.now_ms()
         cached = self._cache.get(digest)
         if cached and cached[1] > now:
-            return cached[0]
-        tenant = self._keys.tenant_for(digest)
+            tenant = cached[0]
+        else:
+            tenant = self._keys.tenant_for(digest)
+            self._remember(digest, tenant, now + (CACHE_TTL_MS if tenant is not None else NEGATIVE_TTL_MS))
         if tenant is None:
             raise Unauthorized("the API key is not valid")
-        self._cache[digest] = (tenant, now + CACHE_TTL_MS)
         return tenant
+
+    def _remember(self, digest: str, tenant: str | None, until_ms: int) -> None:
+        self._cache.pop(digest, None)
+        while len(self._cache) >= CACHE_SIZE:
+            self._cache.pop(next(iter(self._cache)))  # insertion order: the oldest entry
+        self._cache[digest] = (tenant, until_ms)
 
 
 class ApiKeys:

@@ -220,14 +220,16 @@ class JobsStore:
                 return Page(items, None, after)
 
     def remember_request(self, tenant_id: str, scope: str, key: str, result_id: str, body_hash: str,
-                         expires_at: int) -> tuple[str, str] | None:
+                         expires_at: int, now_s: int) -> tuple[str, str] | None:
         """Record (Idempotency-Key → result) once. Returns None when this call recorded it, or the
-        (result id, body hash) recorded by an earlier call with the same key."""
+        (result id, body hash) recorded by an earlier call with the same key. A record past its
+        own expiry counts as gone, although DynamoDB's TTL may delete it up to days later."""
         try:
             self._table.put_item(
                 Item={"tenantId": tenant_id, "jobId": f"{IDEMPOTENCY_PREFIX}{scope}#{key}", "resultId": result_id,
                       "bodyHash": body_hash, "expiresAt": expires_at},
-                ConditionExpression="attribute_not_exists(jobId)",
+                ConditionExpression="attribute_not_exists(jobId) OR expiresAt <= :now",
+                ExpressionAttributeValues={":now": now_s},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             return None
@@ -408,9 +410,22 @@ class Claim:
     progress: Any = None  # the last progress a previous attempt reported, handed to this one
 
 
+# overlapPolicy SKIP: how many of the newest runs (skipped records aside) may hold the running one
+# (a manual trigger or a retry can run beside a scheduled run), and how many records in all the
+# check reads before it answers "running".
+OVERLAP_NEWEST_RUNS = 5
+OVERLAP_SCAN_LIMIT = 1000
+
+
 class ExecutionsStore:
-    def __init__(self, dynamodb, table_name: str) -> None:
+    def __init__(self, dynamodb, table_name: str, retention_days: int = 30) -> None:
         self._table = dynamodb.Table(table_name)
+        # An execution that has ended expires (DynamoDB TTL) this long after its end; one that
+        # waits (PENDING, RUNNING, FAILED until its retry) carries no expiry.
+        self._retention_s = retention_days * 86_400
+
+    def _expires_at(self, now_ms: int) -> int:
+        return now_ms // 1000 + self._retention_s
 
     def claim(self, dispatch: Dispatch, now_ms: int, lease_until_ms: int, token_hash: str,
               started_ms: int | None = None) -> Claim:
@@ -500,8 +515,9 @@ class ExecutionsStore:
             values[":retryAt"] = retry_at_ms
             condition += " AND attribute_not_exists(cancelRequested)"
         else:
-            sets.append("finishedMs = :now")
+            sets.extend(["finishedMs = :now", "expiresAt = :expires"])
             values[":now"] = now_ms
+            values[":expires"] = self._expires_at(now_ms)
         if status is ExecutionStatus.DEAD:
             # A sparse index: only dead executions carry these, so listing them reads nothing else.
             sets.extend(["deadLetterTenant = tenantId", "deadAtMs = :now"])
@@ -561,10 +577,11 @@ class ExecutionsStore:
         try:
             answer = self._table.update_item(
                 Key={"jobId": job_id, "executionId": execution_id},
-                UpdateExpression="SET #st = :cancelled, finishedMs = :now REMOVE retryAtMs",
+                UpdateExpression="SET #st = :cancelled, finishedMs = :now, expiresAt = :expires REMOVE retryAtMs",
                 ConditionExpression="#st IN (:pending, :failed)",
                 ExpressionAttributeNames={"#st": "status"},
                 ExpressionAttributeValues={":cancelled": ExecutionStatus.CANCELLED.value, ":now": now_ms,
+                                           ":expires": self._expires_at(now_ms),
                                            ":pending": ExecutionStatus.PENDING.value,
                                            ":failed": ExecutionStatus.FAILED.value},
                 ReturnValues="ALL_NEW",
@@ -580,7 +597,7 @@ class ExecutionsStore:
         execution already exists (it ran, or was recorded before)."""
         item = {"jobId": job_id, "executionId": execution_id, "tenantId": tenant_id, "scheduledMs": scheduled_ms,
                 "status": ExecutionStatus.SKIPPED.value, "attempt": 0, "generation": generation, "attempts": [],
-                "error": reason, "finishedMs": now_ms}
+                "error": reason, "finishedMs": now_ms, "expiresAt": self._expires_at(now_ms)}
         try:
             self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(executionId)")
             return True
@@ -590,13 +607,38 @@ class ExecutionsStore:
             raise
 
     def another_running(self, job_id: str, execution_id: str) -> bool:
-        """Whether a recent execution of the job other than this one is still RUNNING
-        (overlapPolicy SKIP): one query of the job's newest executions."""
-        answer = self._table.query(KeyConditionExpression=Key("jobId").eq(job_id), ScanIndexForward=False, Limit=5,
-                                   ProjectionExpression="executionId, #st",
-                                   ExpressionAttributeNames={"#st": "status"})
-        return any(i["status"] == ExecutionStatus.RUNNING.value and i["executionId"] != execution_id
-                   for i in answer.get("Items", []))
+        """Whether an execution of the job other than this one is still RUNNING (overlapPolicy
+        SKIP). Strongly consistent (a run that just started must be seen), newest first, passing
+        over the SKIPPED records that a long run leaves behind it: under SKIP at most one run goes
+        on at a time, so it is among the newest executions that were not skipped. After
+        OVERLAP_SCAN_LIMIT skipped records in a row the answer is "running" (skip when unsure:
+        so many skips mean a run has been going on all that time)."""
+        seen = examined = 0
+        start: dict | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "KeyConditionExpression": Key("jobId").eq(job_id), "ScanIndexForward": False, "Limit": 50,
+                "ConsistentRead": True, "ProjectionExpression": "executionId, #st",
+                "FilterExpression": Attr("status").ne(ExecutionStatus.SKIPPED.value),
+                "ExpressionAttributeNames": {"#st": "status"},
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            answer = self._table.query(**kwargs)
+            for item in answer.get("Items", []):
+                if item["executionId"] == execution_id:
+                    continue
+                if item["status"] == ExecutionStatus.RUNNING.value:
+                    return True
+                seen += 1
+                if seen >= OVERLAP_NEWEST_RUNS:
+                    return False
+            examined += int(answer.get("ScannedCount", 0))
+            start = answer.get("LastEvaluatedKey")
+            if not start:
+                return False
+            if examined >= OVERLAP_SCAN_LIMIT:
+                return True
 
     def put_pending(self, tenant_id: str, job_id: str, execution_id: str, scheduled_ms: int, generation: int) -> Execution:
         """A known execution that no worker has claimed yet (a manual trigger)."""
@@ -613,7 +655,7 @@ class ExecutionsStore:
         try:
             answer = self._table.update_item(
                 Key={"jobId": job_id, "executionId": execution_id},
-                UpdateExpression="SET #st = :pending REMOVE deadLetterTenant, deadAtMs, finishedMs",
+                UpdateExpression="SET #st = :pending REMOVE deadLetterTenant, deadAtMs, finishedMs, expiresAt",
                 ConditionExpression="#st = :dead",
                 ExpressionAttributeNames={"#st": "status"},
                 ExpressionAttributeValues={":pending": ExecutionStatus.PENDING.value, ":dead": ExecutionStatus.DEAD.value},
