@@ -107,6 +107,91 @@ def per_execution(result: dict) -> dict:
     return figures
 
 
+# --- the full model: what the counted calls leave out -------------------------------------
+# Every line below is an assumption named here and printed with the figures; the counted calls
+# (above) supply the DynamoDB and SQS request counts per execution.
+FULL_PRICES = {
+    "apigw_rest_per_million": 3.50,  # REST API requests (first 333 M a month)
+    "xray_trace_per_million": 5.00,  # traces recorded
+    "logs_ingest_per_gb": 0.50,  # CloudWatch Logs ingestion
+    "kms_per_10k": 0.03,  # KMS requests
+    "sqs_chunk_bytes": 64 * 1024,  # SQS bills each 64 KB of a request as one request
+}
+RATES = {"low": 1.0, "high": 10_000.0}  # executions per second
+WORKER_GB, TICK_GB = 0.5, 1.0
+WORKER_OWN_S = 0.030  # one record's own work: its 3-5 AWS calls at 5-10 ms each, sequential
+TICK_CPU_PER_TIMER_S = 0.0026  # docs/performance.md, section 2 (the tick's own CPU per timer)
+TICK_FIXED_S = 0.3  # a tick run with nothing due: watermark reads and writes, one query
+SEGMENTS = {"low": 4, "high": 20}
+PRECISION_WAIT_S = 0.5  # SQS delays are whole seconds: a message is visible up to 1 s early, 0.5 s on average
+LOG_BYTES_PER_RECORD = 450  # the worker's "attempt" line at INFO
+LOG_BYTES_PER_INVOCATION = 1100  # START, END, REPORT and the EMF metric lines of one invocation
+EMPTY_RECEIVES_PER_MINUTE = 3 * 5 * 3  # 3 lanes x 5 ESM pollers x 20 s long polls
+KMS_REQUESTS_PER_HOUR = 3 * 8 * 12  # 3 functions x 8 encrypted resources x a data key per 5 minutes
+XRAY_RESERVOIR_PER_S, XRAY_RATE = 1.0, 0.05  # the default sampling rule: 1 a second, then 5 %
+
+
+def full_model(figures: dict, scenario: str, rate_name: str, target_s: float, payload_bytes: int) -> dict:
+    """USD per million executions, line by line, for one scenario at one rate."""
+    rate = RATES[rate_name]
+    per_batch = 1.0 if rate_name == "low" else 10.0  # records per worker invocation
+    million = 1_000_000
+    lines: dict[str, float] = {}
+    # Lambda: records of a batch run at once, so a batch lasts its slowest record; its waiting for
+    # the due second is one wait per batch, not per record.
+    batch_s = PRECISION_WAIT_S + target_s + WORKER_OWN_S
+    worker_gb_s = WORKER_GB * batch_s / per_batch
+    ticks_per_execution = SEGMENTS[rate_name] / (rate * 60)
+    tick_gb_s = TICK_GB * (TICK_CPU_PER_TIMER_S + TICK_FIXED_S * ticks_per_execution)
+    api_requests = 1.0 if scenario == "one-time" else 0.0  # its create; a recurring job's is amortized away
+    invocations = 1 / per_batch + ticks_per_execution + api_requests
+    lines["lambda requests"] = invocations * PRICES["lambda_per_million"]
+    lines["lambda worker GB-s (wait + target + own)"] = worker_gb_s * million * PRICES["lambda_arm_gb_second"]
+    lines["lambda tick + api GB-s"] = (tick_gb_s + api_requests * GB_SECONDS["api"]) * million * \
+        PRICES["lambda_arm_gb_second"]
+    lines["api gateway"] = api_requests * FULL_PRICES["apigw_rest_per_million"]
+    # DynamoDB: the counted writes, with the job item (which carries the payload) written at creation
+    # and read by the worker in units of its size.
+    payload_write_units = max(1, -(-(payload_bytes + 600) // 1024))
+    payload_read_units = max(1, -(-(payload_bytes + 600) // 4096))
+    creations = 1.0 if scenario == "one-time" else 0.05
+    write_units = figures["ddb_write_units"] + creations * (payload_write_units - 1)
+    read_units = figures["ddb_items_read"] + (payload_read_units - 1)  # the worker's consistent job read
+    lines["dynamodb writes"] = write_units * PRICES["ddb_on_demand_write_per_million"]
+    lines["dynamodb reads"] = read_units * PRICES["ddb_on_demand_read_per_million"]
+    # SQS: sends batch with the tick's pages; receives and deletes come one per batch; empty long polls.
+    sqs_per_execution = (1 / per_batch if rate_name == "low" else 0.1) + 2 / per_batch \
+        + EMPTY_RECEIVES_PER_MINUTE / (rate * 60)
+    lines["sqs"] = sqs_per_execution * PRICES["sqs_per_million"]
+    sampled = min(1.0, XRAY_RESERVOIR_PER_S / max(rate / per_batch, 1e-9)) + XRAY_RATE
+    lines["x-ray (sampled)"] = min(1.0, sampled) * (1 / per_batch + api_requests) * FULL_PRICES["xray_trace_per_million"]
+    log_bytes = LOG_BYTES_PER_RECORD + LOG_BYTES_PER_INVOCATION / per_batch + api_requests * 1500
+    lines["cloudwatch logs"] = log_bytes * million / 1e9 * FULL_PRICES["logs_ingest_per_gb"]
+    lines["kms"] = KMS_REQUESTS_PER_HOUR / (rate * 3600) * million / 10_000 * FULL_PRICES["kms_per_10k"]
+    lines["total"] = sum(lines.values())
+    return lines
+
+
+def print_full_model(results: list[dict]) -> None:
+    rows = []
+    for r in results:
+        for rate_name in RATES:
+            for target_s, payload in ((0.1, 200), (1.0, 10_240)):
+                lines = full_model(r["figures"], r["scenario"], rate_name, target_s, payload)
+                rows.append((r["scenario"], f"{RATES[rate_name]:,.0f}/s", f"{target_s:g} s", f"{payload // 1024 or 0.2} KB",
+                             *(f"{v:.2f}" for v in lines.values())))
+    header = tuple(full_model(results[0]["figures"], results[0]["scenario"], "low", 0.1, 200))
+    print_table("Full model, USD per million executions (DynamoDB on-demand)", rows,
+                ("scenario", "rate", "target time", "payload", *header))
+    print(f"\nAssumptions: worker {WORKER_GB} GB, a batch lasts wait {PRECISION_WAIT_S} s + target + own "
+          f"{WORKER_OWN_S} s (records of a batch run at once); 1 record per batch at the low rate, 10 at the "
+          f"high; tick {TICK_GB} GB x ({TICK_CPU_PER_TIMER_S * 1000:.1f} ms per timer + {TICK_FIXED_S} s per run), "
+          f"{SEGMENTS} segments; X-Ray's default rule ({XRAY_RESERVOIR_PER_S:g}/s + {XRAY_RATE:.0%}); logs "
+          f"{LOG_BYTES_PER_RECORD} B per record + {LOG_BYTES_PER_INVOCATION} B per invocation; "
+          f"{EMPTY_RECEIVES_PER_MINUTE} empty receives a minute; {KMS_REQUESTS_PER_HOUR} KMS requests an hour; "
+          f"prices {FULL_PRICES}.")
+
+
 def main(argv: list[str] | None = None) -> None:
     use_local_aws()
     quick = "--quick" in (argv or sys.argv[1:])
@@ -129,6 +214,7 @@ def main(argv: list[str] | None = None) -> None:
         for r in results],
         ("scenario", "ddb on-demand", f"ddb provisioned@{PROVISIONED_UTILIZATION:.0%}", "sqs", "lambda",
          "total on-demand", "total provisioned", "EventBridge Scheduler"))
+    print_full_model(results)
     big = results[0]
     print_table(f"Calls in the {big['scenario']} scenario", sorted(
         (f"{s}:{op}", n, f"{n / big['executions']:.3f}") for (s, op), n in big["counter"].calls.items()),
