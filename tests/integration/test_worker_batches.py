@@ -88,5 +88,5 @@ def test_a_transient_error_is_retried_in_seconds_not_after_the_visibility_timeou
     monkeypatch.setattr(worker_service.Worker, "process", flaky)
     harness.advance(31)
     assert failures and harness.target.calls_for(job["jobId"]) == []
-    harness.advance(15)
+    harness.advance(35)  # back after 30 s (not after the lane's 90-minute visibility timeout)
     assert len(harness.target.calls_for(job["jobId"])) == 1

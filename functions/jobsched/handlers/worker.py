@@ -31,7 +31,7 @@ logger = Logger(service="jobsched-worker")
 BATCH_SIZE = WORKER_BATCH_SIZE
 # A record that failed for a transient reason comes back after this many seconds, doubling with
 # each receive up to 15 minutes (not after the lane's visibility timeout of 90 minutes).
-TRANSIENT_RETRY_SECONDS = 5
+TRANSIENT_RETRY_SECONDS = 30
 MAX_TRANSIENT_RETRY_SECONDS = 900
 
 OUTCOME_METRIC = {
