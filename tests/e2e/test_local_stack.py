@@ -10,17 +10,16 @@ import urllib.request
 import pytest
 
 from jobsched.local.echo import EchoServer
-from jobsched.local.runtime import LocalRuntime, Options
-from jobsched.domain.clock import SystemClock
-from jobsched.service.auth import ApiKeys
-from jobsched.store.aws import build_stores
+from jobsched.local.__main__ import boot
+from jobsched.local.runtime import Options
 
 
 @pytest.fixture(scope="module")
 def local_stack(tmp_path_factory):
     saved_env = dict(os.environ)
-    runtime = LocalRuntime(Options(port=0, segments=2, workdir=tmp_path_factory.mktemp("local"))).start()
-    ApiKeys(build_stores(runtime.settings).api_keys, SystemClock()).register("e2e", "e2e-key")
+    # What `make run` does: start, store the seeded keys, then (only then) answer health 200.
+    runtime, _, _ = boot(Options(port=0, emulator_port=0, segments=2, workdir=tmp_path_factory.mktemp("local")),
+                         [("e2e", "e2e-key")], progress=lambda text: None)
     echo = EchoServer()
     yield runtime, echo
     runtime.stop()
@@ -57,6 +56,19 @@ def test_a_one_time_job_arrives_once_within_a_second_and_reads_back_succeeded(lo
     assert 0 <= call_["receivedMs"] - due_s * 1000 < 1000
     status, execution = call(runtime, "GET", f"/v1/executions/{call_['executionId']}")
     assert status == 200 and execution["status"] == "SUCCEEDED"
+
+
+def test_health_is_503_until_the_keys_work_then_the_first_request_with_one_succeeds(local_stack):
+    runtime, _ = local_stack
+    runtime.ready.clear()  # as while `make run` starts: the keys may not be stored yet
+    try:
+        assert call(runtime, "GET", "/v1/health", key="")[0] == 503
+        status, body = call(runtime, "GET", "/v1/jobs")
+        assert status == 503 and body["error"]["code"] == "STARTING"  # not a 401 for a key about to work
+    finally:
+        runtime.ready.set()
+    assert call(runtime, "GET", "/v1/health", key="")[0] == 200
+    assert call(runtime, "GET", "/v1/jobs")[0] == 200
 
 
 def test_the_local_api_answers_401_and_health(local_stack):

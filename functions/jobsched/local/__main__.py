@@ -70,19 +70,11 @@ def _demo(api_url: str, key: str, echo_url: str) -> None:
     print("[demo] the demo job has not finished within 90 s", flush=True)
 
 
-def main() -> None:
-    use_local_aws_env()
-    options = Options(
-        port=_int_env("JOBSCHED_PORT", 8080),
-        emulator_port=_int_env("JOBSCHED_EMULATOR_PORT", 8090),
-        segments=_int_env("JOBSCHED_SEGMENTS", 4),
-        workdir=Path(os.environ.get("JOBSCHED_WORKDIR", ".build/local")),
-        quiet_functions=os.environ.get("JOBSCHED_VERBOSE", "") not in ("1", "true"),
-        keep_metrics=True,
-    )
-    seeded = parse_api_keys(os.environ.get("JOBSCHED_API_KEYS", ""))
-    print("jobsched: synthesizing the stack and starting the emulator ...", flush=True)
-    runtime = LocalRuntime(options).start()
+def boot(options: Options, seeded: list[tuple[str, str]], progress=None):
+    """Start the stack, store the keys, then mark it ready: `GET /v1/health` answers 503 until a
+    client can be served with the printed or seeded keys."""
+    progress = progress or (lambda text: print(text, flush=True))
+    runtime = LocalRuntime(options).start(announce_ready=False, progress=progress)
 
     from jobsched.domain.clock import SystemClock
     from jobsched.service.auth import ApiKeys
@@ -97,6 +89,23 @@ def main() -> None:
     else:
         _, demo_key = keys.issue("dev")
         key_lines = [f"  tenant dev: {demo_key}"]
+    progress("jobsched: keys stored; waiting for the first tick of every segment ...")
+    runtime.mark_ready()
+    return runtime, key_lines, demo_key
+
+
+def main() -> None:
+    use_local_aws_env()
+    options = Options(
+        port=_int_env("JOBSCHED_PORT", 8080),
+        emulator_port=_int_env("JOBSCHED_EMULATOR_PORT", 8090),
+        segments=_int_env("JOBSCHED_SEGMENTS", 4),
+        workdir=Path(os.environ.get("JOBSCHED_WORKDIR", ".build/local")),
+        quiet_functions=os.environ.get("JOBSCHED_VERBOSE", "") not in ("1", "true"),
+        keep_metrics=True,
+    )
+    seeded = parse_api_keys(os.environ.get("JOBSCHED_API_KEYS", ""))
+    runtime, key_lines, demo_key = boot(options, seeded)
     from jobsched.local.echo import EchoServer
 
     echo = EchoServer(port=_int_env("JOBSCHED_ECHO_PORT", 8081))

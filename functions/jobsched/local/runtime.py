@@ -18,7 +18,7 @@ from jobsched.local.events import Function, LanePoller, api_gateway_event, http_
 from jobsched.local.fake_aws import use_local_aws_env
 from jobsched.local.metrics import EmfTee
 from jobsched.local.stack import LocalStack
-from jobsched.local.synth import synthesize
+from jobsched.local.synth import cached_template
 from jobsched.settings import Env, Settings
 
 IDLE_POLL_SECONDS = 0.1
@@ -90,8 +90,19 @@ class LocalRuntime:
     api_url: str = ""
     _stop: threading.Event = field(default_factory=threading.Event)
     _servers: list = field(default_factory=list)
+    # Set once a client can be served: the keys work, the ticks and pollers run. Until then the
+    # API answers 503 (health included), never a 401 for a key that is about to be stored.
+    ready: threading.Event = field(default_factory=threading.Event)
+    _first_tick: threading.Event = field(default_factory=threading.Event)
 
-    def start(self) -> "LocalRuntime":
+    def mark_ready(self, timeout: float = 120.0) -> None:
+        """Call once the keys are stored: waits for the first tick of every segment."""
+        self._first_tick.wait(timeout)
+        self.ready.set()
+
+    def start(self, announce_ready: bool = True, progress=print) -> "LocalRuntime":
+        """Start everything; with `announce_ready`, ready once the first tick has run (callers
+        that store keys first pass False and call mark_ready() after)."""
         opts = self.options
         use_local_aws_env()
         if opts.keep_metrics and not isinstance(sys.stdout, EmfTee):
@@ -99,6 +110,7 @@ class LocalRuntime:
             sys.stdout = EmfTee(sys.stdout, opts.workdir / "metrics.jsonl", echo_metrics=not opts.quiet_functions)
         if opts.quiet_functions:
             os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+        progress(f"jobsched: starting the AWS emulator (moto) on port {opts.emulator_port or 'any'} ...")
         self.emulator = SerializedServer(port=opts.emulator_port).start()
         use_local_aws_env(self.emulator.url)
         opts.workdir.mkdir(parents=True, exist_ok=True)
@@ -108,8 +120,10 @@ class LocalRuntime:
 
         from jobsched.handlers import api, tick, worker
 
-        template = synthesize(opts.workdir / "cdk.out", segments=opts.segments, allow_private_targets=True)
+        template = cached_template(opts.workdir, segments=opts.segments, allow_private_targets=True,
+                                   progress=progress)
         session = boto3.session.Session()
+        progress("jobsched: creating the tables and queues of the template in the emulator ...")
         self.stack = LocalStack.create(session, template)
         envs = {name: {**env, **opts.env_overrides.get(name, {})} for name, env in self.stack.envs.items()}
         clock = SystemClock()
@@ -123,8 +137,11 @@ class LocalRuntime:
                                         opts.containers_per_lane)
             poller = LanePoller(sqs, [url], containers.first())
             self._thread(f"poller-{priority.value.lower()}", self._poll, poller, url, containers)
+        progress("jobsched: starting the API, the ticks and the lane pollers ...")
         self._serve_api()
         self._thread("ticks", self._tick_each_minute)
+        if announce_ready:
+            self._thread("ready", self.mark_ready)
         return self
 
     def _thread(self, name: str, target, *args) -> None:
@@ -169,6 +186,7 @@ class LocalRuntime:
     def _tick_each_minute(self) -> None:
         """As the EventBridge rules do: every segment at the start of each wall-clock minute."""
         self.tick_all()
+        self._first_tick.set()
         while not self._stop.is_set():
             now = time.time()
             self._stop.wait(60 - now % 60 + 0.05)
@@ -177,6 +195,7 @@ class LocalRuntime:
 
     def _serve_api(self) -> None:
         api_fn = self.functions["api"]
+        ready = self.ready
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -189,6 +208,13 @@ class LocalRuntime:
                     return
                 length = int(length_text)
                 body = self.rfile.read(length).decode("utf-8", "replace") if length else None
+                if not ready.is_set():
+                    # Starting: no route answers yet (a key may not be stored yet), health says so.
+                    answer = {"status": "starting"} if self.path.startswith("/v1/health") else {"error": {
+                        "code": "STARTING", "message": "the local stack is starting; retry in a second", "details": []}}
+                    self._answer(503, {"Content-Type": "application/json", "Retry-After": "1"},
+                                 json.dumps(answer).encode())
+                    return
                 headers = {k: v for k, v in self.headers.items()}
                 event = api_gateway_event(self.command, self.path, headers, body, self.client_address[0])
                 try:

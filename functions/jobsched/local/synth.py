@@ -1,9 +1,17 @@
 """Synthesize the CDK app in-process, so the local stack runs what `cdk deploy` would create."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+# What the template is made from: the CDK app, the functions' settings and handlers, and the
+# project's CDK settings. The functions' code and the layer change only asset hashes, which the
+# local stack does not use.
+TEMPLATE_INPUTS = ("infra", "functions/jobsched/settings.py", "functions/jobsched/handlers", "cdk.json",
+                   "pyproject.toml")
 
 
 def synthesize(outdir: Path, segments: int = 4, allow_private_targets: bool = True) -> dict:
@@ -19,3 +27,34 @@ def synthesize(outdir: Path, segments: int = 4, allow_private_targets: bool = Tr
     apply_checks(app)  # cdk-nag: a finding without an acknowledgement fails synthesis
     app.synth()
     return json.loads((Path(outdir) / "Jobsched.template.json").read_text())
+
+
+def template_key(segments: int, allow_private_targets: bool) -> str:
+    digest = hashlib.sha256(f"{segments}:{allow_private_targets}".encode())
+    for name in TEMPLATE_INPUTS:
+        base = ROOT / name
+        files = sorted(p for p in base.rglob("*") if p.is_file() and p.suffix in (".py", ".json", ".toml")) \
+            if base.is_dir() else [base]
+        for path in files:
+            if "__pycache__" in path.parts or not path.exists():
+                continue
+            digest.update(str(path.relative_to(ROOT)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def cached_template(workdir: Path, segments: int = 4, allow_private_targets: bool = True,
+                    progress=print) -> dict:
+    """The synthesized template, from `workdir` when its inputs have not changed since the last
+    synthesis (a synthesis takes tens of seconds: CDK runs on Node.js), else synthesized anew."""
+    key = template_key(segments, allow_private_targets)
+    cached = workdir / f"template-{key}.json"
+    if cached.is_file():
+        progress("jobsched: the stack's template is unchanged since the last start (cached)")
+        return json.loads(cached.read_text())
+    progress("jobsched: synthesizing the stack with the CDK (the first start, or its code changed) ...")
+    template = synthesize(workdir / "cdk.out", segments=segments, allow_private_targets=allow_private_targets)
+    for old in workdir.glob("template-*.json"):
+        old.unlink()
+    cached.write_text(json.dumps(template))
+    return template
