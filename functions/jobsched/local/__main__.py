@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -94,8 +95,16 @@ def boot(options: Options, seeded: list[tuple[str, str]], progress=None):
     return runtime, key_lines, demo_key
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (a service manager, `kill`) stops the stack as Ctrl-C does."""
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main() -> None:
     use_local_aws_env()
+    _stop_on_sigterm()
     options = Options(
         port=_int_env("JOBSCHED_PORT", 8080),
         emulator_port=_int_env("JOBSCHED_EMULATOR_PORT", 8090),
