@@ -15,8 +15,8 @@ LOCAL_AWS := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_SESSION
 
 .PHONY: run test synth deploy install layer bench clean
 
-run: $(INSTALLED) $(LAYER_STAMP)  ## the whole scheduler locally, on an embedded AWS emulator
-	$(LOCAL_AWS) $(BIN)/python -m jobsched.local
+run: $(INSTALLED) $(LAYER_STAMP)  ## the whole scheduler locally, on an embedded AWS emulator (RESET=1: start empty)
+	$(LOCAL_AWS) JOBSCHED_RESET=$(RESET) $(BIN)/python -m jobsched.local
 
 test: $(INSTALLED) $(LAYER_STAMP)  ## the whole test suite
 	$(LOCAL_AWS) $(BIN)/python -m pytest

@@ -3,7 +3,9 @@
 Environment: JOBSCHED_PORT (API, default 8080), JOBSCHED_API_KEYS ("tenant:key,..."; else a
 dev key is printed), JOBSCHED_SEGMENTS (default 4), JOBSCHED_ECHO_PORT (default 8081),
 JOBSCHED_EMULATOR_PORT (default 8090, where `jobsched keys --local` finds it), DEMO=1 (schedule a demo job and show it
-fire), JOBSCHED_VERBOSE=1 (the functions' INFO logs as well as their EMF metric lines)."""
+fire), JOBSCHED_VERBOSE=1 (the functions' INFO logs as well as their EMF metric lines),
+JOBSCHED_WORKDIR (default .build/local: the state kept across restarts), JOBSCHED_RESET=1 (start
+empty; `make run RESET=1`)."""
 from __future__ import annotations
 
 import json
@@ -71,6 +73,24 @@ def _demo(api_url: str, key: str, echo_url: str) -> None:
     print("[demo] the demo job has not finished within 90 s", flush=True)
 
 
+DEV_KEY_FILE = "dev-key"
+
+
+def _dev_key(workdir: Path, keys) -> str:
+    """The dev tenant's key: the same across restarts (kept beside the state, readable by the
+    user only), since the state keeps only its hash."""
+    path = workdir / DEV_KEY_FILE
+    if path.is_file() and (workdir / "state.json").is_file():
+        key = path.read_text().strip()
+        keys.register("dev", key)
+        return key
+    _, key = keys.issue("dev")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(key + "\n")
+    path.chmod(0o600)
+    return key
+
+
 def boot(options: Options, seeded: list[tuple[str, str]], progress=None):
     """Start the stack, store the keys, then mark it ready: `GET /v1/health` answers 503 until a
     client can be served with the printed or seeded keys."""
@@ -88,7 +108,7 @@ def boot(options: Options, seeded: list[tuple[str, str]], progress=None):
         key_lines = [f"  tenant {tenant}: {key}" for tenant, key in seeded]
         demo_key = seeded[0][1]
     else:
-        _, demo_key = keys.issue("dev")
+        demo_key = _dev_key(options.workdir, keys)
         key_lines = [f"  tenant dev: {demo_key}"]
     progress("jobsched: keys stored; waiting for the first tick of every segment ...")
     runtime.mark_ready()
@@ -112,6 +132,7 @@ def main() -> None:
         workdir=Path(os.environ.get("JOBSCHED_WORKDIR", ".build/local")),
         quiet_functions=os.environ.get("JOBSCHED_VERBOSE", "") not in ("1", "true"),
         keep_metrics=True,
+        reset=os.environ.get("JOBSCHED_RESET", "") in ("1", "true", "yes"),
     )
     seeded = parse_api_keys(os.environ.get("JOBSCHED_API_KEYS", ""))
     runtime, key_lines, demo_key = boot(options, seeded)

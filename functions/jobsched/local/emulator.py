@@ -11,6 +11,18 @@ import time
 from typing import Callable, Iterator
 
 EMULATOR_LOCK = threading.RLock()
+# Operations that change no state: the local stack saves its state only after other requests.
+READ_ONLY_OPERATIONS = frozenset({
+    "GetItem", "BatchGetItem", "Query", "Scan", "DescribeTable", "ListTables", "DescribeTimeToLive",
+    "ReceiveMessage", "GetQueueAttributes", "GetQueueUrl", "ListQueues", "DescribeStacks",
+    "DescribeStackResources", "ListTagsOfResource",
+})
+
+
+def operation_of(environ: dict) -> str:
+    """The AWS operation of a request to the emulator (JSON protocols name it in X-Amz-Target)."""
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    return target.rsplit(".", 1)[-1] if target else ""
 
 
 @contextlib.contextmanager
@@ -53,8 +65,11 @@ class SerializedServer:
 
         app = DomainDispatcherApplication(create_backend_app)
         self.busy_seconds = 0.0  # time spent handling requests (the lock held): what limits the stack
+        self.mutations = 0  # requests that may have changed state (the local stack saves after them)
 
         def locked_app(environ, start_response):
+            if operation_of(environ) not in READ_ONLY_OPERATIONS:
+                self.mutations += 1
             with EMULATOR_LOCK:
                 started = time.perf_counter()
                 try:

@@ -18,6 +18,7 @@ from jobsched.local.events import Function, LanePoller, api_gateway_event, http_
 from jobsched.local.fake_aws import use_local_aws_env
 from jobsched.local.metrics import EmfTee
 from jobsched.local.stack import LocalStack
+from jobsched.local.state import StateKeeper
 from jobsched.local.synth import cached_template
 from jobsched.settings import Env, Settings
 
@@ -44,6 +45,9 @@ class Options:
     # on every receive) and hands each batch to a worker "container" of its own, up to this many
     # at once, as Lambda scales a lane out: a slow or hung target holds its container, not the lane.
     containers_per_lane: int = 8
+    # Keep state across restarts under the work directory (state.json); `reset` starts empty.
+    keep_state: bool = True
+    reset: bool = False
     env_overrides: dict = field(default_factory=dict)  # function name → settings to change (benchmarks)
 
 
@@ -93,6 +97,7 @@ class LocalRuntime:
     # Set once a client can be served: the keys work, the ticks and pollers run. Until then the
     # API answers 503 (health included), never a 401 for a key that is about to be stored.
     ready: threading.Event = field(default_factory=threading.Event)
+    state: StateKeeper | None = None
     _first_tick: threading.Event = field(default_factory=threading.Event)
 
     def mark_ready(self, timeout: float = 120.0) -> None:
@@ -125,6 +130,16 @@ class LocalRuntime:
         session = boto3.session.Session()
         progress("jobsched: creating the tables and queues of the template in the emulator ...")
         self.stack = LocalStack.create(session, template)
+        if opts.keep_state:
+            self.state = StateKeeper(opts.workdir, self.stack.physical_ids)
+            if opts.reset:
+                self.state.reset()
+                progress("jobsched: RESET: starting empty")
+            restored = self.state.restore(session)
+            if restored["items"] or restored["messages"]:
+                progress(f"jobsched: restored {restored['items']} items and {restored['messages']} queued messages "
+                         f"from {self.state.path}")
+            self.state.start(lambda: self.emulator.mutations)
         envs = {name: {**env, **opts.env_overrides.get(name, {})} for name, env in self.stack.envs.items()}
         clock = SystemClock()
         self.settings = Settings.from_env(envs["api"], "api")
@@ -248,5 +263,7 @@ class LocalRuntime:
         self._stop.set()
         for server in self._servers:
             server.shutdown()
+        if self.state is not None:
+            self.state.stop()  # the last snapshot, after the API and the pollers have stopped
         if self.emulator:
             self.emulator.stop()

@@ -1,0 +1,136 @@
+"""What the local stack keeps across restarts: every item of its tables (jobs, timers, executions,
+watermarks, API keys) and every message of its queues, written under the work directory as they
+change (a snapshot every SNAPSHOT_SECONDS while anything changed, and at a clean stop), and put
+back into a fresh emulator when the stack starts again.
+
+The emulator runs in this process, so a snapshot reads moto's backends directly, under the
+emulator's lock (a consistent cut: no request is half applied), and writes the file outside it.
+Tables and queues are matched by their logical id in the template, since the emulator names them
+anew at each start. A message comes back with the time it had left before becoming visible (at
+most SQS's 15-minute delay); one that a worker had received and not deleted comes back visible at
+once, as after a worker's crash in AWS (its execution's claim and lease decide what happens)."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+from jobsched.local.emulator import EMULATOR_LOCK
+
+STATE_FILE = "state.json"
+SNAPSHOT_SECONDS = 1.0
+FORMAT = 1
+
+
+class StateKeeper:
+    def __init__(self, workdir: Path, physical_ids: dict[str, str], region: str = "us-east-1",
+                 account: str = "123456789012") -> None:
+        self.path = workdir / STATE_FILE
+        self._physical = physical_ids
+        self._region, self._account = region, account
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.snapshots = 0
+
+    # --- save ----------------------------------------------------------------------------------
+    def _backends(self):
+        from moto.dynamodb.models import dynamodb_backends
+        from moto.sqs.models import sqs_backends
+
+        return dynamodb_backends[self._account][self._region], sqs_backends[self._account][self._region]
+
+    def capture(self) -> dict:
+        """A consistent cut of every table and queue of the stack, by logical id."""
+        dynamodb, sqs = self._backends()
+        tables: dict[str, list] = {}
+        queues: dict[str, list] = {}
+        with EMULATOR_LOCK:
+            now_ms = int(time.time() * 1000)
+            for logical, physical in self._physical.items():
+                if physical in dynamodb.tables:
+                    tables[logical] = [item.to_json()["Attributes"] for item in dynamodb.tables[physical].all_items()]
+                    continue
+                name = physical.rstrip("/").rsplit("/", 1)[-1]
+                queue = sqs.queues.get(name)
+                if queue is not None:
+                    queues[logical] = [
+                        {"body": m.body,
+                         "visibleInMs": max(0, max(int(m.delayed_until or 0), int(m.visible_at or 0)) - now_ms)
+                         if not m.approximate_receive_count else 0}
+                        for m in list(queue._messages)]
+        return {"format": FORMAT, "savedAtMs": now_ms, "tables": tables, "queues": queues}
+
+    def save(self) -> None:
+        state = self.capture()
+        temporary = self.path.with_suffix(".tmp")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(temporary, "w") as handle:
+            json.dump(state, handle, separators=(",", ":"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.path)  # atomic: a crash leaves the previous snapshot whole
+        self.snapshots += 1
+
+    def start(self, changes) -> "StateKeeper":
+        """Save every SNAPSHOT_SECONDS while `changes()` (a counter of mutating requests) moves."""
+        def loop() -> None:
+            seen = changes()
+            while not self._stop.wait(SNAPSHOT_SECONDS):
+                now = changes()
+                if now != seen:
+                    seen = now
+                    try:
+                        self.save()
+                    except Exception as exc:  # noqa: BLE001 - keep serving; say so
+                        print(f"jobsched: could not save state: {exc}", flush=True)
+        self._thread = threading.Thread(target=loop, name="state", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """A last snapshot at a clean stop (Ctrl-C, SIGTERM)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        self.save()
+
+    # --- restore -------------------------------------------------------------------------------
+    def restore(self, session) -> dict[str, int]:
+        """Put a saved state back into the (empty, just created) tables and queues. Returns what
+        was restored: items and messages."""
+        if not self.path.is_file():
+            return {"items": 0, "messages": 0}
+        state = json.loads(self.path.read_text())
+        if state.get("format") != FORMAT:
+            raise RuntimeError(f"{self.path} was written by another version; start with RESET=1")
+        dynamodb = session.client("dynamodb")
+        sqs = session.client("sqs")
+        items = messages = 0
+        for logical, rows in state["tables"].items():
+            table = self._physical.get(logical)
+            if table is None:
+                continue  # a table the template no longer has
+            for start in range(0, len(rows), 25):
+                requests = [{"PutRequest": {"Item": row}} for row in rows[start:start + 25]]
+                while requests:
+                    answer = dynamodb.batch_write_item(RequestItems={table: requests})
+                    requests = answer.get("UnprocessedItems", {}).get(table, [])
+            items += len(rows)
+        for logical, rows in state["queues"].items():
+            url = self._physical.get(logical)
+            if url is None:
+                continue
+            for start in range(0, len(rows), 10):
+                entries = [{"Id": str(i), "MessageBody": row["body"],
+                            "DelaySeconds": min(900, -(-int(row["visibleInMs"]) // 1000))}
+                           for i, row in enumerate(rows[start:start + 10])]
+                sqs.send_message_batch(QueueUrl=url, Entries=entries)
+            messages += len(rows)
+        return {"items": items, "messages": messages}
+
+    def reset(self) -> None:
+        for path in (self.path, self.path.with_suffix(".tmp")):
+            if path.exists():
+                path.unlink()

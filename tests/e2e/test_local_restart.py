@@ -1,0 +1,94 @@
+"""The local stack remembers: jobs, keys, history and queued messages survive a restart, and a
+job due after the restart fires once, on time."""
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+
+from jobsched.domain.clock import SystemClock
+from jobsched.local.__main__ import boot
+from jobsched.local.echo import EchoServer
+from jobsched.local.runtime import Options
+from jobsched.service.auth import ApiKeys
+from jobsched.store.aws import build_stores
+
+
+def call(runtime, method, path, body=None, key="k1"):
+    request = urllib.request.Request(runtime.api_url + path, method=method,
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def wait_for(predicate, seconds):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def test_jobs_keys_history_and_queued_messages_survive_a_restart(tmp_path):
+    saved_env = dict(os.environ)
+    echo = EchoServer()
+    workdir = tmp_path / "local"
+    quiet = lambda text: None  # noqa: E731
+    try:
+        runtime, _, _ = boot(Options(port=0, segments=2, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
+        ApiKeys(build_stores(runtime.settings).api_keys, SystemClock()).register("tenant-2", "k2")  # made at run time
+        status, nightly = call(runtime, "POST", "/v1/jobs", {
+            "name": "nightly", "type": "CRON", "schedule": "0 3 * * *", "target": {"type": "HTTP", "url": f"{echo.url}/n"}})
+        assert status == 201
+        status, execution = call(runtime, "POST", f"/v1/jobs/{nightly['jobId']}/trigger")
+        assert status == 202
+        assert wait_for(lambda: call(runtime, "GET", f"/v1/executions/{execution['executionId']}")[1]["status"]
+                        == "SUCCEEDED", 10)
+        due_s = int(time.time()) + 20
+        status, later = call(runtime, "POST", "/v1/jobs", {
+            "name": "after-restart", "type": "ONE_TIME",
+            "runAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(due_s)),
+            "target": {"type": "HTTP", "url": f"{echo.url}/later"}})
+        assert status == 201
+        runtime.stop()
+
+        runtime, _, _ = boot(Options(port=0, segments=2, workdir=workdir), [], progress=quiet)
+        assert runtime.state is not None and runtime.state.path.is_file()
+        status, jobs = call(runtime, "GET", "/v1/jobs")  # the seeded key of the first start still works
+        assert status == 200 and {j["name"] for j in jobs["items"]} == {"nightly", "after-restart"}
+        assert call(runtime, "GET", "/v1/jobs", key="k2")[0] == 200  # and the key made at run time
+        status, history = call(runtime, "GET", f"/v1/jobs/{nightly['jobId']}/executions")
+        assert status == 200 and [e["status"] for e in history["items"]] == ["SUCCEEDED"]
+        assert wait_for(lambda: [c for c in echo.received if c["path"] == "/later"], due_s - time.time() + 10)
+        time.sleep(1.5)  # a duplicate would arrive now
+        fired = [c for c in echo.received if c["path"] == "/later"]
+        assert len(fired) == 1, fired
+        assert 0 <= fired[0]["receivedMs"] - due_s * 1000 < 1000, fired[0]["receivedMs"] - due_s * 1000
+        runtime.stop()
+    finally:
+        echo.stop()
+        os.environ.clear()
+        os.environ.update(saved_env)
+
+
+def test_reset_starts_empty(tmp_path):
+    saved_env = dict(os.environ)
+    workdir = tmp_path / "local"
+    quiet = lambda text: None  # noqa: E731
+    try:
+        runtime, _, _ = boot(Options(port=0, segments=1, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
+        assert call(runtime, "POST", "/v1/jobs", {"name": "x", "type": "RATE", "schedule": "PT1H",
+                                                  "target": {"type": "HTTP", "url": "http://127.0.0.1:9/x"}})[0] == 201
+        runtime.stop()
+        runtime, _, _ = boot(Options(port=0, segments=1, workdir=workdir, reset=True), [("tenant-1", "k1")],
+                             progress=quiet)
+        assert call(runtime, "GET", "/v1/jobs")[1]["items"] == []
+        runtime.stop()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
