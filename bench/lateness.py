@@ -95,10 +95,12 @@ def main(argv: list[str] | None = None) -> None:
     from jobsched.store.aws import build_stores
 
     print(f"lateness: the local stack on the wall clock (moto server, serialized), on {machine()}")
-    runtime = LocalRuntime(Options(port=0, segments=4, workdir=Path(".build/bench/local"),
-                                   env_overrides=NO_QUOTAS)).start()
+    # As `make run` runs (state kept, saved as it changes), but from an empty state each time.
+    runtime = LocalRuntime(Options(port=0, segments=4, workdir=Path(".build/bench/local"), reset=True,
+                                   env_overrides=NO_QUOTAS)).start(announce_ready=False, progress=lambda _: None)
     echo = EchoServer(out=open("/dev/null", "w"))
     ApiKeys(build_stores(runtime.settings).api_keys, SystemClock()).register("bench", "bench-key")
+    runtime.mark_ready()
     rows = []
     try:
         rate_of_creates = create_rate(runtime, "bench-key", f"{echo.url}/warm")

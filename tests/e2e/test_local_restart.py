@@ -1,10 +1,7 @@
 """The local stack remembers: jobs, keys, history and queued messages survive a restart, and a
 job due after the restart fires once, on time."""
-import json
 import os
 import time
-import urllib.error
-import urllib.request
 
 from jobsched.domain.clock import SystemClock
 from jobsched.local.__main__ import boot
@@ -13,16 +10,11 @@ from jobsched.local.runtime import Options
 from jobsched.service.auth import ApiKeys
 from jobsched.store.aws import build_stores
 
+from .test_local_stack import call as http_call
+
 
 def call(runtime, method, path, body=None, key="k1"):
-    request = urllib.request.Request(runtime.api_url + path, method=method,
-                                     data=json.dumps(body).encode() if body is not None else None,
-                                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return http_call(runtime, method, path, body, key)
 
 
 def wait_for(predicate, seconds):
