@@ -84,7 +84,11 @@ HEADERS = ("run", "jobs/s", "jobs", "missed", "duplicated", "min ms", "p50 ms", 
 
 def main(argv: list[str] | None = None) -> None:
     use_local_aws()
-    quick = "--quick" in (argv or sys.argv[1:])
+    flags = argv or sys.argv[1:]
+    quick = "--quick" in flags
+    # `--rate=50 --seconds=120`: one run at that rate instead of the whole series
+    options = dict(f[2:].split("=", 1) for f in flags if f.startswith("--") and "=" in f)
+    given_rate, given_seconds = int(options.get("rate", 0)), int(options.get("seconds", 120))
     from pathlib import Path
 
     from jobsched.domain.clock import SystemClock
@@ -96,8 +100,9 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"lateness: the local stack on the wall clock (moto server, serialized), on {machine()}")
     # As `make run` runs (state kept, saved as it changes), but from an empty state each time.
+    keep_state = options.get("keep-state", "1") != "0"  # --keep-state=0: measure without saving state
     runtime = LocalRuntime(Options(port=0, segments=4, workdir=Path(".build/bench/local"), reset=True,
-                                   env_overrides=NO_QUOTAS)).start(announce_ready=False, progress=lambda _: None)
+                                   keep_state=keep_state, env_overrides=NO_QUOTAS)).start(announce_ready=False, progress=lambda _: None)
     echo = EchoServer(out=open("/dev/null", "w"))
     ApiKeys(build_stores(runtime.settings).api_keys, SystemClock()).register("bench", "bench-key")
     runtime.mark_ready()
@@ -107,6 +112,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"the local stack creates {rate_of_creates:.0f} jobs/s through its API (4 clients)")
         if quick:
             rows.append(row("with sub-second wait", run_load(runtime, echo, "bench-key", 5, 1, rate_of_creates)))
+        elif given_rate:
+            rows.append(row(f"{given_rate} jobs/s for {given_seconds} s",
+                            run_load(runtime, echo, "bench-key", given_rate, given_seconds, rate_of_creates)))
         else:
             main_run = run_load(runtime, echo, "bench-key", 10, 120, rate_of_creates)
             rows.append(row("10 jobs/s for 2 min", main_run))
