@@ -25,6 +25,33 @@ def operation_of(environ: dict) -> str:
     return target.rsplit(".", 1)[-1] if target else ""
 
 
+def speed_up_moto() -> None:
+    """Two narrow fixes where the emulator's own cost grows with use, not with what is asked
+    (measured in docs/performance.md; tests/unit/test_emulator_speedups.py checks that each
+    answers exactly as the code it replaces):
+    - moto's server finds a request's service by listing its package directory from disk on every
+      request (`list_of_moto_modules`): the directory does not change while the process runs, so
+      it is listed once;
+    - every message an SQS receive returns asks the queue for all its attributes (each of which
+      counts the whole queue) just to read its retention period: read the attribute itself."""
+    import moto.backends
+    from moto.core.utils import unix_time
+    from moto.sqs.models import SQSBackend
+
+    if getattr(moto.backends, "_jobsched_fast", False):
+        return
+    modules = tuple(moto.backends.list_of_moto_modules())
+    moto.backends.list_of_moto_modules = lambda: iter(modules)
+
+    def is_message_valid_based_on_retention_period(self, queue_name: str, message) -> bool:
+        queue = self.get_queue(queue_name)
+        retain_until = int(queue.message_retention_period) + message.sent_timestamp / 1000
+        return retain_until > unix_time()
+
+    SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
+    moto.backends._jobsched_fast = True
+
+
 @contextlib.contextmanager
 def serialized_in_process() -> Iterator[None]:
     """Serialize moto's in-process interception (mock_aws) across threads."""
@@ -58,6 +85,8 @@ class SerializedServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import WSGIRequestHandler, make_server
+
+        speed_up_moto()
 
         class QuietHandler(WSGIRequestHandler):
             def log_request(self, *args, **kwargs):
