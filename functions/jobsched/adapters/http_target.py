@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
+import heapq
 import socket
 import ssl
 import threading
@@ -61,6 +62,37 @@ class DeadlinePassed(Exception):
     pass
 
 
+class _Watchdog:
+    """One thread for the whole container that shuts the sockets of calls past their deadline
+    (a thread per call would cost a thread start on every execution)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, "_Deadline"]] = []
+        self._wake = threading.Condition()
+        self._count = 0
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: "_Deadline") -> None:
+        with self._wake:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="http-deadlines", daemon=True)
+                self._thread.start()
+            self._count += 1
+            heapq.heappush(self._due, (deadline.at, self._count, deadline))
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._wake.wait(None if not self._due else self._due[0][0] - time.monotonic())
+                _, _, deadline = heapq.heappop(self._due)
+            deadline.cut()
+
+
+_WATCHDOG = _Watchdog()
+
+
 class _Deadline:
     """The attempt's whole call (connect, send, wait, read) within one deadline: a per-read
     socket timeout alone lets a target that trickles a byte at a time hold the call forever.
@@ -69,23 +101,30 @@ class _Deadline:
     def __init__(self, seconds: float) -> None:
         self.at = time.monotonic() + seconds
         self.passed = False
+        self.done = False
+        self._connection = None
 
     def remaining(self) -> float:
         return self.at - time.monotonic()
 
-    def guard(self, connection) -> threading.Timer:
-        def cut() -> None:
-            self.passed = True
-            sock = getattr(connection, "call_socket", None)
-            if sock is not None:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        timer = threading.Timer(max(0.0, self.remaining()), cut)
-        timer.daemon = True
-        timer.start()
-        return timer
+    def guard(self, connection) -> "_Deadline":
+        self._connection = connection
+        _WATCHDOG.watch(self)
+        return self
+
+    def cancel(self) -> None:
+        self.done = True  # the call ended first: the watchdog leaves its socket alone
+
+    def cut(self) -> None:
+        if self.done:
+            return
+        self.passed = True
+        sock = getattr(self._connection, "call_socket", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):

@@ -61,7 +61,7 @@ class JobsService:
         if idempotency_key:
             earlier = self._jobs.remember_request(tenant_id, "create", idempotency_key, job_id,
                                                   body_hash(request.model_dump(mode="json")),
-                                                  now // 1000 + IDEMPOTENCY_TTL_SECONDS, now // 1000)
+                                                  now // 1000, IDEMPOTENCY_TTL_SECONDS)
             if earlier is not None:
                 earlier_id, earlier_hash = earlier
                 if earlier_hash != body_hash(request.model_dump(mode="json")):
@@ -167,8 +167,7 @@ class JobsService:
         execution_id = manual_execution_id(job_id, now)
         if idempotency_key:
             earlier = self._jobs.remember_request(tenant_id, f"trigger#{job_id}", idempotency_key, execution_id,
-                                                  body_hash({"jobId": job_id}), now // 1000 + IDEMPOTENCY_TTL_SECONDS,
-                                                  now // 1000)
+                                                  body_hash({"jobId": job_id}), now // 1000, IDEMPOTENCY_TTL_SECONDS)
             if earlier is not None:
                 existing = self._executions.get(job_id, earlier[0])
                 if existing is not None:

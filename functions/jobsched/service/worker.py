@@ -57,10 +57,12 @@ class Worker:
             return self._sweep(dispatch)
         job = self._jobs.get(dispatch.tenant_id, dispatch.job_id, consistent=True)
         if not _still_wanted(job, dispatch):
-            # Whatever its kind, an execution waiting for this message (a trigger's PENDING, a
-            # redrive's PENDING, a FAILED one waiting for its retry) ends CANCELLED: none is left
-            # PENDING forever because its job went away or changed.
-            self._end_waiting(dispatch)
+            # An execution waiting for this message (a trigger's or a redrive's PENDING, a FAILED
+            # one waiting for this retry) ends CANCELLED: none is left waiting forever because its
+            # job went away or changed. A FIRE has no record before its claim, so a stale FIRE
+            # (every paused or updated job's message in flight) costs no write.
+            if dispatch.kind is not DispatchKind.FIRE:
+                self._end_waiting(dispatch)
             return WorkResult(Outcome.STALE_MESSAGE)
 
         if dispatch.kind is DispatchKind.FIRE:

@@ -220,14 +220,14 @@ class JobsStore:
                 return Page(items, None, after)
 
     def remember_request(self, tenant_id: str, scope: str, key: str, result_id: str, body_hash: str,
-                         expires_at: int, now_s: int) -> tuple[str, str] | None:
+                         now_s: int, ttl_s: int) -> tuple[str, str] | None:
         """Record (Idempotency-Key → result) once. Returns None when this call recorded it, or the
         (result id, body hash) recorded by an earlier call with the same key. A record past its
         own expiry counts as gone, although DynamoDB's TTL may delete it up to days later."""
         try:
             self._table.put_item(
                 Item={"tenantId": tenant_id, "jobId": f"{IDEMPOTENCY_PREFIX}{scope}#{key}", "resultId": result_id,
-                      "bodyHash": body_hash, "expiresAt": expires_at},
+                      "bodyHash": body_hash, "expiresAt": now_s + ttl_s},
                 ConditionExpression="attribute_not_exists(jobId) OR expiresAt <= :now",
                 ExpressionAttributeValues={":now": now_s},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
