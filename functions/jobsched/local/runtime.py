@@ -58,9 +58,7 @@ class LaneContainers:
     def __init__(self, make, limit: int) -> None:
         self._make = make
         self._idle: list[Function] = [make()]
-        self._made = 1
-        self._limit = max(1, limit)
-        self._free = threading.Semaphore(self._limit)
+        self._free = threading.Semaphore(max(1, limit))
         self._lock = threading.Lock()
 
     def first(self) -> Function:
@@ -75,7 +73,6 @@ class LaneContainers:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-            self._made += 1
         return self._make()
 
     def release(self, container: Function) -> None:
