@@ -32,3 +32,14 @@ def test_benchmark_runs_on_a_tiny_input(module, heading, capsys):
     assert heading in out
     lines = out[out.index(heading):].splitlines()
     assert len(lines) >= 4 and set(lines[2].replace(" ", "")) == {"-"}  # a header rule, then rows
+
+
+def test_the_cpu_benchmark_runs_the_real_handlers_on_a_tiny_input(capsys):
+    import bench.cpu
+
+    bench.cpu.main(["--timers=60", "--jobs=20", "--repeat=1"])
+    out = capsys.readouterr().out
+    rows = {line.split("  ")[0]: line for line in out.splitlines() if line.startswith(("tick:", "worker:"))}
+    assert set(rows) == {"tick: per handed-off timer", "worker: per executed job (recurring)",
+                         "worker: per executed job (one-time)"}
+    assert "SendMessageBatch 0.100" in out  # 60 timers: six batches of ten

@@ -11,7 +11,6 @@ from decimal import Decimal
 from typing import Any, Callable, Iterator
 
 from boto3.dynamodb.conditions import Attr, Key
-from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from jobsched.domain.errors import ConditionLost, Conflict, FieldProblem, InvalidRequest
@@ -19,6 +18,7 @@ from jobsched.domain.executions import AttemptRecord, Dispatch, Execution, Execu
 from jobsched.domain.jobs import Job, JobState
 from jobsched.domain.json_text import compact
 from jobsched.domain.timers import Timer, Watermark
+from jobsched.store.wire import item_from_wire, values_to_wire
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
 JOB_ID_PREFIX = "job_"
@@ -41,6 +41,16 @@ BATCH_WRITE_LIMIT = 25
 BATCH_RETRIES = 8
 BATCH_BACKOFF_BASE_S = 0.05
 BATCH_BACKOFF_CAP_S = 2.0
+
+
+def raw_client(dynamodb):
+    """A low-level client beside a resource. (The resource's own `meta.client` rewrites every
+    request and answer through boto3's type (de)serializer: no use for wire-format calls.)"""
+    import boto3
+
+    meta = dynamodb.meta.client.meta
+    return boto3.session.Session().client("dynamodb", region_name=meta.region_name, endpoint_url=meta.endpoint_url,
+                                          config=meta.config)
 
 
 class BatchIncomplete(RuntimeError):
@@ -78,18 +88,12 @@ def plain(value: Any) -> Any:
     return value
 
 
-_DESERIALIZER = TypeDeserializer()
-
-
 def _condition_lost(exc: ClientError, what: str) -> ConditionLost | None:
     """A failed condition as a domain outcome, with the item as it is now when DynamoDB returned
     it (ReturnValuesOnConditionCheckFailure). The resource API leaves that item in wire format."""
     if exc.response.get("Error", {}).get("Code") != CONDITION_FAILED:
         return None
-    current = exc.response.get("Item")
-    if current:
-        current = plain({k: _DESERIALIZER.deserialize(v) for k, v in current.items()})
-    return ConditionLost(what=what, current=current or None)
+    return ConditionLost(what=what, current=item_from_wire(exc.response.get("Item")))
 
 
 def encode_cursor(key: dict | None) -> str | None:
@@ -137,9 +141,10 @@ class Page:
 
 
 class JobsStore:
-    def __init__(self, dynamodb, table_name: str, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, dynamodb, table_name: str, sleep: Callable[[float], None] = time.sleep, client=None) -> None:
         self._table = dynamodb.Table(table_name)
         self._dynamodb = dynamodb
+        self._client = client or raw_client(dynamodb)  # the hot calls, in wire format (store/wire.py)
         self._name = table_name
         self._sleep = sleep
 
@@ -150,8 +155,9 @@ class JobsStore:
             raise (_condition_lost(exc, "job exists") or exc) from exc
 
     def get(self, tenant_id: str, job_id: str, consistent: bool = False) -> Job | None:
-        item = self._table.get_item(Key={"tenantId": tenant_id, "jobId": job_id}, ConsistentRead=consistent).get("Item")
-        return Job.from_item(plain(item)) if item else None
+        item = self._client.get_item(TableName=self._name, Key={"tenantId": {"S": tenant_id}, "jobId": {"S": job_id}},
+                                     ConsistentRead=consistent).get("Item")
+        return Job.from_item(item_from_wire(item)) if item else None
 
     def get_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Job]:
         """One BatchGetItem per 100 distinct jobs instead of a read per timer. Without the payload
@@ -264,9 +270,10 @@ class JobsStore:
 
     def give_back_quota(self, tenant_id: str, counter: str) -> None:
         try:
-            self._table.update_item(Key={"tenantId": tenant_id, "jobId": f"{QUOTA_PREFIX}{counter}"},
-                                    UpdateExpression="ADD used :minus", ConditionExpression="used > :zero",
-                                    ExpressionAttributeValues={":minus": -1, ":zero": 0})
+            self._client.update_item(TableName=self._name,
+                                     Key={"tenantId": {"S": tenant_id}, "jobId": {"S": f"{QUOTA_PREFIX}{counter}"}},
+                                     UpdateExpression="ADD used :minus", ConditionExpression="used > :zero",
+                                     ExpressionAttributeValues={":minus": {"N": "-1"}, ":zero": {"N": "0"}})
         except ClientError as exc:
             if not _condition_lost(exc, "quota"):
                 raise
@@ -274,18 +281,19 @@ class JobsStore:
     def mark_completed(self, job: Job, now_ms: int) -> bool:
         """ACTIVE → COMPLETED, only for this generation; False if the job changed meanwhile."""
         try:
-            self._table.update_item(
-                Key={"tenantId": job.tenant_id, "jobId": job.job_id},
+            self._client.update_item(
+                TableName=self._name,
+                Key={"tenantId": {"S": job.tenant_id}, "jobId": {"S": job.job_id}},
                 UpdateExpression="SET #state = :completed, #ver = #ver + :one, updatedMs = :now",
                 ConditionExpression="#state = :active AND generation = :gen",
                 ExpressionAttributeNames={"#state": "state", "#ver": "version"},
-                ExpressionAttributeValues={
+                ExpressionAttributeValues=values_to_wire({
                     ":completed": JobState.COMPLETED.value,
                     ":active": JobState.ACTIVE.value,
                     ":gen": job.generation,
                     ":one": 1,
                     ":now": now_ms,
-                },
+                }),
             )
             self.give_back_quota(job.tenant_id, ACTIVE_JOBS_COUNTER)
             return True
@@ -297,8 +305,9 @@ class JobsStore:
 
 class TimersStore:
     def __init__(self, dynamodb, table_name: str, page_size: int = 500,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, client=None) -> None:
         self._dynamodb = dynamodb
+        self._client = client or raw_client(dynamodb)
         self._table = dynamodb.Table(table_name)
         self._name = table_name
         self._page_size = page_size
@@ -320,19 +329,22 @@ class TimersStore:
     def pages(self, bucket: str, after_sk: str | None = None) -> Iterator[list[Timer]]:
         """Due-ordered pages of one bucket (after `after_sk` when given), strongly consistent so
         that a timer written before the bucket was claimed is always seen."""
-        start: dict | None = {"bucket": bucket, "sk": after_sk} if after_sk else None
+        start: dict | None = {"bucket": {"S": bucket}, "sk": {"S": after_sk}} if after_sk else None
         while True:
             kwargs: dict[str, Any] = {
-                "KeyConditionExpression": Key("bucket").eq(bucket),
+                "TableName": self._name,
+                "KeyConditionExpression": "#b = :b",
+                "ExpressionAttributeNames": {"#b": "bucket"},
+                "ExpressionAttributeValues": {":b": {"S": bucket}},
                 "ConsistentRead": True,
                 "Limit": self._page_size,
             }
             if start:
                 kwargs["ExclusiveStartKey"] = start
-            answer = self._table.query(**kwargs)
+            answer = self._client.query(**kwargs)
             items = answer.get("Items", [])
             if items:
-                yield [Timer.from_item(plain(i)) for i in items]
+                yield [Timer.from_wire(i) for i in items]
             start = answer.get("LastEvaluatedKey")
             if not start:
                 return
@@ -418,8 +430,10 @@ OVERLAP_SCAN_LIMIT = 1000
 
 
 class ExecutionsStore:
-    def __init__(self, dynamodb, table_name: str, retention_days: int = 30) -> None:
+    def __init__(self, dynamodb, table_name: str, retention_days: int = 30, client=None) -> None:
         self._table = dynamodb.Table(table_name)
+        self._client = client or raw_client(dynamodb)
+        self._name = table_name
         # An execution that has ended expires (DynamoDB TTL) this long after its end; one that
         # waits (PENDING, RUNNING, FAILED until its retry) carries no expiry.
         self._retention_s = retention_days * 86_400
@@ -432,8 +446,9 @@ class ExecutionsStore:
         """The worker's first write: the execution does not exist yet, or waits for exactly this
         attempt, or its running attempt's lease has expired. Raises ConditionLost otherwise."""
         try:
-            answer = self._table.update_item(
-                Key={"jobId": dispatch.job_id, "executionId": dispatch.execution_id},
+            answer = self._client.update_item(
+                TableName=self._name,
+                Key={"jobId": {"S": dispatch.job_id}, "executionId": {"S": dispatch.execution_id}},
                 UpdateExpression=(
                     "SET #st = :running, attempt = if_not_exists(attempt, :zero) + :one, "
                     "tenantId = :tenant, scheduledMs = :due, generation = :gen, "
@@ -446,7 +461,7 @@ class ExecutionsStore:
                     " OR (#st = :running AND leaseUntilMs < :now)"
                 ),
                 ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues={
+                ExpressionAttributeValues=values_to_wire({
                     ":running": ExecutionStatus.RUNNING.value,
                     ":failed": ExecutionStatus.FAILED.value,
                     ":pending": ExecutionStatus.PENDING.value,
@@ -460,13 +475,13 @@ class ExecutionsStore:
                     ":lease": lease_until_ms,
                     ":token": token_hash,
                     ":start": started_ms if started_ms is not None else now_ms,
-                },
+                }),
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
             raise (_condition_lost(exc, "execution claimed") or exc) from exc
-        old = plain(answer.get("Attributes") or {})
+        old = item_from_wire(answer.get("Attributes")) or {}
         if not old:
             return Claim(attempt=1, taken_over=None)
         taken_over = None
@@ -526,13 +541,14 @@ class ExecutionsStore:
             names["#out"] = "output"
             values[":output"] = compact(output)
         try:
-            self._table.update_item(
-                Key={"jobId": dispatch.job_id, "executionId": dispatch.execution_id},
+            self._client.update_item(
+                TableName=self._name,
+                Key={"jobId": {"S": dispatch.job_id}, "executionId": {"S": dispatch.execution_id}},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 UpdateExpression="SET " + ", ".join(sets) + " REMOVE leaseUntilMs, callbackTokenHash",
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
+                ExpressionAttributeValues=values_to_wire(values),
             )
         except ClientError as exc:
             raise (_condition_lost(exc, "stale attempt") or exc) from exc

@@ -1,0 +1,275 @@
+"""Our own CPU per handed-off timer (the tick) and per executed job (the worker, the target call
+excluded), boto3 included and AWS excluded.
+
+The real handlers run against AWS answered at once in-process (bench/instant_aws.py): boto3
+builds, signs and parses every request as it would in Lambda, and the CPU spent making the
+answers is measured and subtracted. Beside each figure, the floor: the very requests the run made
+(captured from the wire) replayed through a bare low-level boto3 client, which is what those
+calls cost whatever code made them.
+
+`python -m bench cpu [--timers=N] [--jobs=N] [--repeat=N]`"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import sys
+import time
+from typing import Iterator
+
+import boto3
+from boto3.dynamodb.types import TypeSerializer
+from botocore import xform_name
+
+from bench.common import machine, print_table, use_local_aws
+from bench.instant_aws import InstantAws
+
+TABLES = {"Jobs": ("tenantId", "jobId"), "Timers": ("bucket", "sk"), "Executions": ("jobId", "executionId"),
+          "Segments": ("segment",), "ApiKeys": ("keyHash",)}
+LANES = {"HIGH": "lane-high", "NORMAL": "lane-normal", "LOW": "lane-low"}
+QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/{}"
+SEGMENTS = 20
+MINUTE = 31_557_600  # 2030-01-01T00:00Z, in minutes
+DISPATCH_KEY = "ab" * 32
+# The issue's bounds, on this machine (ms of our CPU, boto3 included).
+BOUND_TICK_MS = 0.25
+BOUND_WORKER_MS = 1.5
+_SERIALIZER = TypeSerializer()
+
+
+def _env() -> dict[str, str]:
+    from jobsched.settings import Env
+
+    env = {Env.JOBS_TABLE: "Jobs", Env.TIMERS_TABLE: "Timers", Env.EXECUTIONS_TABLE: "Executions",
+           Env.SEGMENTS_TABLE: "Segments", Env.API_KEYS_TABLE: "ApiKeys", Env.SEGMENTS: str(SEGMENTS),
+           Env.ALLOW_PRIVATE_TARGETS: "true", Env.EXECUTION_RETENTION_DAYS: "30"}
+    for priority, variable in Env.LANE_URL.items():
+        env[variable] = QUEUE_URL.format(LANES[priority.value])
+    return env
+
+
+def _wire(item: dict) -> dict:
+    return {k: _SERIALIZER.serialize(v) for k, v in item.items()}
+
+
+def _jobs(count: int, recurring: bool) -> list:
+    """`count` (job, due instant) of segment 0, each due in the bucket MINUTE + 2."""
+    from jobsched.domain.jobs import Job, JobSpec, JobState, Target, TargetType
+    from jobsched.domain.schedule import one_time_schedule, rate_schedule
+    from jobsched.domain.timers import segment_of
+
+    jobs, n = [], 0
+    while len(jobs) < count:
+        job_id = f"job_{n:012x}{'0' * 20}"
+        n += 1
+        if segment_of(job_id, SEGMENTS) != 0:
+            continue
+        due = (MINUTE + 2) * 60_000 + (len(jobs) * 997) % 60_000
+        created = due - 3_600_000
+        schedule = rate_schedule("PT1H", created) if recurring else one_time_schedule(due)
+        spec = JobSpec(name=f"bench-{len(jobs)}", schedule=schedule,
+                       target=Target(TargetType.HTTP, {"url": "https://example.com/hook", "method": "POST"}),
+                       payload={"n": len(jobs), "report": "daily"})
+        jobs.append((Job("tenant-bench", job_id, spec, JobState.ACTIVE, 1, 1, created, created), due))
+    return jobs
+
+
+def _instant_aws(jobs: list, with_timers: bool) -> InstantAws:
+    from jobsched.domain.timers import Timer, TimerKind
+
+    aws = InstantAws(TABLES)
+    aws.put("Segments", _wire({"segment": -1, "dispatchKey": DISPATCH_KEY}))
+    # Bucket MINUTE + 1 is done: the tick of MINUTE + 1 hands off bucket MINUTE + 2 (whatever the
+    # look-ahead, the watermark makes it the one bucket to do).
+    aws.put("Segments", _wire({"segment": 0, "claimedThrough": MINUTE + 1, "doneThrough": MINUTE + 1}))
+    for job, due in jobs:
+        aws.put("Jobs", _wire(job.to_item()))
+        if with_timers:
+            aws.put("Timers", _wire(Timer(due, TimerKind.FIRE, job.tenant_id, job.job_id, 1, 0).to_item()))
+    aws.seal()
+    return aws
+
+
+class _Sink(io.StringIO):
+    """stdout while measuring: EMF metric lines are printed, as in Lambda, and dropped."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+@contextlib.contextmanager
+def _lambda_logging() -> Iterator[None]:
+    """The functions log at INFO, as deployed (one line per tick and per attempt), to stdout, as
+    in Lambda; here the lines go nowhere (formatting them still counts)."""
+    import jobsched.handlers.tick  # noqa: F401 - creates the loggers
+    import jobsched.handlers.worker  # noqa: F401
+
+    loggers = [logging.getLogger(name) for name in ("jobsched-tick", "jobsched-worker")]
+    levels = [lg.level for lg in loggers]
+    handlers = [h for lg in loggers for h in lg.handlers if isinstance(h, logging.StreamHandler)]
+    streams = [h.stream for h in handlers]
+    for handler in handlers:
+        handler.stream = _Sink()  # (not setStream: it flushes the old one, which may be closed)
+    for lg in loggers:
+        lg.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        for handler, stream in zip(handlers, streams):
+            handler.stream = stream
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def _measure(aws: InstantAws, run) -> tuple[float, float]:
+    """(our CPU seconds, AWS-answer CPU seconds) of run(); stdout dropped meanwhile."""
+    stdout, sys.stdout = sys.stdout, _Sink()
+    try:
+        aws.cpu_s = 0.0
+        started = time.process_time()
+        run()
+        total = time.process_time() - started
+    finally:
+        sys.stdout = stdout
+    return total - aws.cpu_s, aws.cpu_s
+
+
+def _floor(aws: InstantAws, recorded: list[tuple[str, str, dict]], config=None) -> float:
+    """CPU of the same requests through a bare low-level client (answers subtracted): boto3's
+    defaults, or the configuration our functions use (store/aws.py)."""
+    session = boto3.session.Session(region_name="us-east-1")
+    aws.attach(session)
+    clients = {s: session.client(s, config=config) for s in {s for s, _, _ in recorded}}
+    calls = [(getattr(clients[s], xform_name(op)), params) for s, op, params in recorded]
+    for call, params in calls[:20]:  # warm the clients (first use loads models)
+        call(**params)
+
+    def replay():
+        for call, params in calls:
+            call(**params)
+
+    ours, _ = _measure(aws, replay)
+    return ours
+
+
+def _lean_config():
+    from jobsched.store.aws import _CONFIG
+
+    return _CONFIG
+
+
+def tick_cpu(timers: int, repeat: int) -> dict:
+    from jobsched.domain.clock import FakeClock
+    from jobsched.handlers import tick
+    from jobsched.local.events import LambdaContext
+
+    jobs = _jobs(timers, recurring=True)
+    aws = _instant_aws(jobs, with_timers=True)
+    session = boto3.session.Session(region_name="us-east-1")
+    aws.attach(session)
+    clock = FakeClock((MINUTE + 1) * 60_000 + 5_000)
+    handler = tick.make_handler(_env(), clock, session)
+    context = LambdaContext("jobsched-tick")
+    result: dict = {}
+    _measure(aws, lambda: result.update(handler({"segment": 0}, context)))  # warm: clients, models, the key
+    assert result["dispatched"] == timers, result
+    best = None
+    for _ in range(repeat):
+        aws.calls.clear()
+        aws.recording = []
+        ours, answering = _measure(aws, lambda: handler({"segment": 0}, context))
+        if best is None or ours < best[0]:
+            best = (ours, answering, dict(aws.calls), aws.recording)
+        aws.recording = None
+    ours, answering, calls, recorded = best
+    floor, lean = _floor(aws, recorded), _floor(aws, recorded, _lean_config())
+    return {"what": "tick: per handed-off timer", "count": timers, "ours_ms": 1000 * ours / timers,
+            "floor_ms": 1000 * floor / timers, "lean_ms": 1000 * lean / timers, "answering_ms": 1000 * answering / timers, "calls": calls,
+            "bound_ms": BOUND_TICK_MS}
+
+
+def worker_cpu(count: int, recurring: bool, repeat: int) -> dict:
+    from jobsched.domain.clock import FakeClock
+    from jobsched.domain.dispatch_seal import DispatchSeal
+    from jobsched.domain.executions import AttemptOutcome, Dispatch, DispatchKind, ExecutionStatus, execution_id_for
+    from jobsched.handlers import worker
+    from jobsched.local.events import LambdaContext, sqs_event
+
+    class Succeeds:
+        """The target call, excluded: it answers at once."""
+
+        def invoke(self, job, dispatch, attempt, callback_token=None, progress=None):
+            return AttemptOutcome(True, ExecutionStatus.SUCCEEDED)
+
+    jobs = _jobs(count, recurring=recurring)
+    aws = _instant_aws(jobs, with_timers=False)
+    session = boto3.session.Session(region_name="us-east-1")
+    aws.attach(session)
+    seal = DispatchSeal(bytes.fromhex(DISPATCH_KEY))
+    messages = []
+    for i, (job, due) in enumerate(jobs):
+        dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id, execution_id_for(job.job_id, due), due, 1)
+        messages.append({"MessageId": f"m{i}", "ReceiptHandle": f"r{i}", "Body": seal.seal(dispatch),
+                         "Attributes": {"ApproximateReceiveCount": "1"}})
+    arn = f"arn:aws:sqs:us-east-1:123456789012:{LANES['NORMAL']}"
+    events = [sqs_event(messages[i:i + 10], arn) for i in range(0, len(messages), 10)]
+    # Every job is due before now: no precision wait, no sleeping in the measurement.
+    clock = FakeClock((MINUTE + 3) * 60_000)
+    handler = worker.make_handler(_env(), clock, session, invoker=Succeeds())
+    context = LambdaContext("jobsched-worker")
+
+    def run():
+        for event in events:
+            answer = handler(event, context)
+            assert not answer["batchItemFailures"], answer
+
+    _measure(aws, run)  # warm
+    best = None
+    for _ in range(repeat):
+        aws.calls.clear()
+        aws.recording = []
+        ours, answering = _measure(aws, run)
+        if best is None or ours < best[0]:
+            best = (ours, answering, dict(aws.calls), aws.recording)
+        aws.recording = None
+    ours, answering, calls, recorded = best
+    floor, lean = _floor(aws, recorded), _floor(aws, recorded, _lean_config())
+    kind = "recurring" if recurring else "one-time"
+    return {"what": f"worker: per executed job ({kind})", "count": count, "ours_ms": 1000 * ours / count,
+            "floor_ms": 1000 * floor / count, "lean_ms": 1000 * lean / count, "answering_ms": 1000 * answering / count, "calls": calls,
+            "bound_ms": BOUND_WORKER_MS}
+
+
+def _option(flags: list[str], name: str, default: int) -> int:
+    for flag in flags:
+        if flag.startswith(f"--{name}="):
+            return int(flag.split("=", 1)[1])
+    return default
+
+
+def main(argv: list[str] | None = None) -> None:
+    flags = argv if argv is not None else sys.argv[1:]
+    use_local_aws()
+    quick = "--quick" in flags
+    timers = _option(flags, "timers", 500 if quick else 5_000)
+    count = _option(flags, "jobs", 100 if quick else 2_000)
+    repeat = _option(flags, "repeat", 1 if quick else 3)
+    print(f"cpu: our CPU per timer and per job, AWS answered in-process, on {machine()}")
+    print(f"(best of {repeat}; {timers} timers in one bucket, {count} jobs in batches of 10)")
+    with _lambda_logging():
+        results = [tick_cpu(timers, repeat), worker_cpu(count, True, repeat), worker_cpu(count, False, repeat)]
+    print_table("Our CPU (ms), boto3 included, AWS's answers excluded", [
+        (r["what"], r["count"], f"{r['ours_ms']:.3f}", f"{r['floor_ms']:.3f}", f"{r['lean_ms']:.3f}",
+         f"{r['ours_ms'] - r['lean_ms']:.3f}", f"{r['bound_ms']:.2f}",
+         "met" if r["ours_ms"] <= r["bound_ms"] else "MISSED", f"{r['answering_ms']:.3f}")
+        for r in results], ("measure", "n", "ours ms", "floor ms (boto3 defaults)", "floor ms (our config)",
+                            "ours above it", "bound", "", "answers ms"))
+    print("floor: the same requests replayed through a bare low-level client; answers ms: CPU spent making\n"
+          "AWS's answers in-process, already subtracted from every other column.")
+    for r in results:
+        per = ", ".join(f"{op} {n / r['count']:.3f}" for (_, op), n in sorted(r["calls"].items()))
+        print(f"  {r['what']}: calls per item: {per}")
+
+
+if __name__ == "__main__":
+    main()
