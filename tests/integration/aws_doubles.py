@@ -6,25 +6,29 @@ so a test can show that the code survives AWS's documented behaviour."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Callable
 
 from jobsched.domain.clock import FakeClock
 
 
+def _wire_key(item: dict, names: tuple[str, ...]) -> tuple:
+    return tuple(json.dumps(item[n], sort_keys=True) for n in names)
+
+
 class StaleReads:
-    """A DynamoDB resource whose eventually consistent reads answer from a snapshot taken
+    """A low-level DynamoDB client whose eventually consistent reads answer from a snapshot taken
     earlier (as a replica that has not yet seen the newest writes would). Strongly consistent
     reads pass through to the real table."""
 
-    def __init__(self, resource) -> None:
-        self._resource = resource
+    def __init__(self, client) -> None:
+        self._resource = client
         self._snapshots: dict[str, dict[tuple, dict]] = {}
         self.stale_answers = 0
 
     def snapshot(self, table_name: str, key_names: tuple[str, ...]) -> None:
-        table = self._resource.Table(table_name)
-        items = table.scan(ConsistentRead=True)["Items"]  # tests keep tables tiny
-        self._snapshots[table_name] = {tuple(i[k] for k in key_names): copy.deepcopy(i) for i in items}
+        items = self._resource.scan(TableName=table_name, ConsistentRead=True)["Items"]  # tests keep tables tiny
+        self._snapshots[table_name] = {_wire_key(i, key_names): copy.deepcopy(i) for i in items}
         self._keys = key_names
 
     def batch_get_item(self, RequestItems: dict, **kwargs) -> dict:  # noqa: N803 - boto3's name
@@ -37,7 +41,7 @@ class StaleReads:
             self.stale_answers += 1
             snapshot = self._snapshots[table]
             answer["Responses"][table] = [snapshot[k] for k in
-                                          (tuple(key[n] for n in self._keys) for key in request["Keys"])
+                                          (_wire_key(key, self._keys) for key in request["Keys"])
                                           if k in snapshot]
         if fresh:
             real = self._resource.batch_get_item(RequestItems=fresh, **kwargs)
@@ -50,7 +54,7 @@ class StaleReads:
 
 
 class Unprocessed:
-    """A DynamoDB resource whose batch calls leave part of each request unprocessed, as a
+    """A low-level DynamoDB client whose batch calls leave part of each request unprocessed, as a
     throttled table does: the first `times` calls process only the first item of each table's
     request (or none when `process_none`). Counts calls so a test can bound them."""
 

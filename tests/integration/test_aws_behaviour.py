@@ -75,7 +75,7 @@ def test_a_job_replaced_just_before_the_tick_fires_although_a_replica_still_has_
     harness.ticks_enabled = False
     job = harness.create_job({"name": "moved", "type": "ONE_TIME", "target": HOOK,
                               "runAt": format_instant((minute_of(harness.clock.now_ms()) + 10) * 60_000)})
-    stale = StaleReads(harness.session.resource("dynamodb"))
+    stale = StaleReads(harness.session.client("dynamodb"))
     stale.snapshot(harness.settings.jobs_table, ("tenantId", "jobId"))
     # When it is replaced (generation 2, due sooner) and the tick reads it through that replica
     due = (minute_of(harness.clock.now_ms()) + 4) * 60_000
@@ -83,7 +83,7 @@ def test_a_job_replaced_just_before_the_tick_fires_although_a_replica_still_has_
         "name": "moved", "type": "ONE_TIME", "target": HOOK, "runAt": format_instant(due)})
     assert status == 200
     stores = build_stores(harness.settings, harness.session, harness.clock)
-    stores.jobs = JobsStore(stale, harness.settings.jobs_table)
+    stores.jobs = JobsStore(harness.session.resource("dynamodb"), harness.settings.jobs_table, client=stale)
     ticker = Ticker(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock)
     harness.clock.set_ms(due - 60_000 + 1_000)
     for segment in range(harness.settings.segments):
@@ -99,15 +99,16 @@ def test_unprocessed_keys_and_items_are_retried_with_growing_bounded_backoff(har
     jobs = [harness.create_job({"name": f"u{i}", "type": "RATE", "schedule": "PT1H", "target": HOOK})
             for i in range(4)]
     slept = []
-    flaky = Unprocessed(harness.session.resource("dynamodb"), times=3)
-    store = JobsStore(flaky, harness.settings.jobs_table, sleep=slept.append)
+    flaky = Unprocessed(harness.session.client("dynamodb"), times=3)
+    store = JobsStore(harness.session.resource("dynamodb"), harness.settings.jobs_table, sleep=slept.append,
+                      client=flaky)
     found = store.get_many([(harness_tenant(harness), j["jobId"]) for j in jobs])
     assert set(j for _, j in found) == {j["jobId"] for j in jobs}
     assert slept == sorted(slept) and len(slept) == 3 and slept[0] > 0
 
     slept.clear()
-    timers = TimersStore(Unprocessed(harness.session.resource("dynamodb"), times=2),
-                         harness.settings.timers_table, sleep=slept.append)
+    timers = TimersStore(harness.session.resource("dynamodb"), harness.settings.timers_table, sleep=slept.append,
+                         client=Unprocessed(harness.session.client("dynamodb"), times=2))
     due = (minute_of(harness.clock.now_ms()) + 30) * 60_000
     written = [Timer(due + i, TimerKind.FIRE, TENANT_A, j["jobId"], 1, 0) for i, j in enumerate(jobs)]
     timers.put_many(written)
@@ -119,8 +120,9 @@ def test_unprocessed_keys_and_items_are_retried_with_growing_bounded_backoff(har
 def test_a_batch_that_stays_unprocessed_fails_after_bounded_retries(harness):
     jobs = [harness.create_job({"name": "t", "type": "RATE", "schedule": "PT1H", "target": HOOK})]
     slept = []
-    throttled = Unprocessed(harness.session.resource("dynamodb"), times=10_000, process_none=True)
-    store = JobsStore(throttled, harness.settings.jobs_table, sleep=slept.append)
+    throttled = Unprocessed(harness.session.client("dynamodb"), times=10_000, process_none=True)
+    store = JobsStore(harness.session.resource("dynamodb"), harness.settings.jobs_table, sleep=slept.append,
+                      client=throttled)
     with pytest.raises(BatchIncomplete):
         store.get_many([(harness_tenant(harness), jobs[0]["jobId"])])
     assert throttled.calls == BATCH_RETRIES + 1

@@ -70,7 +70,7 @@ def test_1_the_same_message_delivered_twice_concurrently_and_in_turn(harness):
 
 
 def test_2_two_ticks_of_one_segment_race_over_the_same_bucket(harness):
-    jobs = one_shots(harness, 8, delay=150)  # due in the bucket the racing ticks hand off
+    jobs = one_shots(harness, 8, delay=210)  # due in the bucket the racing ticks hand off
     both_read = threading.Barrier(2, timeout=10)
 
     def racing_ticker():
@@ -99,10 +99,11 @@ def test_2_two_ticks_of_one_segment_race_over_the_same_bucket(harness):
 
 
 @pytest.mark.parametrize("policy,expected", [
-    # 01:05 ran before the outage; 02:05 to 10:05 were missed; ticks resume at 11:00; until 15:05
-    ("RUN_ONCE", {"SUCCEEDED": 1 + 1 + 5}),      # one catch-up (02:05), then from 11:05 on schedule
-    ("RUN_ALL", {"SUCCEEDED": 1 + 9 + 5}),       # each missed minute, then on schedule
-    ("SKIP", {"SKIPPED": 8, "SUCCEEDED": 1 + 1 + 5}),  # more than a minute late: SKIPPED; 10:05 is
+    # 01:05 and 02:05 ran (the last tick before the outage looked two minutes ahead); 03:05 to
+    # 10:05 were missed; ticks resume at 11:00; until 15:05
+    ("RUN_ONCE", {"SUCCEEDED": 2 + 1 + 5}),      # one catch-up (03:05), then from 11:05 on schedule
+    ("RUN_ALL", {"SUCCEEDED": 2 + 8 + 5}),       # each missed minute, then on schedule
+    ("SKIP", {"SKIPPED": 7, "SUCCEEDED": 2 + 1 + 5}),  # more than a minute late: SKIPPED; 10:05 is
     #                                                    within the grace minute and runs
 ])
 def test_3_ticks_missing_for_10_minutes_then_resuming(harness, policy, expected):
@@ -211,7 +212,7 @@ def test_7_a_target_that_times_out_then_succeeds(harness):
     ("dynamodb", "UpdateItem", 1),
 ])
 def test_8_throttling_in_the_middle_of_a_tick(harness, service, operation, after_calls):
-    jobs = one_shots(harness, 12, delay=150)  # due in a bucket the next tick hands off
+    jobs = one_shots(harness, 12, delay=210)  # due in a bucket the next tick hands off
     session = boto3.session.Session(region_name="us-east-1")
     seen = {"calls": 0, "failed": 0}
 

@@ -11,6 +11,7 @@ from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import Dispatch, DispatchKind, ExecutionStatus, execution_id_for
 from jobsched.domain.schedule import format_instant
 from jobsched.domain.timers import segment_of
+from jobsched.service.handoff import LOOK_AHEAD_MINUTES
 from jobsched.store import dynamo
 
 from .harness import KEY_A, KEY_B, TENANT_A
@@ -104,7 +105,7 @@ def test_a_job_placed_while_the_tick_reads_its_bucket_still_fires(harness, monke
     def pages_then_create(self, bucket, after_sk=None):
         yield from real_pages(self, bucket, after_sk)
         minute, segment = (int(part) for part in bucket.split("#"))
-        if forced or minute != harness.clock.now_ms() // 60_000 + 1:
+        if forced or minute != harness.clock.now_ms() // 60_000 + LOOK_AHEAD_MINUTES:
             return
         due = minute * 60_000 + 20_000  # in the bucket being read
         for _ in range(60):  # until one job lands in the segment whose bucket was just read
@@ -118,15 +119,15 @@ def test_a_job_placed_while_the_tick_reads_its_bucket_still_fires(harness, monke
     monkeypatch.setattr(dynamo.TimersStore, "pages", pages_then_create)
     harness.advance(60 - (harness.clock.now_ms() // 1000) % 60)  # to the next minute boundary: the tick runs
     assert forced, "the race was not forced"
-    harness.advance(90)
+    harness.advance(60 * LOOK_AHEAD_MINUTES + 30)
     for job in created:
         assert len(harness.target.calls_for(job["jobId"])) == 1, job["jobId"]
 
 
 # --- one-time jobs and misfirePolicy SKIP -----------------------------------------------------
 def test_a_late_one_time_job_runs_even_with_misfire_skip(harness):
-    # due in a bucket no tick has claimed yet (the look-ahead covers the next minute only)
-    job = harness.create_job({"name": "once", "type": "DELAYED", "delaySeconds": 150, "target": HOOK,
+    # due in a bucket no tick has claimed yet (the look-ahead covers the next two minutes only)
+    job = harness.create_job({"name": "once", "type": "DELAYED", "delaySeconds": 210, "target": HOOK,
                               "misfirePolicy": "SKIP"})
     harness.ticks_enabled = False  # an outage of the rules: the occurrence becomes minutes late
     harness.advance(6 * 60)

@@ -78,6 +78,10 @@ class Timer:
             item["executionId"] = self.execution_id
         return item
 
+    def to_wire(self) -> dict:
+        """to_item() in DynamoDB's wire format, built directly."""
+        return {k: ({"N": str(v)} if isinstance(v, int) else {"S": v}) for k, v in self.to_item().items()}
+
     @classmethod
     def from_wire(cls, item: dict) -> "Timer":
         """From DynamoDB's wire format, directly: the tick reads thousands a minute."""

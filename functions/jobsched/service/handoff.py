@@ -14,9 +14,15 @@ from jobsched.store.queues import Outgoing
 MISFIRE_GRACE_MS = 60_000
 # Misfired occurrences recorded SKIPPED per hand-off at most; beyond that they are only counted.
 MAX_SKIPPED_RECORDS = 100
-# Ticks claim at most the next minute; a writer whose bucket lies beyond this skips the
+# The tick of minute m hands off bucket m + LOOK_AHEAD_MINUTES. EventBridge runs a scheduled rule
+# at some second within its minute, not at :00, so with a look-ahead of one a tick at m:59 would
+# have one second before the first timers of m + 1 are due. With two, bucket m + 2 is handed off
+# at least a full minute before its first timer, wherever in minute m the tick runs (the
+# reasoning and the bound: docs/architecture.md, "Look-ahead").
+LOOK_AHEAD_MINUTES = 2
+# Ticks claim at most LOOK_AHEAD_MINUTES ahead; a writer whose bucket lies beyond this skips the
 # watermark read (clock skew between writer and tick is assumed below a minute).
-DIRECT_DISPATCH_HORIZON_MINUTES = 2
+DIRECT_DISPATCH_HORIZON_MINUTES = LOOK_AHEAD_MINUTES + 1
 
 
 @dataclass

@@ -7,11 +7,10 @@ from typing import Callable
 
 from jobsched.domain.clock import Clock
 from jobsched.domain.timers import Watermark, bucket_key, minute_of
-from jobsched.service.handoff import HandOff, HandOffReport
+from jobsched.service.handoff import LOOK_AHEAD_MINUTES, HandOff, HandOffReport
 
-# Look-ahead: the tick of minute m hands off bucket m + 1, so SQS delays make each message
-# visible at its due second although the tick itself runs once a minute.
-LOOK_AHEAD_MINUTES = 1
+# Look-ahead (service/handoff.py): the tick of minute m hands off bucket m + LOOK_AHEAD_MINUTES,
+# so SQS delays make each message visible at its due second although the tick runs once a minute.
 # A segment never ticked before starts this far back (a job created just before the first
 # tick may sit in a recent bucket).
 FIRST_RUN_CATCH_UP_MINUTES = 10

@@ -6,6 +6,7 @@ import json
 import random
 import secrets
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Iterator
@@ -170,16 +171,16 @@ class JobsStore:
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), BATCH_GET_LIMIT):
             request = {self._name: {
-                "Keys": [{"tenantId": t, "jobId": j} for t, j in unique[start:start + BATCH_GET_LIMIT]],
+                "Keys": [{"tenantId": {"S": t}, "jobId": {"S": j}} for t, j in unique[start:start + BATCH_GET_LIMIT]],
                 "ProjectionExpression": ", ".join(f"#{i}" for i in range(len(HAND_OFF_ATTRIBUTES))),
                 "ExpressionAttributeNames": {f"#{i}": name for i, name in enumerate(HAND_OFF_ATTRIBUTES)},
                 "ConsistentRead": True,
             }}
-            answers = batch_until_done(lambda r: self._dynamodb.batch_get_item(RequestItems=r), request,
+            answers = batch_until_done(lambda r: self._client.batch_get_item(RequestItems=r), request,
                                        "UnprocessedKeys", self._sleep)
             for answer in answers:
                 for item in answer.get("Responses", {}).get(self._name, []):
-                    job = Job.from_item(plain(item))
+                    job = Job.from_item(item_from_wire(item))
                     found[(job.tenant_id, job.job_id)] = job
         return found
 
@@ -305,7 +306,8 @@ class JobsStore:
 
 class TimersStore:
     def __init__(self, dynamodb, table_name: str, page_size: int = 500,
-                 sleep: Callable[[float], None] = time.sleep, client=None) -> None:
+                 sleep: Callable[[float], None] = time.sleep, client=None, parallelism: int = 8) -> None:
+        self._parallelism = parallelism
         self._dynamodb = dynamodb
         self._client = client or raw_client(dynamodb)
         self._table = dynamodb.Table(table_name)
@@ -317,14 +319,23 @@ class TimersStore:
         """Timer keys are unique per action and their content immutable, so a repeated put
         rewrites identical data: idempotent without a condition, and batchable."""
         if len(timers) == 1:
-            self._table.put_item(Item=timers[0].to_item())
+            self._client.put_item(TableName=self._name, Item=timers[0].to_wire())
             return
         unique = list({(t.bucket, t.sort_key): t for t in timers}.values())
-        for start in range(0, len(unique), BATCH_WRITE_LIMIT):
-            request = {self._name: [{"PutRequest": {"Item": t.to_item()}}
-                                    for t in unique[start:start + BATCH_WRITE_LIMIT]]}
-            batch_until_done(lambda r: self._dynamodb.batch_write_item(RequestItems=r), request,
+        requests = [{self._name: [{"PutRequest": {"Item": t.to_wire()}} for t in unique[start:start + BATCH_WRITE_LIMIT]]}
+                    for start in range(0, len(unique), BATCH_WRITE_LIMIT)]
+
+        def write(request: dict) -> None:
+            batch_until_done(lambda r: self._client.batch_write_item(RequestItems=r), request,
                              "UnprocessedItems", self._sleep)
+
+        if len(requests) == 1:
+            write(requests[0])
+            return
+        # The batches of one page in parallel (their order does not matter: each timer is written
+        # whole, and the bucket is marked done only after all of them). A failure raises here.
+        with ThreadPoolExecutor(max_workers=min(self._parallelism, len(requests))) as pool:
+            list(pool.map(write, requests))
 
     def pages(self, bucket: str, after_sk: str | None = None) -> Iterator[list[Timer]]:
         """Due-ordered pages of one bucket (after `after_sk` when given), strongly consistent so
