@@ -2,7 +2,7 @@
 import importlib
 import sys
 
-ALL = ["cpu", "dispatch", "cost", "scale", "api", "lateness", "startup"]
+ALL = ["cpu", "herd", "dispatch", "cost", "scale", "api", "lateness", "startup"]
 
 
 def main() -> None:

@@ -37,11 +37,11 @@ BOUND_WORKER_MS = 1.5
 _SERIALIZER = TypeSerializer()
 
 
-def _env() -> dict[str, str]:
+def env(segments: int = SEGMENTS) -> dict[str, str]:
     from jobsched.settings import Env
 
     env = {Env.JOBS_TABLE: "Jobs", Env.TIMERS_TABLE: "Timers", Env.EXECUTIONS_TABLE: "Executions",
-           Env.SEGMENTS_TABLE: "Segments", Env.API_KEYS_TABLE: "ApiKeys", Env.SEGMENTS: str(SEGMENTS),
+           Env.SEGMENTS_TABLE: "Segments", Env.API_KEYS_TABLE: "ApiKeys", Env.SEGMENTS: str(segments),
            Env.ALLOW_PRIVATE_TARGETS: "true", Env.EXECUTION_RETENTION_DAYS: "30"}
     for priority, variable in Env.LANE_URL.items():
         env[variable] = QUEUE_URL.format(LANES[priority.value])
@@ -52,8 +52,8 @@ def _wire(item: dict) -> dict:
     return {k: _SERIALIZER.serialize(v) for k, v in item.items()}
 
 
-def _jobs(count: int, recurring: bool) -> list:
-    """`count` (job, due instant) of segment 0, each due in the bucket MINUTE + 2."""
+def jobs_of_segment(count: int, segment: int = 0, segments: int = SEGMENTS, recurring: bool = True) -> list:
+    """`count` (job, due instant) of one segment, each due in the bucket MINUTE + 2."""
     from jobsched.domain.jobs import Job, JobSpec, JobState, Target, TargetType
     from jobsched.domain.schedule import one_time_schedule, rate_schedule
     from jobsched.domain.timers import segment_of
@@ -62,7 +62,7 @@ def _jobs(count: int, recurring: bool) -> list:
     while len(jobs) < count:
         job_id = f"job_{n:012x}{'0' * 20}"
         n += 1
-        if segment_of(job_id, SEGMENTS) != 0:
+        if segment_of(job_id, segments) != segment:
             continue
         due = (MINUTE + 2) * 60_000 + (len(jobs) * 997) % 60_000
         created = due - 3_600_000
@@ -74,18 +74,18 @@ def _jobs(count: int, recurring: bool) -> list:
     return jobs
 
 
-def _instant_aws(jobs: list, with_timers: bool) -> InstantAws:
+def instant_aws(jobs: list, with_timers: bool, segment: int = 0) -> InstantAws:
     from jobsched.domain.timers import Timer, TimerKind
 
     aws = InstantAws(TABLES)
     aws.put("Segments", _wire({"segment": -1, "dispatchKey": DISPATCH_KEY}))
     # Bucket MINUTE + 1 is done: the tick of MINUTE + 1 hands off bucket MINUTE + 2 (whatever the
     # look-ahead, the watermark makes it the one bucket to do).
-    aws.put("Segments", _wire({"segment": 0, "claimedThrough": MINUTE + 1, "doneThrough": MINUTE + 1}))
+    aws.put("Segments", _wire({"segment": segment, "claimedThrough": MINUTE + 1, "doneThrough": MINUTE + 1}))
     for job, due in jobs:
         aws.put("Jobs", _wire(job.to_item()))
         if with_timers:
-            aws.put("Timers", _wire(Timer(due, TimerKind.FIRE, job.tenant_id, job.job_id, 1, 0).to_item()))
+            aws.put("Timers", _wire(Timer(due, TimerKind.FIRE, job.tenant_id, job.job_id, 1, segment).to_item()))
     aws.seal()
     return aws
 
@@ -98,7 +98,7 @@ class _Sink(io.StringIO):
 
 
 @contextlib.contextmanager
-def _lambda_logging() -> Iterator[None]:
+def lambda_logging() -> Iterator[None]:
     """The functions log at INFO, as deployed (one line per tick and per attempt), to stdout, as
     in Lambda; here the lines go nowhere (formatting them still counts)."""
     import jobsched.handlers.tick  # noqa: F401 - creates the loggers
@@ -121,7 +121,7 @@ def _lambda_logging() -> Iterator[None]:
             lg.setLevel(level)
 
 
-def _measure(aws: InstantAws, run) -> tuple[float, float]:
+def measure(aws: InstantAws, run) -> tuple[float, float]:
     """(our CPU seconds, AWS-answer CPU seconds) of run(); stdout dropped meanwhile."""
     stdout, sys.stdout = sys.stdout, _Sink()
     try:
@@ -148,7 +148,7 @@ def _floor(aws: InstantAws, recorded: list[tuple[str, str, dict]], config=None) 
         for call, params in calls:
             call(**params)
 
-    ours, _ = _measure(aws, replay)
+    ours, _ = measure(aws, replay)
     return ours
 
 
@@ -163,21 +163,21 @@ def tick_cpu(timers: int, repeat: int) -> dict:
     from jobsched.handlers import tick
     from jobsched.local.events import LambdaContext
 
-    jobs = _jobs(timers, recurring=True)
-    aws = _instant_aws(jobs, with_timers=True)
+    jobs = jobs_of_segment(timers)
+    aws = instant_aws(jobs, with_timers=True)
     session = boto3.session.Session(region_name="us-east-1")
     aws.attach(session)
     clock = FakeClock((MINUTE + 1) * 60_000 + 5_000)
-    handler = tick.make_handler(_env(), clock, session)
+    handler = tick.make_handler(env(), clock, session)
     context = LambdaContext("jobsched-tick")
     result: dict = {}
-    _measure(aws, lambda: result.update(handler({"segment": 0}, context)))  # warm: clients, models, the key
+    measure(aws, lambda: result.update(handler({"segment": 0}, context)))  # warm: clients, models, the key
     assert result["dispatched"] == timers, result
     best = None
     for _ in range(repeat):
         aws.calls.clear()
         aws.recording = []
-        ours, answering = _measure(aws, lambda: handler({"segment": 0}, context))
+        ours, answering = measure(aws, lambda: handler({"segment": 0}, context))
         if best is None or ours < best[0]:
             best = (ours, answering, dict(aws.calls), aws.recording)
         aws.recording = None
@@ -201,8 +201,8 @@ def worker_cpu(count: int, recurring: bool, repeat: int) -> dict:
         def invoke(self, job, dispatch, attempt, callback_token=None, progress=None):
             return AttemptOutcome(True, ExecutionStatus.SUCCEEDED)
 
-    jobs = _jobs(count, recurring=recurring)
-    aws = _instant_aws(jobs, with_timers=False)
+    jobs = jobs_of_segment(count, recurring=recurring)
+    aws = instant_aws(jobs, with_timers=False)
     session = boto3.session.Session(region_name="us-east-1")
     aws.attach(session)
     seal = DispatchSeal(bytes.fromhex(DISPATCH_KEY))
@@ -215,7 +215,7 @@ def worker_cpu(count: int, recurring: bool, repeat: int) -> dict:
     events = [sqs_event(messages[i:i + 10], arn) for i in range(0, len(messages), 10)]
     # Every job is due before now: no precision wait, no sleeping in the measurement.
     clock = FakeClock((MINUTE + 3) * 60_000)
-    handler = worker.make_handler(_env(), clock, session, invoker=Succeeds())
+    handler = worker.make_handler(env(), clock, session, invoker=Succeeds())
     context = LambdaContext("jobsched-worker")
 
     def run():
@@ -223,12 +223,12 @@ def worker_cpu(count: int, recurring: bool, repeat: int) -> dict:
             answer = handler(event, context)
             assert not answer["batchItemFailures"], answer
 
-    _measure(aws, run)  # warm
+    measure(aws, run)  # warm
     best = None
     for _ in range(repeat):
         aws.calls.clear()
         aws.recording = []
-        ours, answering = _measure(aws, run)
+        ours, answering = measure(aws, run)
         if best is None or ours < best[0]:
             best = (ours, answering, dict(aws.calls), aws.recording)
         aws.recording = None
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     repeat = _option(flags, "repeat", 1 if quick else 3)
     print(f"cpu: our CPU per timer and per job, AWS answered in-process, on {machine()}")
     print(f"(best of {repeat}; {timers} timers in one bucket, {count} jobs in batches of 10)")
-    with _lambda_logging():
+    with lambda_logging():
         results = [tick_cpu(timers, repeat), worker_cpu(count, True, repeat), worker_cpu(count, False, repeat)]
     print_table("Our CPU (ms), boto3 included, AWS's answers excluded", [
         (r["what"], r["count"], f"{r['ours_ms']:.3f}", f"{r['floor_ms']:.3f}", f"{r['lean_ms']:.3f}",

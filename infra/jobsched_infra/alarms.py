@@ -64,6 +64,10 @@ class Alarms(Construct):
             period=Duration.minutes(5), label="dead %")
         add("DeadRate", dead_rate, DEAD_RATE_PERCENT,
             f"More than {DEAD_RATE_PERCENT}% of attempts end DEAD. Runbook: docs/operations.md#errors")
+        # A record that raised is reported failed (not the invocation): counted by the worker.
+        add("WorkerRecordErrors", app_metric("jobsched-worker", "WorkerRecordErrors"), 5,
+            "More than 5 lane records failed in the worker in 5 minutes (each is handed back and "
+            "retried). Runbook: docs/operations.md#errors")
         for name, fn in functions.items():
             add(f"{name.capitalize()}Errors", fn.metric_errors(period=Duration.minutes(5), statistic="Sum"), 5,
                 f"The {name} function failed more than 5 times in 5 minutes. Runbook: docs/operations.md#errors")

@@ -5,6 +5,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobsched.sizing import MAX_SEGMENTS
+
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_LAYER_DIR = ROOT / ".build" / "layer"
 
@@ -49,8 +51,8 @@ class StackConfig:
             segments = int(get("segments", 4))
         except (TypeError, ValueError):
             raise ConfigError("context 'segments' must be an integer") from None
-        if not 1 <= segments <= 64:
-            raise ConfigError("context 'segments' must be 1..64 (one EventBridge rule each)")
+        if not 1 <= segments <= MAX_SEGMENTS:
+            raise ConfigError(f"context 'segments' must be 1..{MAX_SEGMENTS} (one EventBridge rule each)")
         return cls(
             segments=segments,
             layer_dir=Path(get("layerDir", os.environ.get("JOBSCHED_LAYER_DIR", str(DEFAULT_LAYER_DIR)))),

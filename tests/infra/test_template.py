@@ -70,9 +70,12 @@ def test_lambda_never_retries_a_failed_tick_itself(template):
 def test_one_invoke_permission_serves_every_tick_rule_at_the_largest_segment_count(tmp_path):
     from jobsched.local.synth import synthesize
 
-    big = synthesize(tmp_path, segments=64)
+    from jobsched.sizing import MAX_SEGMENTS
+
+    big = synthesize(tmp_path, segments=MAX_SEGMENTS)
     rules = resources(big, "AWS::Events::Rule")
-    assert len(rules) == 64
+    assert len(rules) == MAX_SEGMENTS
+    assert len(big["Resources"]) < 500  # CloudFormation's limit per stack
     tick = tick_function(big)
     permissions = [p["Properties"] for p in resources(big, "AWS::Lambda::Permission").values()
                    if p["Properties"]["FunctionName"] == {"Fn::GetAtt": [tick, "Arn"]}]

@@ -76,3 +76,99 @@ def test_api_metrics_count_requests_and_errors_by_route(harness, capsys):
     by_route = {(line.get("route"), name) for line in lines for name in ("ApiRequests", "Api4xx") if name in line}
     assert ("create_job", "ApiRequests") in by_route
     assert ("get_job", "Api4xx") in by_route
+
+
+def quota_items(harness, tenant):
+    table = harness.session.resource("dynamodb").Table(harness.settings.jobs_table)
+    items = table.query(KeyConditionExpression="tenantId = :t AND begins_with(jobId, :q)",
+                        ExpressionAttributeValues={":t": tenant, ":q": "quota#"}, ConsistentRead=True)["Items"]
+    return {i["jobId"]: int(i["used"]) for i in items}
+
+
+def test_a_busy_tenants_counters_are_sharded_and_still_exact_within_the_shard_count(harness):
+    from jobsched.service.jobs import Quotas
+
+    from .harness import TENANT_A
+
+    # 1,000 creates a second: the per-second counter in 2 shards, the active-jobs counter in 4
+    # (each written about 500 times a second at most), 3 places each for a quota of 10.
+    quotas = Quotas(max_active_jobs=10, max_creates_per_second=1000)
+    assert (quotas.rate_shards, quotas.active_shards) == (2, 4)
+    limited = limited_api(harness, MAX_ACTIVE_JOBS=10, MAX_CREATES_PER_SECOND=1000)
+    created = []
+    for _ in range(20):
+        status, body = call(limited, "POST", "/v1/jobs", BODY)
+        if status != 201:
+            assert status == 429 and "10 jobs" in body["error"]["message"]
+            break
+        created.append(body)
+    # Refused only once every shard was full: never fewer than the quota, at most 3 more.
+    assert len(created) == 12
+    active = {k: v for k, v in quota_items(harness, TENANT_A).items() if k.startswith("quota#active")}
+    assert active == {"quota#active": 3, "quota#active#1": 3, "quota#active#2": 3, "quota#active#3": 3}
+    # A cancelled job gives its place back to the shard it holds, and that place is taken again.
+    cancelled = created[5]
+    call(limited, "DELETE", f"/v1/jobs/{cancelled['jobId']}")
+    assert sum(v for k, v in quota_items(harness, TENANT_A).items() if k.startswith("quota#active")) == 11
+    assert call(limited, "POST", "/v1/jobs", BODY)[0] == 201
+    assert call(limited, "POST", "/v1/jobs", BODY)[0] == 429
+
+
+def test_a_one_time_job_gives_its_place_back_to_its_own_shard_when_it_ends(harness):
+    from .harness import TENANT_A
+
+    limited = limited_api(harness, MAX_ACTIVE_JOBS=100, MAX_CREATES_PER_SECOND=2000)  # 8 shards
+    one_offs = [call(limited, "POST", "/v1/jobs", {"name": f"o{i}", "type": "DELAYED", "delaySeconds": 5,
+                                                    "target": HOOK})[1] for i in range(6)]
+    before = quota_items(harness, TENANT_A)
+    assert sum(v for k, v in before.items() if k.startswith("quota#active")) == 6
+    assert len([k for k in before if k.startswith("quota#active")]) > 1  # spread over shards
+    harness.advance(8)
+    for job in one_offs:
+        assert harness.request("GET", f"/v1/jobs/{job['jobId']}")[1]["state"] == "COMPLETED"
+    after = quota_items(harness, TENANT_A)
+    assert all(v == 0 for k, v in after.items() if k.startswith("quota#active"))
+
+
+def test_a_worker_batch_gives_back_its_one_time_jobs_places_in_one_write_per_counter(harness):
+    import boto3
+
+    from jobsched.handlers import worker as worker_handler
+    from jobsched.local.events import sqs_event
+
+    from .harness import TENANT_A
+
+    jobs = [harness.create_job({"name": f"o{i}", "type": "DELAYED", "delaySeconds": 150, "target": HOOK})
+            for i in range(10)]
+    assert quota_items(harness, TENANT_A)["quota#active"] == 10
+    harness.advance(60)
+    harness.clock.set_ms(harness.clock.now_ms() + 120_000)  # all ten due
+    messages = []
+    for url in harness.lane_urls:
+        while batch := harness.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+            messages += batch
+    assert len(messages) == 10
+    session = boto3.session.Session(region_name="us-east-1")
+    quota_writes = []
+
+    def count(params, **_):
+        if params.get("Key", {}).get("jobId", {}).get("S", "").startswith("quota#"):
+            quota_writes.append(params["ExpressionAttributeValues"])
+
+    session.events.register("provide-client-params.dynamodb.UpdateItem", count)
+    fn = Function("worker", worker_handler.make_handler(harness.envs["worker"], harness.clock, session, harness.target))
+    assert fn.invoke(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:lane")) == {"batchItemFailures": []}
+    assert quota_writes == [{":minus": {"N": "-10"}, ":count": {"N": "10"}}]
+    assert quota_items(harness, TENANT_A)["quota#active"] == 0
+    assert all(harness.request("GET", f"/v1/jobs/{j['jobId']}")[1]["state"] == "COMPLETED" for j in jobs)
+
+
+def test_giving_back_more_than_is_counted_stops_at_zero(harness):
+    from .harness import TENANT_A
+
+    store = harness.stores.jobs
+    assert store.take_quota(TENANT_A, "probe", 10) and store.take_quota(TENANT_A, "probe", 10)
+    store.give_back_quota(TENANT_A, "probe", 5)
+    assert quota_items(harness, TENANT_A)["quota#probe"] == 0
+    store.give_back_quota(TENANT_A, "probe")
+    assert quota_items(harness, TENANT_A)["quota#probe"] == 0

@@ -102,6 +102,9 @@ class Job:
     version: int  # bumped by every write; the API's optimistic-concurrency token
     created_ms: int
     updated_ms: int
+    # Which shard of the tenant's active-jobs counter this job holds a place in (0: the unsharded
+    # counter every job held before counters were sharded).
+    quota_shard: int = 0
 
     def fires(self) -> bool:
         return self.state is JobState.ACTIVE
@@ -169,6 +172,7 @@ class Job:
             "version": self.version,
             "createdMs": self.created_ms,
             "updatedMs": self.updated_ms,
+            **({"quotaShard": self.quota_shard} if self.quota_shard else {}),
         }
 
     @classmethod
@@ -196,6 +200,7 @@ class Job:
             version=int(item["version"]),
             created_ms=int(item["createdMs"]),
             updated_ms=int(item["updatedMs"]),
+            quota_shard=int(item.get("quotaShard", 0)),
         )
 
 

@@ -55,6 +55,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
                                    "nextTimers": handoff.next_timers, "stale": handoff.stale,
                                    "behindMinutes": report.behind_minutes, "outOfTime": report.out_of_time})
         return {"segment": segment, "buckets": report.buckets, "dispatched": handoff.dispatched,
+                "nextTimers": handoff.next_timers,
                 "behindMinutes": report.behind_minutes, "outOfTime": report.out_of_time}
 
     return handler

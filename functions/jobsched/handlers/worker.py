@@ -1,14 +1,12 @@
 """Worker function: SQS lane batches → one attempt per message, with partial batch failures."""
 from __future__ import annotations
 
-import asyncio
 import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 import boto3
@@ -56,7 +54,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
     if invoker is None:
         invoker = TargetRouter(HttpTargetInvoker(allow_private=parts.settings.allow_private_targets),
                                AwsTargetInvoker(session or boto3.session.Session()))
-    worker = Worker(parts.stores, Outcomes(parts.stores, parts.handoff, parts.clock), invoker, parts.clock)
+    outcomes = Outcomes(parts.stores, parts.handoff, parts.clock)
+    worker = Worker(parts.stores, outcomes, invoker, parts.clock)
     pool = ThreadPoolExecutor(max_workers=BATCH_SIZE, thread_name_prefix="attempt")
 
     def hand_back(record: SQSRecord, seconds: int, reason: str) -> None:
@@ -65,7 +64,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         logger.info("record handed back", extra={"messageId": record.message_id, "inSeconds": seconds,
                                                  "reason": reason})
 
-    async def record_handler(record: SQSRecord) -> str:
+    def attempt(record: SQSRecord) -> tuple[bool, str, int | None]:
+        """One record, in a thread of its own: (failed, the metric to count, lateness)."""
         # A body that is not a dispatch raises: after maxReceiveCount it rests in the lane's
         # DLQ for inspection instead of being dropped. A well-formed one without the scheduler's
         # seal was put on the lane by someone else (for example a job's SQS target aimed at a
@@ -73,38 +73,51 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         try:
             dispatch = parts.stores.lanes.open(record.body)
         except ForgedDispatch as forged:
-            metrics.add_metric(name="ForgedDispatches", unit=MetricUnit.Count, value=1)
             logger.warning("dropped a lane message without a valid seal", extra={"reason": str(forged),
                                                                                  "messageId": record.message_id})
-            return "FORGED"
-        # Targets run concurrently within a batch (a thread per record), so one slow target does
-        # not delay the rest.
+            return False, "ForgedDispatches", None
+        except Exception:
+            logger.exception("a lane message that is not a dispatch", extra={"messageId": record.message_id})
+            return True, "WorkerRecordErrors", None
         try:
-            result = await asyncio.get_running_loop().run_in_executor(pool, worker.process, dispatch)
+            result = worker.process(dispatch)
         except RedeliverLater as later:
             # Another delivery runs this execution under a live lease: come back when it ends.
             remaining_ms = (later.lease_until_ms or parts.clock.now_ms()) - parts.clock.now_ms()
             hand_back(record, math.ceil(max(0, remaining_ms) / 1000) + 1, "live lease")
-            raise
+            return True, "RedeliveredLater", None
         except Exception as exc:
+            logger.exception("attempt failed", extra={"messageId": record.message_id, "jobId": dispatch.job_id,
+                                                      "executionId": dispatch.execution_id})
             receives = int(record.attributes.approximate_receive_count or 1)
             hand_back(record, min(MAX_TRANSIENT_RETRY_SECONDS, TRANSIENT_RETRY_SECONDS * 2 ** (receives - 1)),
                       type(exc).__name__)
-            raise
-        metrics.add_metric(name=OUTCOME_METRIC[result.outcome], unit=MetricUnit.Count, value=1)
-        if result.late_ms is not None:
-            metrics.add_metric(name="FireLatenessMs", unit=MetricUnit.Milliseconds, value=result.late_ms)
+            return True, "WorkerRecordErrors", None
         logger.info("attempt", extra={"tenantId": dispatch.tenant_id, "jobId": dispatch.job_id,
                                       "executionId": dispatch.execution_id, "attempt": result.attempt,
                                       "outcome": result.outcome.value, "lateMs": result.late_ms})
-        return result.outcome.value
+        return False, OUTCOME_METRIC[result.outcome], result.late_ms
 
     @metrics.log_metrics
     @logger.inject_lambda_context(clear_state=True)
     def handler(event, context):
-        processor = AsyncBatchProcessor(event_type=EventType.SQS)
-        return async_process_partial_response(event=event, record_handler=record_handler,
-                                              processor=processor, context=context)
+        # Every record of the batch at once, a thread each (so one slow target does not delay the
+        # rest); failures are reported per record (ReportBatchItemFailures), the rest deleted.
+        records = [SQSRecord(raw) for raw in event.get("Records", [])]
+        failures = []
+        with outcomes.batched_give_backs() as give_backs_failed:
+            results = list(pool.map(attempt, records))
+        for error in give_backs_failed:
+            logger.error("a quota place could not be given back; the tenant's count stays one high",
+                         extra={"error": repr(error)})
+            metrics.add_metric(name="QuotaGiveBackErrors", unit=MetricUnit.Count, value=1)
+        for record, (failed, metric, late_ms) in zip(records, results):
+            metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+            if late_ms is not None:
+                metrics.add_metric(name="FireLatenessMs", unit=MetricUnit.Milliseconds, value=late_ms)
+            if failed:
+                failures.append({"itemIdentifier": record.message_id})
+        return {"batchItemFailures": failures}
 
     return handler
 

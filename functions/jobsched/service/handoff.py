@@ -2,6 +2,7 @@
 direct dispatch and the worker's long retries, so every writer follows the same protocol."""
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from jobsched.domain.clock import Clock
@@ -23,6 +24,9 @@ LOOK_AHEAD_MINUTES = 2
 # Ticks claim at most LOOK_AHEAD_MINUTES ahead; a writer whose bucket lies beyond this skips the
 # watermark read (clock skew between writer and tick is assumed below a minute).
 DIRECT_DISPATCH_HORIZON_MINUTES = LOOK_AHEAD_MINUTES + 1
+# A page's sends go out while its next timers are written (neither needs the other: the bucket is
+# marked done only after both), so messages are not held up by the next timers' partition.
+WRITES_BESIDE_SENDS = True
 
 
 @dataclass
@@ -50,6 +54,7 @@ class HandOff:
         self._watermarks = stores.watermarks
         self._lanes = stores.lanes
         self._clock = clock
+        self._sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="handoff-send")
 
     def segment_of(self, job_id: str) -> int:
         return segment_of(job_id, self._segments)
@@ -79,55 +84,70 @@ class HandOff:
         outgoing: list[Outgoing] = []
         pending = timers
         claimed = claimed_through
-        while pending:
-            next_timers: list[Timer] = []
-            for timer in pending:
-                job = jobs.get((timer.tenant_id, timer.job_id))
-                if timer.kind in (TimerKind.LEASE, TimerKind.SWEEP):
-                    # Checked whatever became of the job: a running attempt must always be resolved,
-                    # and a PENDING execution must always end.
-                    assert timer.execution_id is not None
-                    kind = DispatchKind.LEASE if timer.kind is TimerKind.LEASE else DispatchKind.SWEEP
-                    dispatch = Dispatch(kind, timer.tenant_id, timer.job_id, timer.execution_id,
-                                        scheduled_ms_of(timer.execution_id), timer.generation, timer.attempt)
-                    priority = job.spec.priority if job else Priority.NORMAL
-                    outgoing.append(Outgoing(priority, dispatch, timer.due_ms))
-                    continue
-                if job is None or job.generation != timer.generation or not job.fires():
-                    report.stale += 1  # deleted, updated, paused or finished since: drop
-                    continue
-                if timer.kind is TimerKind.RETRY:
-                    assert timer.execution_id is not None
-                    dispatch = Dispatch(DispatchKind.RETRY, job.tenant_id, job.job_id, timer.execution_id,
-                                        scheduled_ms_of(timer.execution_id), job.generation, timer.attempt)
-                    outgoing.append(Outgoing(job.spec.priority, dispatch, timer.due_ms))
-                    continue
-                following = self._fire_chain(timer, job, claimed, now, outgoing, report)
-                if following is not None:
-                    next_timers.append(following)
-            pending = []
-            if next_timers:
-                self._timers.put_many(next_timers)
-                report.next_timers += len(next_timers)
-                # A next timer may land in a bucket that a tick claimed meanwhile: same
-                # protocol as place(), one consistent read per segment involved.
-                near = [t for t in next_timers if t.minute <= minute_of(now) + DIRECT_DISPATCH_HORIZON_MINUTES]
-                for segment in sorted({t.segment for t in near}):
-                    watermark = self._watermarks.get(segment)
-                    mine = [t for t in near if t.segment == segment and is_claimed(t.minute, watermark)]
-                    if mine:
-                        claimed = max(claimed, watermark.claimed_through)
-                        pending.extend(mine)
-        # Crash before or during the send: the bucket is not marked done, so it is handed off
-        # again; the deterministic execution ids make the repeat a duplicate send, not a rerun.
-        if outgoing:
-            report.sqs_batches += self._lanes.send(outgoing)
-        report.dispatched += len(outgoing)
+        sending: Future | None = None  # the first pass's sends, beside the next-timer writes
+        try:
+            while pending:
+                next_timers: list[Timer] = []
+                for timer in pending:
+                    following = self._dispatch(timer, jobs.get((timer.tenant_id, timer.job_id)), claimed, now,
+                                               outgoing, report)
+                    if following is not None:
+                        next_timers.append(following)
+                pending = []
+                if next_timers:
+                    if WRITES_BESIDE_SENDS and sending is None and outgoing:
+                        report.dispatched += len(outgoing)
+                        sending = self._sender.submit(self._lanes.send, outgoing)
+                        outgoing = []
+                    self._timers.put_many(next_timers)
+                    report.next_timers += len(next_timers)
+                    # A next timer may land in a bucket that a tick claimed meanwhile: same
+                    # protocol as place(), one consistent read per segment involved.
+                    near = [t for t in next_timers if t.minute <= minute_of(now) + DIRECT_DISPATCH_HORIZON_MINUTES]
+                    for segment in sorted({t.segment for t in near}):
+                        watermark = self._watermarks.get(segment)
+                        mine = [t for t in near if t.segment == segment and is_claimed(t.minute, watermark)]
+                        if mine:
+                            claimed = max(claimed, watermark.claimed_through)
+                            pending.extend(mine)
+            # Crash before or during the send: the bucket is not marked done, so it is handed off
+            # again; the deterministic execution ids make the repeat a duplicate send, not a rerun.
+            if outgoing:
+                report.sqs_batches += self._lanes.send(outgoing)
+            report.dispatched += len(outgoing)
+        finally:
+            if sending is not None:
+                # Waited for whatever happened above; a failed send raises here (SendFailed).
+                report.sqs_batches += sending.result()
         for job, occurrence in report.skipped[:MAX_SKIPPED_RECORDS]:
             self._executions.put_skipped(job.tenant_id, job.job_id, execution_id_for(job.job_id, occurrence),
                                          occurrence, job.generation, "skipped: missed while the scheduler was behind "
                                          "(misfirePolicy SKIP)", now)
         return report
+
+    def _dispatch(self, timer: Timer, job: Job | None, claimed: int, now: int, outgoing: list[Outgoing],
+                  report: HandOffReport) -> Timer | None:
+        """Add what this due timer asks for to `outgoing`; return the job's next timer, if any."""
+        if timer.kind in (TimerKind.LEASE, TimerKind.SWEEP):
+            # Checked whatever became of the job: a running attempt must always be resolved,
+            # and a PENDING execution must always end.
+            assert timer.execution_id is not None
+            kind = DispatchKind.LEASE if timer.kind is TimerKind.LEASE else DispatchKind.SWEEP
+            dispatch = Dispatch(kind, timer.tenant_id, timer.job_id, timer.execution_id,
+                                scheduled_ms_of(timer.execution_id), timer.generation, timer.attempt)
+            priority = job.spec.priority if job else Priority.NORMAL
+            outgoing.append(Outgoing(priority, dispatch, timer.due_ms))
+            return None
+        if job is None or job.generation != timer.generation or not job.fires():
+            report.stale += 1  # deleted, updated, paused or finished since: drop
+            return None
+        if timer.kind is TimerKind.RETRY:
+            assert timer.execution_id is not None
+            dispatch = Dispatch(DispatchKind.RETRY, job.tenant_id, job.job_id, timer.execution_id,
+                                scheduled_ms_of(timer.execution_id), job.generation, timer.attempt)
+            outgoing.append(Outgoing(job.spec.priority, dispatch, timer.due_ms))
+            return None
+        return self._fire_chain(timer, job, claimed, now, outgoing, report)
 
     def _fire_chain(self, timer: Timer, job: Job, claimed: int, now: int,
                     outgoing: list[Outgoing], report: HandOffReport) -> Timer | None:

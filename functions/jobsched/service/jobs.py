@@ -21,7 +21,7 @@ from jobsched.domain.executions import (
 from jobsched.domain.jobs import Job, JobState, new_job_id
 from jobsched.domain.timers import Timer, TimerKind
 from jobsched.service.handoff import HandOff
-from jobsched.store.dynamo import ACTIVE_JOBS_COUNTER, Page
+from jobsched.store.dynamo import Page, active_counter
 from jobsched.store.queues import Outgoing
 
 # How long an Idempotency-Key is remembered.
@@ -35,10 +35,39 @@ def body_hash(body: object) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+# One counter item takes at most ~1,000 writes a second in DynamoDB; a shard is given half that.
+QUOTA_SHARD_WRITES_PER_SECOND = 500
+
+
 @dataclass(frozen=True)
 class Quotas:
+    """A tenant's quotas, and how their counters are sharded so that no single item is written on
+    every create or every completion of a busy tenant. A counter of limit L in K shards holds
+    ceil(L / K) in each; a take that finds its shard full tries the others, so a request is refused
+    only when every shard is full: at most K - 1 more than L are ever admitted, never fewer. With the
+    default 50 creates a second both counters are one item each, as they always were."""
+
     max_active_jobs: int = 100_000
     max_creates_per_second: int = 50
+
+    @property
+    def rate_shards(self) -> int:
+        """The per-second create counter is written once per create."""
+        return _shards(self.max_creates_per_second, self.max_creates_per_second)
+
+    @property
+    def active_shards(self) -> int:
+        """The active-jobs counter is written on every create and every end of a job (a one-time
+        job ends as fast as it is created)."""
+        return _shards(2 * self.max_creates_per_second, self.max_active_jobs)
+
+
+def _shards(writes_per_second: int, limit: int) -> int:
+    return max(1, min(limit, -(-writes_per_second // QUOTA_SHARD_WRITES_PER_SECOND)))
+
+
+def _first_shard(job_id: str, shards: int) -> int:
+    return int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:4], "big") % shards
 
 
 class JobsService:
@@ -73,30 +102,46 @@ class JobsService:
                     self._place_first_timer(existing, existing.spec.schedule.first_fire())
                     return existing, False
                 job_id = earlier_id  # the first call died before writing the job: finish its work
-        job = Job(tenant_id, job_id, spec, JobState.ACTIVE, generation=1, version=1, created_ms=now, updated_ms=now)
-        self._take_create_quotas(tenant_id, now)
+        shard = self._take_create_quotas(tenant_id, job_id, now)
+        job = Job(tenant_id, job_id, spec, JobState.ACTIVE, generation=1, version=1, created_ms=now, updated_ms=now,
+                  quota_shard=shard)
         try:
             self._jobs.put_new(job)
         except ConditionLost:
-            self._jobs.give_back_quota(tenant_id, ACTIVE_JOBS_COUNTER)
+            self._jobs.give_back_quota(tenant_id, active_counter(shard))
             job = self.get(tenant_id, job_id)
         except Exception:
-            self._jobs.give_back_quota(tenant_id, ACTIVE_JOBS_COUNTER)
+            self._jobs.give_back_quota(tenant_id, active_counter(shard))
             raise
         # Crash between the job write and the timer write: the client saw an error and retries
         # (with its Idempotency-Key, the retry places the timer of the same job).
         self._place_first_timer(job, spec.schedule.first_fire())
         return job, True
 
-    def _take_create_quotas(self, tenant_id: str, now_ms: int) -> None:
+    def _take_create_quotas(self, tenant_id: str, job_id: str, now_ms: int) -> int:
+        """Take a place in both counters; returns the active-jobs shard taken."""
         second = now_ms // 1000
-        if not self._jobs.take_quota(tenant_id, f"creates#{second}", self._quotas.max_creates_per_second,
-                                     expires_at=second + 120):
-            raise QuotaExceeded(f"more than {self._quotas.max_creates_per_second} jobs created in one second; "
+        quotas = self._quotas
+        rate = self._take_sharded(tenant_id, job_id, quotas.rate_shards, quotas.max_creates_per_second,
+                                  lambda k: f"creates#{second}" if k == 0 else f"creates#{second}#{k}", second + 120)
+        if rate is None:
+            raise QuotaExceeded(f"more than {quotas.max_creates_per_second} jobs created in one second; "
                                 "slow down and retry")
-        if not self._jobs.take_quota(tenant_id, ACTIVE_JOBS_COUNTER, self._quotas.max_active_jobs):
-            raise QuotaExceeded(f"the tenant has {self._quotas.max_active_jobs} jobs that have not ended (the "
+        shard = self._take_sharded(tenant_id, job_id, quotas.active_shards, quotas.max_active_jobs, active_counter)
+        if shard is None:
+            raise QuotaExceeded(f"the tenant has {quotas.max_active_jobs} jobs that have not ended (the "
                                 "quota); cancel some or ask for a higher quota")
+        return shard
+
+    def _take_sharded(self, tenant_id: str, job_id: str, shards: int, limit: int, name, expires_at=None) -> int | None:
+        """One place in a counter of `shards` shards: the job's own shard first, then the others."""
+        per_shard = -(-limit // shards)
+        first = _first_shard(job_id, shards)
+        for step in range(shards):
+            shard = (first + step) % shards
+            if self._jobs.take_quota(tenant_id, name(shard), per_shard, expires_at=expires_at):
+                return shard
+        return None
 
     def get(self, tenant_id: str, job_id: str) -> Job:
         job = self._jobs.get(tenant_id, job_id, consistent=True) if job_id.startswith("job_") else None
@@ -125,7 +170,7 @@ class JobsService:
         cancelled = job.cancelled(self._clock.now_ms())
         self._jobs.save(job, cancelled)
         if cancelled is not job and job.state in (JobState.ACTIVE, JobState.PAUSED):
-            self._jobs.give_back_quota(tenant_id, ACTIVE_JOBS_COUNTER)
+            self._jobs.give_back_quota(tenant_id, active_counter(job.quota_shard))
         return cancelled
 
     def pause(self, tenant_id: str, job_id: str) -> Job:

@@ -5,7 +5,9 @@ import base64
 import json
 import random
 import secrets
+import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
@@ -33,6 +35,9 @@ HAND_OFF_ATTRIBUTES = ("tenantId", "jobId", "name", "schedule", "target", "retry
                        "overlapPolicy", "misfirePolicy", "jitterSec", "heartbeatTimeoutSec", "state", "generation",
                        "version", "createdMs", "updatedMs")
 BATCH_GET_LIMIT = 100
+# Batch calls of one page in flight at once (the tick's job reads, its next-timer writes).
+GET_PARALLELISM = 8
+WRITE_PARALLELISM = 8
 # Not a segment: the segments table's item that holds the dispatch key.
 DISPATCH_KEY_ITEM = -1
 BATCH_WRITE_LIMIT = 25
@@ -42,6 +47,12 @@ BATCH_WRITE_LIMIT = 25
 BATCH_RETRIES = 8
 BATCH_BACKOFF_BASE_S = 0.05
 BATCH_BACKOFF_CAP_S = 2.0
+
+
+def active_counter(shard: int) -> str:
+    """The name of one shard of a tenant's active-jobs counter (service/jobs.py, Quotas). Shard 0
+    keeps the counter's old name, so the jobs counted before sharding give back there."""
+    return ACTIVE_JOBS_COUNTER if shard == 0 else f"{ACTIVE_JOBS_COUNTER}#{shard}"
 
 
 def raw_client(dynamodb):
@@ -76,6 +87,21 @@ def batch_until_done(call: Callable[[dict], dict], request: dict, unprocessed_ke
         if not request:
             return answers
     raise BatchIncomplete(f"{unprocessed_key}: still unprocessed after {BATCH_RETRIES} retries")
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(owner: object, workers: int) -> ThreadPoolExecutor:
+    """A thread pool per store, made at first use and kept for the container's life (a pool per
+    call would start its threads again on every page)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(id(owner))
+        if pool is None:
+            pool = _POOLS[id(owner)] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="batch")
+            weakref.finalize(owner, _POOLS.pop, id(owner), None)
+        return pool
 
 
 def plain(value: Any) -> Any:
@@ -167,21 +193,31 @@ class JobsStore:
         Strongly consistent: the hand-off drops a timer whose job looks missing or of another
         generation, so a stale read of a job created, resumed or replaced a moment ago would drop
         its only timer and the job would never fire."""
-        found: dict[tuple[str, str], Job] = {}
         unique = list(dict.fromkeys(keys))
-        for start in range(0, len(unique), BATCH_GET_LIMIT):
-            request = {self._name: {
-                "Keys": [{"tenantId": {"S": t}, "jobId": {"S": j}} for t, j in unique[start:start + BATCH_GET_LIMIT]],
-                "ProjectionExpression": ", ".join(f"#{i}" for i in range(len(HAND_OFF_ATTRIBUTES))),
-                "ExpressionAttributeNames": {f"#{i}": name for i, name in enumerate(HAND_OFF_ATTRIBUTES)},
-                "ConsistentRead": True,
-            }}
-            answers = batch_until_done(lambda r: self._client.batch_get_item(RequestItems=r), request,
-                                       "UnprocessedKeys", self._sleep)
-            for answer in answers:
-                for item in answer.get("Responses", {}).get(self._name, []):
-                    job = Job.from_item(item_from_wire(item))
-                    found[(job.tenant_id, job.job_id)] = job
+        chunks = [unique[start:start + BATCH_GET_LIMIT] for start in range(0, len(unique), BATCH_GET_LIMIT)]
+        found: dict[tuple[str, str], Job] = {}
+        if len(chunks) <= 1:
+            for chunk in chunks:
+                found.update(self._get_chunk(chunk))
+            return found
+        for part in _pool(self, GET_PARALLELISM).map(self._get_chunk, chunks):
+            found.update(part)
+        return found
+
+    def _get_chunk(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Job]:
+        request = {self._name: {
+            "Keys": [{"tenantId": {"S": t}, "jobId": {"S": j}} for t, j in keys],
+            "ProjectionExpression": ", ".join(f"#{i}" for i in range(len(HAND_OFF_ATTRIBUTES))),
+            "ExpressionAttributeNames": {f"#{i}": name for i, name in enumerate(HAND_OFF_ATTRIBUTES)},
+            "ConsistentRead": True,
+        }}
+        answers = batch_until_done(lambda r: self._client.batch_get_item(RequestItems=r), request,
+                                   "UnprocessedKeys", self._sleep)
+        found: dict[tuple[str, str], Job] = {}
+        for answer in answers:
+            for item in answer.get("Responses", {}).get(self._name, []):
+                job = Job.from_item(item_from_wire(item))
+                found[(job.tenant_id, job.job_id)] = job
         return found
 
     def save(self, before: Job, after: Job) -> None:
@@ -269,18 +305,28 @@ class JobsStore:
                 return False
             raise
 
-    def give_back_quota(self, tenant_id: str, counter: str) -> None:
+    def give_back_quota(self, tenant_id: str, counter: str, count: int = 1) -> None:
+        """Subtract `count` places, never below zero."""
+        key = {"tenantId": {"S": tenant_id}, "jobId": {"S": f"{QUOTA_PREFIX}{counter}"}}
         try:
-            self._client.update_item(TableName=self._name,
-                                     Key={"tenantId": {"S": tenant_id}, "jobId": {"S": f"{QUOTA_PREFIX}{counter}"}},
-                                     UpdateExpression="ADD used :minus", ConditionExpression="used > :zero",
-                                     ExpressionAttributeValues={":minus": {"N": "-1"}, ":zero": {"N": "0"}})
+            self._client.update_item(TableName=self._name, Key=key, UpdateExpression="ADD used :minus",
+                                     ConditionExpression="used >= :count",
+                                     ExpressionAttributeValues={":minus": {"N": str(-count)}, ":count": {"N": str(count)}})
+            return
+        except ClientError as exc:
+            if not _condition_lost(exc, "quota"):
+                raise
+        try:  # fewer counted than given back (a counter from before a fix, or a repeat): to zero
+            self._client.update_item(TableName=self._name, Key=key, UpdateExpression="SET used = :zero",
+                                     ConditionExpression="used < :count",
+                                     ExpressionAttributeValues={":zero": {"N": "0"}, ":count": {"N": str(count)}})
         except ClientError as exc:
             if not _condition_lost(exc, "quota"):
                 raise
 
     def mark_completed(self, job: Job, now_ms: int) -> bool:
-        """ACTIVE → COMPLETED, only for this generation; False if the job changed meanwhile."""
+        """ACTIVE → COMPLETED, only for this generation; False if the job changed meanwhile. The
+        caller gives the job's quota place back (service/outcomes.py)."""
         try:
             self._client.update_item(
                 TableName=self._name,
@@ -296,7 +342,6 @@ class JobsStore:
                     ":now": now_ms,
                 }),
             )
-            self.give_back_quota(job.tenant_id, ACTIVE_JOBS_COUNTER)
             return True
         except ClientError as exc:
             if _condition_lost(exc, "job changed"):
@@ -306,7 +351,8 @@ class JobsStore:
 
 class TimersStore:
     def __init__(self, dynamodb, table_name: str, page_size: int = 500,
-                 sleep: Callable[[float], None] = time.sleep, client=None, parallelism: int = 8) -> None:
+                 sleep: Callable[[float], None] = time.sleep, client=None,
+                 parallelism: int = WRITE_PARALLELISM) -> None:
         self._parallelism = parallelism
         self._dynamodb = dynamodb
         self._client = client or raw_client(dynamodb)
@@ -334,8 +380,7 @@ class TimersStore:
             return
         # The batches of one page in parallel (their order does not matter: each timer is written
         # whole, and the bucket is marked done only after all of them). A failure raises here.
-        with ThreadPoolExecutor(max_workers=min(self._parallelism, len(requests))) as pool:
-            list(pool.map(write, requests))
+        list(_pool(self, self._parallelism).map(write, requests))
 
     def pages(self, bucket: str, after_sk: str | None = None) -> Iterator[list[Timer]]:
         """Due-ordered pages of one bucket (after `after_sk` when given), strongly consistent so

@@ -14,6 +14,8 @@ from jobsched.domain.executions import Dispatch
 from jobsched.domain.jobs import Priority
 
 SQS_BATCH = 10
+# SendMessageBatch calls in flight at once (one bucket page of 500 timers is 50 batches).
+SEND_PARALLELISM = 16
 SQS_MAX_DELAY_SECONDS = 900
 MAX_VISIBILITY_SECONDS = 12 * 3600  # SQS's limit for ChangeMessageVisibility
 
@@ -37,7 +39,7 @@ def delay_seconds(visible_at_ms: int, now_ms: int) -> int:
 
 class LaneQueues:
     def __init__(self, sqs, lane_urls: dict[Priority, str], clock: Clock, dispatch_key: Callable[[], bytes],
-                 parallelism: int = 8) -> None:
+                 parallelism: int = SEND_PARALLELISM) -> None:
         self._sqs = sqs
         self._urls = lane_urls
         self._clock = clock
@@ -45,6 +47,7 @@ class LaneQueues:
         self._seal: DispatchSeal | None = None
         self._seal_lock = threading.Lock()
         self._parallelism = parallelism
+        self._pool: ThreadPoolExecutor | None = None  # made at the first send of many batches
 
     @property
     def seal(self) -> DispatchSeal:
@@ -70,8 +73,10 @@ class LaneQueues:
             for url, batch in batches:
                 self._send_batch(url, batch, seal)
         else:
-            with ThreadPoolExecutor(max_workers=min(self._parallelism, len(batches))) as pool:
-                list(pool.map(lambda b: self._send_batch(*b, seal), batches))
+            with self._seal_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=self._parallelism, thread_name_prefix="send")
+            list(self._pool.map(lambda b: self._send_batch(*b, seal), batches))
         return len(batches)
 
     def redeliver_after(self, queue_arn: str, receipt_handle: str, seconds: int) -> bool:
