@@ -69,6 +69,25 @@ def test_1_the_same_message_delivered_twice_concurrently_and_in_turn(harness):
     assert_exactly_once(harness, jobs)
 
 
+def test_1_an_occurrence_of_a_recurring_job_delivered_twice_in_turn_runs_once(harness):
+    # (A one-time job's repeat is also stopped by its COMPLETED state; a recurring job's stays
+    # ACTIVE, so only the claim's condition stops this one.)
+    job = harness.create_job({"name": "every-minute", "type": "RATE", "schedule": "PT1M", "target": HOOK})
+    harness.ticks_enabled = False
+    harness.advance(1)
+    harness.ticks_enabled = True
+    harness.clock.set_ms((minute_of(harness.clock.now_ms()) + 1) * 60_000)
+    harness.tick_all()
+    harness.clock.set_ms(harness.clock.now_ms() + 120_000)  # what that tick handed off is due
+    messages = take_messages(harness)
+    assert messages
+    fn = Function("worker", worker.make_handler(harness.envs["worker"], harness.clock, harness.session, harness.target))
+    for _ in range(2):
+        fn.invoke(sqs_event(messages, "arn:aws:sqs:us-east-1:1:q"))
+    effects = harness.target.effects_per_execution(job["jobId"])
+    assert effects and set(effects.values()) == {1}, effects
+
+
 def test_2_two_ticks_of_one_segment_race_over_the_same_bucket(harness):
     jobs = one_shots(harness, 8, delay=210)  # due in the bucket the racing ticks hand off
     both_read = threading.Barrier(2, timeout=10)
