@@ -10,6 +10,7 @@ import sys
 import boto3
 
 from bench.common import NO_QUOTAS, READ_OPS, WRITE_OPS, CallCounter, emulator, machine, print_table, template, use_local_aws
+from jobsched.sizing import TICK_CPU_MS_PER_TIMER, TICK_MEMORY_MB, segments_for
 
 # us-east-1 list prices (USD), as published by AWS in 2025 (DynamoDB on-demand after the
 # November 2024 reduction). Check the pricing pages before relying on them.
@@ -25,8 +26,8 @@ PRICES = {
 }
 PROVISIONED_UTILIZATION = 0.7
 # Lambda duration assumptions (GB-seconds per invocation): worker batch 512 MB x 100 ms,
-# tick 1024 MB x 500 ms, API 512 MB x 50 ms.
-GB_SECONDS = {"worker": 0.5 * 0.1, "tick": 1.0 * 0.5, "api": 0.5 * 0.05}
+# tick 1769 MB x 500 ms, API 512 MB x 50 ms.
+GB_SECONDS = {"worker": 0.5 * 0.1, "tick": TICK_MEMORY_MB / 1024 * 0.5, "api": 0.5 * 0.05}
 
 
 class NoopTarget:
@@ -118,11 +119,11 @@ FULL_PRICES = {
     "sqs_chunk_bytes": 64 * 1024,  # SQS bills each 64 KB of a request as one request
 }
 RATES = {"low": 1.0, "high": 10_000.0}  # executions per second
-WORKER_GB, TICK_GB = 0.5, 1.0
+WORKER_GB, TICK_GB = 0.5, TICK_MEMORY_MB / 1024
 WORKER_OWN_S = 0.030  # one record's own work: its 3-5 AWS calls at 5-10 ms each, sequential
-TICK_CPU_PER_TIMER_S = 0.0026  # docs/performance.md, section 2 (the tick's own CPU per timer)
+TICK_CPU_PER_TIMER_S = TICK_CPU_MS_PER_TIMER / 1000  # the bound `bench cpu` holds (measured 0.21-0.24 ms)
 TICK_FIXED_S = 0.3  # a tick run with nothing due: watermark reads and writes, one query
-SEGMENTS = {"low": 4, "high": 20}
+SEGMENTS = {"low": 4, "high": segments_for(600_000)}  # the sizing rule at 10,000 jobs/s
 PRECISION_WAIT_S = 0.5  # SQS delays are whole seconds: a message is visible up to 1 s early, 0.5 s on average
 LOG_BYTES_PER_RECORD = 450  # the worker's "attempt" line at INFO
 LOG_BYTES_PER_INVOCATION = 1100  # START, END, REPORT and the EMF metric lines of one invocation

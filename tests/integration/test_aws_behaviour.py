@@ -131,3 +131,31 @@ def test_a_batch_that_stays_unprocessed_fails_after_bounded_retries(harness):
 
 def harness_tenant(harness):
     return TENANT_A
+
+
+def test_a_bucket_of_one_page_costs_two_watermark_writes_and_one_of_several_pages_saves_each_but_the_last(harness):
+    import boto3
+
+    harness.ticks_enabled = False
+    due_minute = minute_of(harness.clock.now_ms()) + 4
+    jobs = jobs_due_in_minute(harness, due_minute, 9) + jobs_due_in_minute(harness, due_minute + 1, 9)
+    session = boto3.session.Session(region_name="us-east-1")
+    writes = []
+    session.events.register("provide-client-params.dynamodb.UpdateItem",
+                            lambda params, **_: writes.append(params["UpdateExpression"])
+                            if params["TableName"] == harness.settings.segments_table else None)
+    stores = build_stores(harness.settings, session, harness.clock)
+    positions = {}
+    for bucket, page_size in ((due_minute, 500), (due_minute + 1, 2)):
+        stores.timers = TimersStore(session.resource("dynamodb"), harness.settings.timers_table, page_size=page_size)
+        ticker = Ticker(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock)
+        harness.clock.set_ms((bucket - 2) * 60_000 + 1_000)  # the tick that hands off `bucket`
+        writes.clear()
+        for segment in range(harness.settings.segments):
+            assert bucket in ticker.run(segment).buckets
+        positions[page_size] = sum("positionSk" in w for w in writes)
+    assert positions[500] == 0  # each segment's bucket was one page: claimed, handed off, done
+    assert positions[2] > 0  # pages of two: positions saved, but never for a bucket's last page
+    harness.ticks_enabled = True
+    harness.advance(240)
+    assert_exactly_once(harness, jobs)

@@ -74,8 +74,10 @@ class Ticker:
                 jobs = self._stores.jobs.get_many([(t.tenant_id, t.job_id) for t in page])
                 report.handoff.add(self._handoff.hand_off(page, jobs, claimed_through=minute))
                 # Crash before this write: the next run hands this page off again (idempotent).
-                self._stores.watermarks.save_position(segment, minute, page[-1].sort_key)
                 slowest_page_ms = max(slowest_page_ms, self._clock.now_ms() - started)
+                if getattr(page, "last", False):
+                    break  # no position for the bucket's last page: it is marked done at once
+                self._stores.watermarks.save_position(segment, minute, page[-1].sort_key)
             # Crash before this write: the next tick resumes after the saved position.
             self._stores.watermarks.mark_done(segment, minute)
             report.buckets.append(minute)

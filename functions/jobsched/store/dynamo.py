@@ -349,6 +349,14 @@ class JobsStore:
             raise
 
 
+class TimerPage(list):
+    """A page of a bucket's timers; `last` when DynamoDB said no more follow."""
+
+    def __init__(self, timers, last: bool = False) -> None:
+        super().__init__(timers)
+        self.last = last
+
+
 class TimersStore:
     def __init__(self, dynamodb, table_name: str, page_size: int = 500,
                  sleep: Callable[[float], None] = time.sleep, client=None,
@@ -399,9 +407,9 @@ class TimersStore:
                 kwargs["ExclusiveStartKey"] = start
             answer = self._client.query(**kwargs)
             items = answer.get("Items", [])
-            if items:
-                yield [Timer.from_wire(i) for i in items]
             start = answer.get("LastEvaluatedKey")
+            if items:
+                yield TimerPage((Timer.from_wire(i) for i in items), last=not start)
             if not start:
                 return
 
