@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
                                 ", ".join(f"{k} {v:.1f}" for k, v in sorted(r["calls"].items())))
                                for r in results],
                 ("type", "creates", "p50 ms", "p99 ms", "creates/s", "in emulator", "calls per create"))
-    print("\nA DELAYED job due within two minutes also reads the segment's watermark (direct dispatch "
+    print("\nA DELAYED job due within three minutes also reads the segment's watermark (direct dispatch "
           "check) and may send its dispatch; a CRON job due tomorrow writes its job and timer only. Both "
           "take two quota counters (creates this second, jobs not ended).")
 

@@ -9,6 +9,7 @@ import boto3
 
 from bench.common import READ_OPS, CallCounter, emulator, machine, print_table, template, use_local_aws
 from bench.dispatch import seed_bucket
+from jobsched.service.handoff import LOOK_AHEAD_MINUTES
 
 
 def seed_far_future(stack, count: int) -> None:
@@ -47,11 +48,12 @@ def measure(far_jobs: int, due: int) -> dict:
         started = time.perf_counter()
         seed_far_future(stack, far_jobs)
         seeding = time.perf_counter() - started
-        seed_bucket(stack, start_minute + 2, due)
-        clock.set_ms((start_minute + 1) * 60_000)
+        seed_bucket(stack, start_minute + 1 + LOOK_AHEAD_MINUTES, due)
+        clock.set_ms((start_minute + 1) * 60_000)  # the tick of minute m hands off bucket m + LOOK_AHEAD_MINUTES
         counter.calls.clear()
         counter.items_read = 0
         result = stack.tick_fn.invoke({"segment": 0})
+        assert result["dispatched"] == due, result
     return {"far": far_jobs, "due": due, "dispatched": result["dispatched"], "items_read": counter.items_read,
             "read_requests": counter.total("dynamodb", READ_OPS), "requests": sum(counter.calls.values()),
             "seeding_s": seeding}
@@ -61,6 +63,9 @@ def main(argv: list[str] | None = None) -> None:
     use_local_aws()
     quick = "--quick" in (argv or sys.argv[1:])
     plans = [(100, 20), (1000, 20)] if quick else [(10_000, 200), (1_000_000, 200)]
+    for flag in argv if argv is not None else sys.argv[1:]:
+        if flag.startswith("--far="):  # one size only (seeding a million takes moto about 17 minutes)
+            plans = [(int(flag.split("=", 1)[1]), 200)]
     print(f"scale: one tick of segment 0 with many registered far-future jobs, on {machine()}")
     results = [measure(*plan) for plan in plans]
     print_table("One tick, counted", [
