@@ -140,6 +140,14 @@ def emulator_time_share(counter: CallCounter) -> Iterator[None]:
         yield
 
 
+def int_option(flags: list[str], name: str, default: int) -> int:
+    """The value of `--name=N` among the flags, or the default."""
+    for flag in flags:
+        if flag.startswith(f"--{name}="):
+            return int(flag.split("=", 1)[1])
+    return default
+
+
 def percentile(values: list[float], p: float) -> float:
     if not values:
         return float("nan")

@@ -21,7 +21,7 @@ import boto3
 from boto3.dynamodb.types import TypeSerializer
 from botocore import xform_name
 
-from bench.common import machine, print_table, use_local_aws
+from bench.common import int_option, machine, print_table, use_local_aws
 from bench.instant_aws import InstantAws
 
 TABLES = {"Jobs": ("tenantId", "jobId"), "Timers": ("bucket", "sk"), "Executions": ("jobId", "executionId"),
@@ -184,7 +184,8 @@ def tick_cpu(timers: int, repeat: int) -> dict:
     ours, answering, calls, recorded = best
     floor, lean = _floor(aws, recorded), _floor(aws, recorded, _lean_config())
     return {"what": "tick: per handed-off timer", "count": timers, "ours_ms": 1000 * ours / timers,
-            "floor_ms": 1000 * floor / timers, "lean_ms": 1000 * lean / timers, "answering_ms": 1000 * answering / timers, "calls": calls,
+            "floor_ms": 1000 * floor / timers, "lean_ms": 1000 * lean / timers,
+            "answering_ms": 1000 * answering / timers, "calls": calls,
             "bound_ms": BOUND_TICK_MS}
 
 
@@ -236,24 +237,18 @@ def worker_cpu(count: int, recurring: bool, repeat: int) -> dict:
     floor, lean = _floor(aws, recorded), _floor(aws, recorded, _lean_config())
     kind = "recurring" if recurring else "one-time"
     return {"what": f"worker: per executed job ({kind})", "count": count, "ours_ms": 1000 * ours / count,
-            "floor_ms": 1000 * floor / count, "lean_ms": 1000 * lean / count, "answering_ms": 1000 * answering / count, "calls": calls,
+            "floor_ms": 1000 * floor / count, "lean_ms": 1000 * lean / count,
+            "answering_ms": 1000 * answering / count, "calls": calls,
             "bound_ms": BOUND_WORKER_MS}
-
-
-def _option(flags: list[str], name: str, default: int) -> int:
-    for flag in flags:
-        if flag.startswith(f"--{name}="):
-            return int(flag.split("=", 1)[1])
-    return default
 
 
 def main(argv: list[str] | None = None) -> None:
     flags = argv if argv is not None else sys.argv[1:]
     use_local_aws()
     quick = "--quick" in flags
-    timers = _option(flags, "timers", 500 if quick else 5_000)
-    count = _option(flags, "jobs", 100 if quick else 2_000)
-    repeat = _option(flags, "repeat", 1 if quick else 3)
+    timers = int_option(flags, "timers", 500 if quick else 5_000)
+    count = int_option(flags, "jobs", 100 if quick else 2_000)
+    repeat = int_option(flags, "repeat", 1 if quick else 3)
     print(f"cpu: our CPU per timer and per job, AWS answered in-process, on {machine()}")
     print(f"(best of {repeat}; {timers} timers in one bucket, {count} jobs in batches of 10)")
     with lambda_logging():

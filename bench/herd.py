@@ -16,7 +16,7 @@ import time
 
 import boto3
 
-from bench.common import machine, print_table, use_local_aws
+from bench.common import int_option, machine, print_table, use_local_aws
 
 # Typical in-region latencies (ms) per call; every wave of parallel calls costs one latency.
 LATENCY_MS = {"Query": 10, "BatchGetItem": 10, "BatchWriteItem": 15, "SendMessageBatch": 20, "GetItem": 5,
@@ -79,21 +79,14 @@ def modelled_seconds(run: dict) -> dict:
             "herd_s": pages * page_ms(writes_partition) / 1000, "spread_s": pages * page_ms(writes_latency) / 1000}
 
 
-def _option(flags: list[str], name: str, default: int) -> int:
-    for flag in flags:
-        if flag.startswith(f"--{name}="):
-            return int(flag.split("=", 1)[1])
-    return default
-
-
 def main(argv: list[str] | None = None) -> None:
     from jobsched.sizing import HANDOFF_GOAL_S, TICK_MEMORY_MB, TICK_VCPU, segments_for
 
     flags = argv if argv is not None else sys.argv[1:]
     use_local_aws()
     quick = "--quick" in flags
-    one = _option(flags, "timers", 600 if quick else 30_000)
-    million = _option(flags, "million", 3_000 if quick else 1_000_000)
+    one = int_option(flags, "timers", 600 if quick else 30_000)
+    million = int_option(flags, "million", 3_000 if quick else 1_000_000)
     print(f"herd: the herd minute, AWS answered in-process, on {machine()}")
     print(f"model: tick at {TICK_MEMORY_MB} MB = {TICK_VCPU:.2f} vCPU; latencies {LATENCY_MS}")
     from bench.cpu import lambda_logging

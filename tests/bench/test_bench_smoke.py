@@ -7,6 +7,7 @@ import pytest
 import bench.api
 import bench.cost
 import bench.dispatch
+import bench.herd
 import bench.lateness
 import bench.scale
 
@@ -21,6 +22,7 @@ def restore_environment():
 
 @pytest.mark.parametrize("module,heading", [
     (bench.dispatch, "Dispatch throughput"),
+    (bench.herd, "Hand-off of one segment's bucket"),
     (bench.cost, "Modelled cost per million executions"),
     (bench.scale, "One tick, counted"),
     (bench.api, "Create job"),
