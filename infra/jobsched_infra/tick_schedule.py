@@ -10,7 +10,7 @@ from constructs import Construct
 
 # Rules are named "<stack>-tick-<segment>" so that one resource-policy statement on the tick
 # covers all of them (CDK's rule targets add one statement per rule, and Lambda's 20 KB policy
-# limit is passed near 47 segments while the configuration allows 64).
+# limit is passed near 47 segments while the configuration allows 128: jobsched/sizing.py).
 RULE_NAME_INFIX = "-tick-"
 # A tick event older than this is dropped: the next minute's tick catches up instead.
 MAX_EVENT_AGE_SECONDS = 60
