@@ -53,7 +53,6 @@ def modelled_seconds(run: dict) -> dict:
     the saved position; our CPU at the tick's vCPU share. A herd's next timers land in one bucket,
     one partition, which takes them at about 1,000 writes a second: `herd_s` is the hand-off at
     that limit, `spread_s` the same hand-off when the next timers fall in many buckets."""
-    from jobsched.service.handoff import WRITES_BESIDE_SENDS
     from jobsched.sizing import PARTITION_WRITES_PER_SECOND, TICK_VCPU
     from jobsched.store.dynamo import GET_PARALLELISM, WRITE_PARALLELISM
     from jobsched.store.queues import SEND_PARALLELISM
@@ -73,7 +72,7 @@ def modelled_seconds(run: dict) -> dict:
     cpu = 1000 * run["cpu_s"] / TICK_VCPU / pages
 
     def page_ms(writes: float) -> float:
-        return reads + (max(writes, sends) if WRITES_BESIDE_SENDS else writes + sends) + small + cpu
+        return reads + max(writes, sends) + small + cpu  # the sends go out beside the writes
 
     return {"io_s": pages * (page_ms(writes_partition) - cpu) / 1000, "cpu_lambda_s": pages * cpu / 1000,
             "herd_s": pages * page_ms(writes_partition) / 1000, "spread_s": pages * page_ms(writes_latency) / 1000}

@@ -24,9 +24,6 @@ LOOK_AHEAD_MINUTES = 2
 # Ticks claim at most LOOK_AHEAD_MINUTES ahead; a writer whose bucket lies beyond this skips the
 # watermark read (clock skew between writer and tick is assumed below a minute).
 DIRECT_DISPATCH_HORIZON_MINUTES = LOOK_AHEAD_MINUTES + 1
-# A page's sends go out while its next timers are written (neither needs the other: the bucket is
-# marked done only after both), so messages are not held up by the next timers' partition.
-WRITES_BESIDE_SENDS = True
 
 
 @dataclass
@@ -95,7 +92,9 @@ class HandOff:
                         next_timers.append(following)
                 pending = []
                 if next_timers:
-                    if WRITES_BESIDE_SENDS and sending is None and outgoing:
+                    if sending is None and outgoing:
+                        # The sends go out while the next timers are written (neither needs the
+                        # other; the bucket is marked done only after both).
                         report.dispatched += len(outgoing)
                         sending = self._sender.submit(self._lanes.send, outgoing)
                         outgoing = []

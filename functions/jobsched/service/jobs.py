@@ -19,9 +19,9 @@ from jobsched.domain.executions import (
     manual_execution_id,
 )
 from jobsched.domain.jobs import Job, JobState, new_job_id
-from jobsched.domain.timers import Timer, TimerKind
+from jobsched.domain.timers import Timer, TimerKind, segment_of
 from jobsched.service.handoff import HandOff
-from jobsched.store.dynamo import Page, active_counter
+from jobsched.store.dynamo import Page, active_counter, sharded_counter
 from jobsched.store.queues import Outgoing
 
 # How long an Idempotency-Key is remembered.
@@ -64,10 +64,6 @@ class Quotas:
 
 def _shards(writes_per_second: int, limit: int) -> int:
     return max(1, min(limit, -(-writes_per_second // QUOTA_SHARD_WRITES_PER_SECOND)))
-
-
-def _first_shard(job_id: str, shards: int) -> int:
-    return int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:4], "big") % shards
 
 
 class JobsService:
@@ -123,7 +119,7 @@ class JobsService:
         second = now_ms // 1000
         quotas = self._quotas
         rate = self._take_sharded(tenant_id, job_id, quotas.rate_shards, quotas.max_creates_per_second,
-                                  lambda k: f"creates#{second}" if k == 0 else f"creates#{second}#{k}", second + 120)
+                                  lambda k: sharded_counter(f"creates#{second}", k), second + 120)
         if rate is None:
             raise QuotaExceeded(f"more than {quotas.max_creates_per_second} jobs created in one second; "
                                 "slow down and retry")
@@ -136,7 +132,7 @@ class JobsService:
     def _take_sharded(self, tenant_id: str, job_id: str, shards: int, limit: int, name, expires_at=None) -> int | None:
         """One place in a counter of `shards` shards: the job's own shard first, then the others."""
         per_shard = -(-limit // shards)
-        first = _first_shard(job_id, shards)
+        first = segment_of(job_id, shards)  # the same stable hash that places the job's timers
         for step in range(shards):
             shard = (first + step) % shards
             if self._jobs.take_quota(tenant_id, name(shard), per_shard, expires_at=expires_at):

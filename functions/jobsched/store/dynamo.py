@@ -5,9 +5,7 @@ import base64
 import json
 import random
 import secrets
-import threading
 import time
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
@@ -49,10 +47,14 @@ BATCH_BACKOFF_BASE_S = 0.05
 BATCH_BACKOFF_CAP_S = 2.0
 
 
+def sharded_counter(name: str, shard: int) -> str:
+    """The name of one shard of a tenant's quota counter (service/jobs.py, Quotas). Shard 0 keeps
+    the counter's unsharded name, so the places taken before sharding are given back there."""
+    return name if shard == 0 else f"{name}#{shard}"
+
+
 def active_counter(shard: int) -> str:
-    """The name of one shard of a tenant's active-jobs counter (service/jobs.py, Quotas). Shard 0
-    keeps the counter's old name, so the jobs counted before sharding give back there."""
-    return ACTIVE_JOBS_COUNTER if shard == 0 else f"{ACTIVE_JOBS_COUNTER}#{shard}"
+    return sharded_counter(ACTIVE_JOBS_COUNTER, shard)
 
 
 def raw_client(dynamodb):
@@ -87,21 +89,6 @@ def batch_until_done(call: Callable[[dict], dict], request: dict, unprocessed_ke
         if not request:
             return answers
     raise BatchIncomplete(f"{unprocessed_key}: still unprocessed after {BATCH_RETRIES} retries")
-
-
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def _pool(owner: object, workers: int) -> ThreadPoolExecutor:
-    """A thread pool per store, made at first use and kept for the container's life (a pool per
-    call would start its threads again on every page)."""
-    with _POOLS_LOCK:
-        pool = _POOLS.get(id(owner))
-        if pool is None:
-            pool = _POOLS[id(owner)] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="batch")
-            weakref.finalize(owner, _POOLS.pop, id(owner), None)
-        return pool
 
 
 def plain(value: Any) -> Any:
@@ -172,6 +159,8 @@ class JobsStore:
         self._table = dynamodb.Table(table_name)
         self._dynamodb = dynamodb
         self._client = client or raw_client(dynamodb)  # the hot calls, in wire format (store/wire.py)
+        # Kept for the container's life (threads start at the first use, not here).
+        self._pool = ThreadPoolExecutor(max_workers=GET_PARALLELISM, thread_name_prefix="batch-get")
         self._name = table_name
         self._sleep = sleep
 
@@ -200,7 +189,7 @@ class JobsStore:
             for chunk in chunks:
                 found.update(self._get_chunk(chunk))
             return found
-        for part in _pool(self, GET_PARALLELISM).map(self._get_chunk, chunks):
+        for part in self._pool.map(self._get_chunk, chunks):
             found.update(part)
         return found
 
@@ -361,7 +350,7 @@ class TimersStore:
     def __init__(self, dynamodb, table_name: str, page_size: int = 500,
                  sleep: Callable[[float], None] = time.sleep, client=None,
                  parallelism: int = WRITE_PARALLELISM) -> None:
-        self._parallelism = parallelism
+        self._pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="batch-write")
         self._dynamodb = dynamodb
         self._client = client or raw_client(dynamodb)
         self._table = dynamodb.Table(table_name)
@@ -388,7 +377,7 @@ class TimersStore:
             return
         # The batches of one page in parallel (their order does not matter: each timer is written
         # whole, and the bucket is marked done only after all of them). A failure raises here.
-        list(_pool(self, self._parallelism).map(write, requests))
+        list(self._pool.map(write, requests))
 
     def pages(self, bucket: str, after_sk: str | None = None) -> Iterator[list[Timer]]:
         """Due-ordered pages of one bucket (after `after_sk` when given), strongly consistent so

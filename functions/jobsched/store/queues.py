@@ -46,8 +46,8 @@ class LaneQueues:
         self._dispatch_key = dispatch_key
         self._seal: DispatchSeal | None = None
         self._seal_lock = threading.Lock()
-        self._parallelism = parallelism
-        self._pool: ThreadPoolExecutor | None = None  # made at the first send of many batches
+        # Kept for the container's life (threads start at the first use, not here).
+        self._pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="send")
 
     @property
     def seal(self) -> DispatchSeal:
@@ -73,9 +73,6 @@ class LaneQueues:
             for url, batch in batches:
                 self._send_batch(url, batch, seal)
         else:
-            with self._seal_lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=self._parallelism, thread_name_prefix="send")
             list(self._pool.map(lambda b: self._send_batch(*b, seal), batches))
         return len(batches)
 
