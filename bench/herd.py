@@ -5,7 +5,7 @@ Each segment's tick runs for real against AWS answered in-process (bench/instant
 CPU is measured, every call is counted, and the hand-off time on AWS is modelled from the counts
 with the code's own parallelism and typical in-region latencies, at the tick's vCPU share in
 Lambda, and against DynamoDB's write limit per partition (the next timers of a herd land in one
-bucket: one partition).
+bucket of their segment, spread over its TIMER_SLICES partitions).
 
 `python -m bench herd [--timers=N] [--million=N] [--quick]`"""
 from __future__ import annotations
@@ -38,27 +38,33 @@ def run_segment(timers: int, segment: int, segments: int) -> dict:
     handler = tick.make_handler(cpu.env(segments), clock, session)
     result: dict = {}
     aws.calls.clear()
+    aws.empty_queries = 0
     started = time.perf_counter()
     ours, answering = cpu.measure(aws, lambda: result.update(handler({"segment": segment},
                                                                       LambdaContext("jobsched-tick"))))
     wall = time.perf_counter() - started
     assert result["dispatched"] == timers, result
     return {"timers": timers, "cpu_s": ours, "answering_s": answering, "wall_s": wall,
-            "next_timers": result["nextTimers"], "calls": {op: n for (_, op), n in aws.calls.items()}}
+            "next_timers": result["nextTimers"], "calls": {op: n for (_, op), n in aws.calls.items()},
+            "empty_queries": aws.empty_queries}
 
 
 def modelled_seconds(run: dict) -> dict:
     """The hand-off on AWS: pages one after another; within a page the job reads go out in one
     parallel wave, then the sends beside the next-timer writes (the code's own parallelism), then
     the saved position; our CPU at the tick's vCPU share. A herd's next timers land in one bucket,
-    one partition, which takes them at about 1,000 writes a second: `herd_s` is the hand-off at
+    TIMER_SLICES partitions, each taking about 1,000 writes a second: `herd_s` is the hand-off at
     that limit, `spread_s` the same hand-off when the next timers fall in many buckets."""
+    from jobsched.domain.timers import TIMER_SLICES
     from jobsched.sizing import PARTITION_WRITES_PER_SECOND, TICK_VCPU
     from jobsched.store.dynamo import GET_PARALLELISM, WRITE_PARALLELISM
     from jobsched.store.queues import SEND_PARALLELISM
 
-    calls = run["calls"]
-    pages = max(1, calls.get("Query", 1))
+    calls = dict(run["calls"])
+    # A page is a Query that found timers; the empty ones (empty slices) cost one latency each.
+    empty = run.get("empty_queries", 0)
+    calls["Query"] = calls.get("Query", 0) - empty
+    pages = max(1, calls["Query"])
 
     def per_page(op: str, parallel: int) -> float:
         return math.ceil(calls.get(op, 0) / pages / parallel) * LATENCY_MS[op]
@@ -66,7 +72,8 @@ def modelled_seconds(run: dict) -> dict:
     reads = per_page("Query", 1) + per_page("BatchGetItem", GET_PARALLELISM)
     writes_latency = per_page("BatchWriteItem", WRITE_PARALLELISM)
     next_timers_per_page = run["next_timers"] / pages
-    writes_partition = max(writes_latency, 1000 * next_timers_per_page / PARTITION_WRITES_PER_SECOND)
+    writes_partition = max(writes_latency,
+                           1000 * next_timers_per_page / (PARTITION_WRITES_PER_SECOND * TIMER_SLICES))
     sends = per_page("SendMessageBatch", SEND_PARALLELISM)
     small = sum(calls.get(op, 0) * LATENCY_MS[op] for op in ("GetItem", "UpdateItem", "PutItem")) / pages
     cpu = 1000 * run["cpu_s"] / TICK_VCPU / pages
@@ -74,11 +81,14 @@ def modelled_seconds(run: dict) -> dict:
     def page_ms(writes: float) -> float:
         return reads + max(writes, sends) + small + cpu  # the sends go out beside the writes
 
-    return {"io_s": pages * (page_ms(writes_partition) - cpu) / 1000, "cpu_lambda_s": pages * cpu / 1000,
-            "herd_s": pages * page_ms(writes_partition) / 1000, "spread_s": pages * page_ms(writes_latency) / 1000}
+    empty_s = empty * LATENCY_MS["Query"] / 1000
+    return {"io_s": pages * (page_ms(writes_partition) - cpu) / 1000 + empty_s, "cpu_lambda_s": pages * cpu / 1000,
+            "herd_s": pages * page_ms(writes_partition) / 1000 + empty_s,
+            "spread_s": pages * page_ms(writes_latency) / 1000 + empty_s}
 
 
 def main(argv: list[str] | None = None) -> None:
+    from jobsched.domain.timers import TIMER_SLICES
     from jobsched.sizing import HANDOFF_GOAL_S, TICK_MEMORY_MB, TICK_VCPU, segments_for
 
     flags = argv if argv is not None else sys.argv[1:]
@@ -123,9 +133,10 @@ def main(argv: list[str] | None = None) -> None:
                  "CPU s in Lambda", "hand-off s", f"goal {HANDOFF_GOAL_S:.0f} s", "if next timers spread s"))
     print(f"\nthe million: {total['timers']:,} timers handed off by {segments} ticks, our CPU {total['cpu_s']:.1f} s "
           f"in all; calls: " + ", ".join(f"{op} {n:,}" for op, n in sorted(total["calls"].items())))
-    print("hand-off: every timer sent to SQS and every next timer written, the next timers at one\n"
-          "partition's ~1,000 writes/s (a herd's next timers share one bucket); 'if next timers spread':\n"
-          "the same calls when the next timers fall in many buckets (jobs of different periods).")
+    print(f"hand-off: every timer sent to SQS and every next timer written, the next timers at\n"
+          f"{TIMER_SLICES} partitions' ~1,000 writes/s each (a herd's next timers share one bucket of their\n"
+          f"segment, spread over its slices); 'if next timers spread': the same calls when the next\n"
+          f"timers fall in many buckets (jobs of different periods).")
 
 
 if __name__ == "__main__":

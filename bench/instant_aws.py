@@ -45,6 +45,7 @@ class InstantAws:
         self._lock = threading.Lock()
         self.cpu_s = 0.0  # CPU spent answering (to subtract from a measurement)
         self.calls: Counter = Counter()
+        self.empty_queries = 0  # Query answers without items (an empty slice of a bucket)
         self.recording: list[tuple[str, str, dict]] | None = None  # (service, operation, wire params)
 
     # --- canned data ---------------------------------------------------------------------------
@@ -120,6 +121,7 @@ class InstantAws:
                 (i + 1 for i, k in enumerate(keys) if k == after), len(rows))
         limit = params.get("Limit", len(rows))
         page = rows[start:start + limit]
+        self.empty_queries += not page
         answer: dict = {"Items": [self._project(i, params) for _, i in page], "Count": len(page),
                         "ScannedCount": len(page)}
         if start + limit < len(rows):

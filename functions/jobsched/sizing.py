@@ -1,15 +1,16 @@
 """How many segments a peak needs, from measured CPU and DynamoDB's documented limits.
 
-One segment is one timer bucket partition per minute and one tick per minute. Its bucket must be
-handed off within HANDOFF_GOAL_S (the look-ahead leaves at least 60 s: docs/architecture.md), so
-per segment-minute the timers are bounded by:
+One segment is one tick per minute and one bucket per minute, spread over TIMER_SLICES partition
+keys. Its bucket must be handed off within HANDOFF_GOAL_S (the look-ahead leaves at least 60 s:
+docs/architecture.md), so per segment-minute the timers are bounded by:
 
 - our CPU: `bench cpu` measures at most TICK_CPU_MS_PER_TIMER per handed-off timer on one core;
   the tick runs at TICK_MEMORY_MB, which Lambda gives TICK_VCPU of a vCPU;
-- the partition: a herd's next timers all land in one future bucket (same schedule, same
-  segment), and one partition takes about PARTITION_WRITES_PER_SECOND writes a second (timer
-  items are under 1 KB: one write unit each);
-- the hand-off's calls on AWS latencies (bench herd models them from the counted calls).
+- the partitions: a herd's next timers all land in one future bucket (same schedule, same
+  segment), spread over its TIMER_SLICES partitions, and one partition takes about
+  PARTITION_WRITES_PER_SECOND writes a second (timer items are under 1 KB: one write unit each);
+- the sends, which go out beside those writes, SEND_PARALLELISM batches of SQS_BATCH at a time;
+- the hand-off's other calls on AWS latencies (bench herd models them from the counted calls).
 
 tests/infra/test_sizing.py holds this rule to the code's constants and to the documented figures;
 docs/operations.md shows it worked through.
@@ -17,6 +18,9 @@ docs/operations.md shows it worked through.
 from __future__ import annotations
 
 import math
+
+from jobsched.domain.timers import TIMER_SLICES
+from jobsched.store.queues import SEND_PARALLELISM, SQS_BATCH
 
 HANDOFF_GOAL_S = 15.0
 # Lambda allocates CPU in proportion to memory: one full vCPU at 1,769 MB.
@@ -31,15 +35,19 @@ PARTITION_WRITES_PER_SECOND = 1000
 # one parallel wave, the saved position): bench herd models the rest from counted calls.
 PAGE_SIZE = 500
 PAGE_SEQUENTIAL_IO_MS = 10 + 10 + 8
+# A typical in-region SendMessageBatch (bench herd uses the same).
+SEND_BATCH_MS = 20
 MAX_SEGMENTS = 128
 
 
 def handoff_ms_per_timer() -> float:
-    """Worst case, a herd: each page's sends go out beside its next-timer writes (the writes, at
-    one partition's rate, are the longer), then our CPU at the tick's share, then the page's reads."""
-    writes = 1000 / PARTITION_WRITES_PER_SECOND
+    """Worst case, a herd: each page's sends go out beside its next-timer writes (the longer of
+    the two counts: the writes at the partitions' rate, the sends in parallel waves), then our
+    CPU at the tick's share, then the page's reads."""
+    writes = 1000 / (PARTITION_WRITES_PER_SECOND * TIMER_SLICES)
+    sends = SEND_BATCH_MS / (SQS_BATCH * SEND_PARALLELISM)
     cpu = TICK_CPU_MS_PER_TIMER / TICK_VCPU
-    return writes + cpu + PAGE_SEQUENTIAL_IO_MS / PAGE_SIZE
+    return max(writes, sends) + cpu + PAGE_SEQUENTIAL_IO_MS / PAGE_SIZE
 
 
 def timers_per_segment_minute() -> int:

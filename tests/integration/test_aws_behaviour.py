@@ -1,10 +1,13 @@
 """What moto hides: a time limit, eventually consistent reads, unprocessed batch items. Each test
 drives the real code through a fault-injecting double (aws_doubles.py) and fails without the
 safeguard it names."""
+import math
+from collections import Counter
+
 import pytest
 
 from jobsched.domain.schedule import format_instant
-from jobsched.domain.timers import Timer, TimerKind, minute_of
+from jobsched.domain.timers import TIMER_SLICES, Timer, TimerKind, minute_of, segment_of, slice_of
 from jobsched.service.handoff import HandOff
 from jobsched.service.tick import Ticker
 from jobsched.store import dynamo
@@ -113,7 +116,7 @@ def test_unprocessed_keys_and_items_are_retried_with_growing_bounded_backoff(har
     written = [Timer(due + i, TimerKind.FIRE, TENANT_A, j["jobId"], 1, 0) for i, j in enumerate(jobs)]
     timers.put_many(written)
     assert len(slept) == 2 and slept[0] < slept[1]
-    stored = [t for page in timers.pages(written[0].bucket) for t in page]
+    stored = [t for bucket in {t.bucket for t in written} for page in timers.pages(bucket) for t in page]
     assert set(written) <= set(stored)
 
 
@@ -138,7 +141,10 @@ def test_a_bucket_of_one_page_costs_two_watermark_writes_and_one_of_several_page
 
     harness.ticks_enabled = False
     due_minute = minute_of(harness.clock.now_ms()) + 4
-    jobs = jobs_due_in_minute(harness, due_minute, 9) + jobs_due_in_minute(harness, due_minute + 1, 9)
+    # More jobs in the second bucket than its slices hold in one page of two each (pigeonhole):
+    # some slice has several pages.
+    several = 2 * harness.settings.segments * TIMER_SLICES + 1
+    jobs = jobs_due_in_minute(harness, due_minute, 9) + jobs_due_in_minute(harness, due_minute + 1, several)
     session = boto3.session.Session(region_name="us-east-1")
     writes = []
     session.events.register("provide-client-params.dynamodb.UpdateItem",
@@ -154,8 +160,11 @@ def test_a_bucket_of_one_page_costs_two_watermark_writes_and_one_of_several_page
         for segment in range(harness.settings.segments):
             assert bucket in ticker.run(segment).buckets
         positions[page_size] = sum("positionSk" in w for w in writes)
-    assert positions[500] == 0  # each segment's bucket was one page: claimed, handed off, done
-    assert positions[2] > 0  # pages of two: positions saved, but never for a bucket's last page
+    assert positions[500] == 0  # each slice of each segment's bucket was one page: no position
+    # Pages of two: a position after every page but the last of its slice.
+    per_slice = Counter((segment_of(j["jobId"], harness.settings.segments), slice_of(j["jobId"], due_minute + 1))
+                        for j in jobs[9:])
+    assert positions[2] == sum(math.ceil(n / 2) - 1 for n in per_slice.values()) > 0
     harness.ticks_enabled = True
     harness.advance(240)
     assert_exactly_once(harness, jobs)

@@ -10,7 +10,7 @@ import pytest
 from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import Dispatch, DispatchKind, ExecutionStatus, execution_id_for
 from jobsched.domain.schedule import format_instant
-from jobsched.domain.timers import segment_of
+from jobsched.domain.timers import TIMER_SLICES, segment_of
 from jobsched.service.handoff import LOOK_AHEAD_MINUTES
 from jobsched.store import dynamo
 
@@ -96,7 +96,7 @@ def test_a_failed_attempt_of_a_cancelled_execution_schedules_no_retry(harness):
 # --- the tick's claim before its query --------------------------------------------------------
 def test_a_job_placed_while_the_tick_reads_its_bucket_still_fires(harness, monkeypatch):
     """Forces the API-versus-tick race in the order that needs the claim first: the tick has read
-    its bucket's (empty) page when the API places a timer in that very bucket of that segment.
+    its bucket's (empty) pages when the API places a timer in that very bucket of that segment.
     Only a tick that claimed the bucket before reading it makes the API dispatch that timer."""
     real_pages = dynamo.TimersStore.pages
     created: list[dict] = []
@@ -104,8 +104,10 @@ def test_a_job_placed_while_the_tick_reads_its_bucket_still_fires(harness, monke
 
     def pages_then_create(self, bucket, after_sk=None):
         yield from real_pages(self, bucket, after_sk)
-        minute, segment = (int(part) for part in bucket.split("#"))
-        if forced or minute != harness.clock.now_ms() // 60_000 + LOOK_AHEAD_MINUTES:
+        minute, segment, *slice_ = (int(part) for part in bucket.split("#"))
+        # After the bucket's last slice: the new timer lands in a slice the tick has already read.
+        if forced or minute != harness.clock.now_ms() // 60_000 + LOOK_AHEAD_MINUTES \
+                or slice_ != [TIMER_SLICES - 1]:
             return
         due = minute * 60_000 + 20_000  # in the bucket being read
         for _ in range(60):  # until one job lands in the segment whose bucket was just read

@@ -1,6 +1,7 @@
 from jobsched.domain.executions import Dispatch, execution_id_for, job_id_of, scheduled_ms_of
 from jobsched.domain.retry import Backoff, RetryPolicy
-from jobsched.domain.timers import Timer, TimerKind, segment_of
+from jobsched.domain.timers import (TIMER_SLICES, Timer, TimerKind, bucket_key, parse_position, position_key,
+                                    segment_of, slice_of)
 
 
 def test_segment_is_stable_and_spread():
@@ -15,10 +16,33 @@ def test_timer_keys_order_by_due_time_and_carry_the_generation():
     a = Timer(1_000_000, TimerKind.FIRE, "t", "job_a", 1, 0)
     b = Timer(999_999, TimerKind.FIRE, "t", "job_b", 1, 0)
     assert b.sort_key < a.sort_key
-    assert a.bucket == "16#0"
+    assert a.bucket == bucket_key(16, 0, slice_of("job_a", 16))
     assert Timer(1_000_000, TimerKind.FIRE, "t", "job_a", 2, 0).sort_key != a.sort_key
     assert Timer.from_item(a.to_item()) == a
     assert a.to_item()["expiresAt"] > 1_000_000 // 1000
+
+
+def test_a_bucket_spreads_over_its_slices_and_slice_0_keeps_the_unsliced_key():
+    assert bucket_key(16, 3) == bucket_key(16, 3, 0) == "16#3"
+    assert bucket_key(16, 3, 5) == "16#3#5"
+    # One schedule's herd (many jobs, one due minute) spreads evenly over the slices...
+    counts = [0] * TIMER_SLICES
+    for i in range(8000):
+        counts[slice_of(f"job_{i:032x}", 27_000_000)] += 1
+    assert min(counts) > 850 and max(counts) < 1150
+    # ...and one job moves between slices from minute to minute.
+    assert len({slice_of("job_a", minute) for minute in range(100)}) == TIMER_SLICES
+
+
+def test_positions_order_in_hand_off_order_and_read_the_unsliced_format():
+    a = Timer(1_000_000, TimerKind.FIRE, "t", "job_a", 1, 0).sort_key
+    b = Timer(2_000_000, TimerKind.FIRE, "t", "job_b", 1, 0).sort_key
+    assert position_key(0, b) < position_key(1, a) < position_key(1, b) < position_key(TIMER_SLICES - 1, a)
+    assert parse_position(position_key(3, a)) == (3, a)
+    assert parse_position(None) == (0, None)
+    # A position saved before slices existed: slice 0, and any newer position is ahead of it.
+    assert parse_position(b) == (0, b)
+    assert b < position_key(0, a)
 
 
 def test_execution_ids_are_deterministic_and_parseable():

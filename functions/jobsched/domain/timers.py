@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import zlib
 from dataclasses import dataclass
 from enum import Enum
 
@@ -9,6 +10,13 @@ from jobsched.domain.schedule import MS_PER_MINUTE
 
 # Timers expire through DynamoDB TTL this long after their due instant, never deleted one by one.
 TIMER_TTL_SECONDS = 7 * 86_400
+# One segment's bucket is spread over this many partition keys ("slices"), so that the next timers
+# of a herd (thousands of jobs of one schedule: all due in the same future bucket) are written to
+# several partitions at once instead of one partition's ~1,000 writes a second (sizing.py). A
+# timer's slice hashes its job id with its minute, so the next timers of one page of any slice
+# spread over all slices of their bucket. Slice 0 keeps the unsliced key. Never lower this in a
+# running stack: timers already written in the higher slices would not be read.
+TIMER_SLICES = 8
 
 
 class TimerKind(str, Enum):
@@ -28,8 +36,32 @@ def minute_of(ms: int) -> int:
     return ms // MS_PER_MINUTE
 
 
-def bucket_key(minute: int, segment: int) -> str:
-    return f"{minute}#{segment}"
+def slice_of(job_id: str, minute: int) -> int:
+    """Stable across processes (crc32, not hash()); varies with the minute, so one job's timers
+    do not all share a partition."""
+    return zlib.crc32(f"{job_id}#{minute}".encode()) % TIMER_SLICES
+
+
+def bucket_key(minute: int, segment: int, slice_: int = 0) -> str:
+    return f"{minute}#{segment}#{slice_}" if slice_ else f"{minute}#{segment}"
+
+
+def position_key(slice_: int, sort_key: str) -> str:
+    """A tick's saved position inside a bucket: the slice, then the last sort key handed off in
+    it. Ordered as strings in hand-off order (the slices one after another), and after any
+    position saved before slices existed (a bare sort key, which starts with a digit < ':')."""
+    return f"{slice_:02d}:{sort_key}"
+
+
+def parse_position(position: str | None) -> tuple[int, str | None]:
+    """(slice, sort key after which to resume) from position_key(); a bare sort key saved before
+    slices existed resumes in slice 0, where every timer of that time was written."""
+    if position is None:
+        return 0, None
+    head, sep, rest = position.partition(":")
+    if sep and head.isdigit() and len(head) == 2:
+        return int(head), rest
+    return 0, position
 
 
 @dataclass(frozen=True)
@@ -54,7 +86,8 @@ class Timer:
 
     @property
     def bucket(self) -> str:
-        return bucket_key(self.minute, self.segment)
+        minute = self.minute
+        return bucket_key(minute, self.segment, slice_of(self.job_id, minute))
 
     @property
     def sort_key(self) -> str:

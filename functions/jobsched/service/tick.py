@@ -1,12 +1,13 @@
-"""The tick: once a minute per segment, hand off every timer of the next minute's bucket,
-catching up any bucket that earlier ticks missed, oldest first."""
+"""The tick: once a minute per segment, hand off every timer of the bucket LOOK_AHEAD_MINUTES
+ahead (its TIMER_SLICES partitions one after another), catching up any bucket that earlier ticks
+missed, oldest first."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from jobsched.domain.clock import Clock
-from jobsched.domain.timers import Watermark, bucket_key, minute_of
+from jobsched.domain.timers import TIMER_SLICES, Watermark, bucket_key, minute_of, parse_position, position_key
 from jobsched.service.handoff import LOOK_AHEAD_MINUTES, HandOff, HandOffReport
 
 # Look-ahead (service/handoff.py): the tick of minute m hands off bucket m + LOOK_AHEAD_MINUTES,
@@ -61,25 +62,44 @@ class Ticker:
             # bucket after the claim are therefore never needed from the query: resuming after
             # a saved position skips nothing.)
             self._stores.watermarks.claim(segment, minute)
-            pages = self._stores.timers.pages(bucket_key(minute, segment), watermark.resume_after(minute))
-            while True:
-                if remaining_ms is not None and remaining_ms() < TIME_RESERVE_MS + 2 * slowest_page_ms:
-                    report.out_of_time = True
-                    report.behind_minutes = target - (minute - 1)
-                    return report
-                started = self._clock.now_ms()
-                page = next(pages, None)
-                if page is None:
-                    break
-                jobs = self._stores.jobs.get_many([(t.tenant_id, t.job_id) for t in page])
-                report.handoff.add(self._handoff.hand_off(page, jobs, claimed_through=minute))
-                # Crash before this write: the next run hands this page off again (idempotent).
-                slowest_page_ms = max(slowest_page_ms, self._clock.now_ms() - started)
-                if getattr(page, "last", False):
-                    break  # no position for the bucket's last page: it is marked done at once
-                self._stores.watermarks.save_position(segment, minute, page[-1].sort_key)
+            slices = self._slices(segment, minute, watermark)
+            unsaved: str | None = None  # the position after a slice's last page, saved only if we stop
+            for slice_, pages in slices:
+                while True:
+                    if remaining_ms is not None and remaining_ms() < TIME_RESERVE_MS + 2 * slowest_page_ms:
+                        if unsaved is not None:
+                            self._stores.watermarks.save_position(segment, minute, unsaved)
+                        report.out_of_time = True
+                        report.behind_minutes = target - (minute - 1)
+                        return report
+                    started = self._clock.now_ms()
+                    page = next(pages, None)
+                    if page is None:
+                        break
+                    jobs = self._stores.jobs.get_many([(t.tenant_id, t.job_id) for t in page])
+                    report.handoff.add(self._handoff.hand_off(page, jobs, claimed_through=minute))
+                    # Crash before this write: the next run hands this page off again (idempotent).
+                    slowest_page_ms = max(slowest_page_ms, self._clock.now_ms() - started)
+                    position = position_key(slice_, page[-1].sort_key)
+                    if getattr(page, "last", False):
+                        # No position written for a slice's last page unless the run stops before
+                        # the next one (above): one write fewer per slice. A run killed without
+                        # warning hands off again what followed the last saved position (at most
+                        # one page per slice; duplicate sends, not reruns).
+                        unsaved = position
+                        break
+                    self._stores.watermarks.save_position(segment, minute, position)
+                    unsaved = None
             # Crash before this write: the next tick resumes after the saved position.
             self._stores.watermarks.mark_done(segment, minute)
             report.buckets.append(minute)
         report.behind_minutes = target - last
         return report
+
+    def _slices(self, segment: int, minute: int, watermark: Watermark) -> Iterator[tuple[int, Iterator[list]]]:
+        """The bucket's slices in hand-off order, each as its pages (read lazily), from the saved
+        position on."""
+        first_slice, after = parse_position(watermark.resume_after(minute))
+        for slice_ in range(first_slice, TIMER_SLICES):
+            yield slice_, self._stores.timers.pages(bucket_key(minute, segment, slice_),
+                                                    after if slice_ == first_slice else None)
