@@ -55,6 +55,10 @@ class Ticker:
             done_through = watermark.done_through
         report = TickReport(segment)
         slowest_page_ms = 0
+
+        def time_left(more_ms: int = 0) -> bool:
+            """Time for another page (and `more_ms` besides) before the reserve."""
+            return remaining_ms is None or remaining_ms() >= TIME_RESERVE_MS + 2 * slowest_page_ms + more_ms
         last = min(target, done_through + MAX_BUCKETS_PER_RUN)
         for minute in range(done_through + 1, last + 1):
             # Claim before reading: a writer that reads this claim dispatches directly; one that
@@ -62,44 +66,79 @@ class Ticker:
             # bucket after the claim are therefore never needed from the query: resuming after
             # a saved position skips nothing.)
             self._stores.watermarks.claim(segment, minute)
-            slices = self._slices(segment, minute, watermark)
-            unsaved: str | None = None  # the position after a slice's last page, saved only if we stop
-            for slice_, pages in slices:
-                while True:
-                    if remaining_ms is not None and remaining_ms() < TIME_RESERVE_MS + 2 * slowest_page_ms:
-                        if unsaved is not None:
-                            self._stores.watermarks.save_position(segment, minute, unsaved)
-                        report.out_of_time = True
-                        report.behind_minutes = target - (minute - 1)
-                        return report
-                    started = self._clock.now_ms()
-                    page = next(pages, None)
-                    if page is None:
-                        break
-                    jobs = self._stores.jobs.get_many([(t.tenant_id, t.job_id) for t in page])
-                    report.handoff.add(self._handoff.hand_off(page, jobs, claimed_through=minute))
-                    # Crash before this write: the next run hands this page off again (idempotent).
-                    slowest_page_ms = max(slowest_page_ms, self._clock.now_ms() - started)
-                    position = position_key(slice_, page[-1].sort_key)
-                    if getattr(page, "last", False):
-                        # No position written for a slice's last page unless the run stops before
-                        # the next one (above): one write fewer per slice. A run killed without
-                        # warning hands off again what followed the last saved position (at most
-                        # one page per slice; duplicate sends, not reruns).
-                        unsaved = position
-                        break
-                    self._stores.watermarks.save_position(segment, minute, position)
-                    unsaved = None
+            pages = self._pages(segment, minute, watermark, time_left)
+            unsaved: str | None = None  # the position after a slice's end, saved only if the run stops
+            while True:
+                if not time_left():
+                    if unsaved is not None:
+                        self._stores.watermarks.save_position(segment, minute, unsaved)
+                    report.out_of_time = True
+                    report.behind_minutes = target - (minute - 1)
+                    return report
+                started = self._clock.now_ms()
+                page = next(pages, None)
+                if page is None:
+                    break
+                jobs = self._stores.jobs.get_many([(t.tenant_id, t.job_id) for t in page.timers])
+                report.handoff.add(self._handoff.hand_off(page.timers, jobs, claimed_through=minute))
+                # Crash before this write: the next run hands this page off again (idempotent).
+                slowest_page_ms = max(slowest_page_ms, self._clock.now_ms() - started)
+                if page.ends_slice:
+                    # No position written at a slice's end unless the run stops before the next
+                    # one (above): one write fewer per slice. A run killed without warning hands
+                    # off again what followed the last saved position (duplicate sends, not reruns).
+                    unsaved = page.position
+                    continue
+                self._stores.watermarks.save_position(segment, minute, page.position)
+                unsaved = None
             # Crash before this write: the next tick resumes after the saved position.
             self._stores.watermarks.mark_done(segment, minute)
             report.buckets.append(minute)
         report.behind_minutes = target - last
         return report
 
-    def _slices(self, segment: int, minute: int, watermark: Watermark) -> Iterator[tuple[int, Iterator[list]]]:
-        """The bucket's slices in hand-off order, each as its pages (read lazily), from the saved
-        position on."""
+    def _pages(self, segment: int, minute: int, watermark: Watermark,
+               time_left: Callable[[int], bool]) -> Iterator["SlicePage"]:
+        """The bucket's timers in hand-off order, slice after slice from the saved position on,
+        read lazily in pages. Consecutive slices' small pages are merged up to the page size (while
+        the run has time for another read), so that a quiet bucket's sends still fill their
+        batches of ten."""
         first_slice, after = parse_position(watermark.resume_after(minute))
+        limit = self._stores.timers.page_size
+        merged: list = []
+        merged_position = ""
+        slowest_read_ms = 0
         for slice_ in range(first_slice, TIMER_SLICES):
-            yield slice_, self._stores.timers.pages(bucket_key(minute, segment, slice_),
+            store_pages = self._stores.timers.pages(bucket_key(minute, segment, slice_),
                                                     after if slice_ == first_slice else None)
+            while True:
+                if merged and not time_left(2 * slowest_read_ms):
+                    yield SlicePage(merged, merged_position, ends_slice=True)
+                    merged = []
+                started = self._clock.now_ms()
+                page = next(store_pages, None)
+                slowest_read_ms = max(slowest_read_ms, self._clock.now_ms() - started)
+                if page is None:
+                    break
+                if merged and len(merged) + len(page) > limit:
+                    yield SlicePage(merged, merged_position, ends_slice=True)
+                    merged = []
+                merged.extend(page)
+                position = position_key(slice_, page[-1].sort_key)
+                if not getattr(page, "last", False):
+                    yield SlicePage(merged, position, ends_slice=False)  # more follow in this slice
+                    merged = []
+                else:
+                    merged_position = position
+        if merged:
+            yield SlicePage(merged, merged_position, ends_slice=True)
+
+
+@dataclass
+class SlicePage:
+    """Timers to hand off together, and the position after them. `ends_slice`: nothing of the
+    position's slice follows (every slice before it is done too)."""
+
+    timers: list
+    position: str
+    ends_slice: bool

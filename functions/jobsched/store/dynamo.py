@@ -355,7 +355,7 @@ class TimersStore:
         self._client = client or raw_client(dynamodb)
         self._table = dynamodb.Table(table_name)
         self._name = table_name
-        self._page_size = page_size
+        self.page_size = page_size
         self._sleep = sleep
 
     def put_many(self, timers: list[Timer]) -> None:
@@ -390,7 +390,7 @@ class TimersStore:
                 "ExpressionAttributeNames": {"#b": "bucket"},
                 "ExpressionAttributeValues": {":b": {"S": bucket}},
                 "ConsistentRead": True,
-                "Limit": self._page_size,
+                "Limit": self.page_size,
             }
             if start:
                 kwargs["ExclusiveStartKey"] = start
