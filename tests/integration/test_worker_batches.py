@@ -24,16 +24,22 @@ def lane_counts(harness) -> int:
     return total
 
 
-def test_all_ten_records_of_a_batch_run_at_once(harness):
-    jobs = [harness.create_job({"name": f"b{i}", "type": "DELAYED", "delaySeconds": 90, "target": HOOK})
-            for i in range(10)]
+def due_batch(harness, count: int = 10):
+    """`count` one-time jobs handed off and due: their messages, received from the lanes."""
+    jobs = [harness.create_job({"name": f"b{i}", "type": "DELAYED", "delaySeconds": 90, "target": HOOK,
+                                "payload": {"n": i}}) for i in range(count)]
     harness.advance(60)
     harness.clock.set_ms(harness.clock.now_ms() + 40_000)
     messages = []
     for url in harness.lane_urls:
         while batch := harness.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
             messages += batch
-    assert len(messages) == 10
+    assert len(messages) == count
+    return jobs, messages
+
+
+def test_all_ten_records_of_a_batch_run_at_once(harness):
+    jobs, messages = due_batch(harness)
     barrier = threading.Barrier(10, timeout=10)  # passes only when all ten calls are in flight together
     real_invoke = harness.target.invoke
 
@@ -79,14 +85,60 @@ def test_a_transient_error_is_retried_in_seconds_not_after_the_visibility_timeou
     real = worker_service.Worker.process
     failures = []
 
-    def flaky(self, dispatch):
+    def flaky(self, dispatch, *args):
         if not failures:
             failures.append(dispatch.execution_id)
             raise ConnectionError("DynamoDB did not answer")
-        return real(self, dispatch)
+        return real(self, dispatch, *args)
 
     monkeypatch.setattr(worker_service.Worker, "process", flaky)
     harness.advance(31)
     assert failures and harness.target.calls_for(job["jobId"]) == []
     harness.advance(35)  # back after 30 s (not after the lane's 90-minute visibility timeout)
     assert len(harness.target.calls_for(job["jobId"])) == 1
+
+
+def test_a_batch_reads_its_jobs_in_one_consistent_request_and_a_job_deleted_meanwhile_is_not_run(harness):
+    import boto3
+
+    jobs, messages = due_batch(harness, 5)
+    assert harness.request("DELETE", f"/v1/jobs/{jobs[0]['jobId']}")[0] in (200, 204)
+    session = boto3.session.Session(region_name="us-east-1")
+    reads = []
+    for op in ("GetItem", "BatchGetItem"):
+        session.events.register(f"provide-client-params.dynamodb.{op}",
+                                lambda params, op=op, **_: reads.append((op, params)))
+    payloads = {}
+    real_invoke = harness.target.invoke
+
+    def invoke(job, *args, **kwargs):
+        payloads[job.job_id] = job.spec.payload
+        return real_invoke(job, *args, **kwargs)
+
+    harness.target.invoke = invoke
+    fn = Function("worker", worker_handler.make_handler(harness.envs["worker"], harness.clock, session,
+                                                        harness.target))
+    assert fn.invoke(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:lane")) == {"batchItemFailures": []}
+    job_reads = [(op, p) for op, p in reads if p.get("TableName", next(iter(p.get("RequestItems", {"": 0}))))
+                 == harness.settings.jobs_table]
+    assert [op for op, _ in job_reads] == ["BatchGetItem"]
+    request = job_reads[0][1]["RequestItems"][harness.settings.jobs_table]
+    assert request["ConsistentRead"] is True and "ProjectionExpression" not in request  # whole: payloads too
+    assert harness.target.calls_for(jobs[0]["jobId"]) == []
+    assert all(len(harness.target.calls_for(job["jobId"])) == 1 for job in jobs[1:])
+    assert payloads == {job["jobId"]: {"n": i} for i, job in enumerate(jobs) if i > 0}
+
+
+def test_when_the_batch_read_fails_each_attempt_reads_its_own_job(harness, monkeypatch):
+    from jobsched.store.dynamo import JobsStore
+
+    jobs, messages = due_batch(harness, 4)
+
+    def throttled(self, keys, whole=False):
+        raise ConnectionError("DynamoDB did not answer")
+
+    monkeypatch.setattr(JobsStore, "get_many", throttled)
+    fn = Function("worker", worker_handler.make_handler(harness.envs["worker"], harness.clock, harness.session,
+                                                        harness.target))
+    assert fn.invoke(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:lane")) == {"batchItemFailures": []}
+    assert all(len(harness.target.calls_for(job["jobId"])) == 1 for job in jobs)

@@ -16,7 +16,7 @@ from jobsched.adapters.targets import TargetRouter
 from jobsched.domain.dispatch_seal import ForgedDispatch
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.outcomes import Outcome, Outcomes
-from jobsched.service.worker import RedeliverLater, Worker
+from jobsched.service.worker import UNREAD, RedeliverLater, Worker, reads_its_job
 from jobsched.settings import WORKER_BATCH_SIZE
 from jobsched.store.targets import AwsTargetInvoker
 
@@ -64,14 +64,35 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         logger.info("record handed back", extra={"messageId": record.message_id, "inSeconds": seconds,
                                                  "reason": reason})
 
-    def attempt(record: SQSRecord) -> tuple[bool, str, int | None]:
+    def read_jobs(records: list[SQSRecord]) -> tuple[dict, dict]:
+        """The batch's dispatches (those that open) and their jobs, read in one strongly
+        consistent BatchGetItem instead of a GetItem each. If that read fails, each attempt reads
+        its own job, as it would alone."""
+        opened = {}
+        for record in records:
+            try:
+                opened[record.message_id] = parts.stores.lanes.open(record.body)
+            except Exception:  # noqa: BLE001 - attempt() opens it again and reports why
+                continue
+        keys = [(d.tenant_id, d.job_id) for d in opened.values() if reads_its_job(d)]
+        if len(keys) < 2:
+            return opened, {}
+        try:
+            jobs = parts.stores.jobs.get_many(keys, whole=True)
+        except Exception:  # noqa: BLE001 - each attempt reads its job itself
+            logger.warning("the batch's job read failed; each attempt reads its own", exc_info=True)
+            return opened, {}
+        # A job the consistent read did not find does not exist: None, not a reason to read again.
+        return opened, {key: jobs.get(key) for key in keys}
+
+    def attempt(record: SQSRecord, opened: dict, jobs: dict) -> tuple[bool, str, int | None]:
         """One record, in a thread of its own: (failed, the metric to count, lateness)."""
         # A body that is not a dispatch raises: after maxReceiveCount it rests in the lane's
         # DLQ for inspection instead of being dropped. A well-formed one without the scheduler's
         # seal was put on the lane by someone else (for example a job's SQS target aimed at a
         # lane): it is dropped and counted, never run.
         try:
-            dispatch = parts.stores.lanes.open(record.body)
+            dispatch = opened.get(record.message_id) or parts.stores.lanes.open(record.body)
         except ForgedDispatch as forged:
             logger.warning("dropped a lane message without a valid seal", extra={"reason": str(forged),
                                                                                  "messageId": record.message_id})
@@ -80,7 +101,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
             logger.exception("a lane message that is not a dispatch", extra={"messageId": record.message_id})
             return True, "WorkerRecordErrors", None
         try:
-            result = worker.process(dispatch)
+            result = worker.process(dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD))
         except RedeliverLater as later:
             # Another delivery runs this execution under a live lease: come back when it ends.
             remaining_ms = (later.lease_until_ms or parts.clock.now_ms()) - parts.clock.now_ms()
@@ -105,8 +126,9 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         # rest); failures are reported per record (ReportBatchItemFailures), the rest deleted.
         records = [SQSRecord(raw) for raw in event.get("Records", [])]
         failures = []
+        opened, jobs = read_jobs(records)
         with outcomes.batched_give_backs() as give_backs_failed:
-            results = list(pool.map(attempt, records))
+            results = list(pool.map(lambda record: attempt(record, opened, jobs), records))
         for error in give_backs_failed:
             logger.error("a quota place could not be given back; the tenant's count stays one high",
                          extra={"error": repr(error)})

@@ -19,7 +19,15 @@ LEASE_MARGIN_MS = 60_000
 # SQS delays are whole seconds rounded down: wait out at most this much before calling the target.
 MAX_PRECISION_WAIT_MS = 1_500
 
-__all__ = ["Outcome", "RedeliverLater", "WorkResult", "Worker", "callback_token_hash"]
+__all__ = ["Outcome", "RedeliverLater", "UNREAD", "WorkResult", "Worker", "callback_token_hash", "reads_its_job"]
+
+# Worker.process's `job` when the caller did not read it.
+UNREAD = object()
+
+
+def reads_its_job(dispatch: Dispatch) -> bool:
+    """Whether processing this dispatch starts by reading its job (a batch can read them at once)."""
+    return dispatch.kind not in (DispatchKind.LEASE, DispatchKind.SWEEP)
 
 
 class RedeliverLater(Exception):
@@ -50,12 +58,16 @@ class Worker:
         self._invoker = invoker
         self._clock = clock
 
-    def process(self, dispatch: Dispatch) -> WorkResult:
+    def process(self, dispatch: Dispatch, job: Job | None | object = UNREAD) -> WorkResult:
+        """`job`: the dispatch's job as read (strongly consistent) just before, None if it was not
+        found; by default it is read here."""
         if dispatch.kind is DispatchKind.LEASE:
             return self._check_lease(dispatch)
         if dispatch.kind is DispatchKind.SWEEP:
             return self._sweep(dispatch)
-        job = self._jobs.get(dispatch.tenant_id, dispatch.job_id, consistent=True)
+        if job is UNREAD:
+            job = self._jobs.get(dispatch.tenant_id, dispatch.job_id, consistent=True)
+        assert job is None or isinstance(job, Job)
         if not _still_wanted(job, dispatch):
             # An execution waiting for this message (a trigger's or a redrive's PENDING, a FAILED
             # one waiting for this retry) ends CANCELLED: none is left waiting forever because its

@@ -175,9 +175,10 @@ class JobsStore:
                                      ConsistentRead=consistent).get("Item")
         return Job.from_item(item_from_wire(item)) if item else None
 
-    def get_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Job]:
+    def get_many(self, keys: list[tuple[str, str]], whole: bool = False) -> dict[tuple[str, str], Job]:
         """One BatchGetItem per 100 distinct jobs instead of a read per timer. Without the payload
-        (up to 256 KB a job): the tick hands off, it never calls a target.
+        (up to 256 KB a job) unless `whole`: the tick hands off, it never calls a target; the
+        worker reads its batch's jobs whole.
 
         Strongly consistent: the hand-off drops a timer whose job looks missing or of another
         generation, so a stale read of a job created, resumed or replaced a moment ago would drop
@@ -187,19 +188,21 @@ class JobsStore:
         found: dict[tuple[str, str], Job] = {}
         if len(chunks) <= 1:
             for chunk in chunks:
-                found.update(self._get_chunk(chunk))
+                found.update(self._get_chunk(chunk, whole))
             return found
-        for part in self._pool.map(self._get_chunk, chunks):
+        for part in self._pool.map(lambda chunk: self._get_chunk(chunk, whole), chunks):
             found.update(part)
         return found
 
-    def _get_chunk(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Job]:
-        request = {self._name: {
+    def _get_chunk(self, keys: list[tuple[str, str]], whole: bool = False) -> dict[tuple[str, str], Job]:
+        request: dict = {self._name: {
             "Keys": [{"tenantId": {"S": t}, "jobId": {"S": j}} for t, j in keys],
-            "ProjectionExpression": ", ".join(f"#{i}" for i in range(len(HAND_OFF_ATTRIBUTES))),
-            "ExpressionAttributeNames": {f"#{i}": name for i, name in enumerate(HAND_OFF_ATTRIBUTES)},
             "ConsistentRead": True,
         }}
+        if not whole:
+            request[self._name]["ProjectionExpression"] = ", ".join(f"#{i}" for i in range(len(HAND_OFF_ATTRIBUTES)))
+            request[self._name]["ExpressionAttributeNames"] = {f"#{i}": name
+                                                               for i, name in enumerate(HAND_OFF_ATTRIBUTES)}
         answers = batch_until_done(lambda r: self._client.batch_get_item(RequestItems=r), request,
                                    "UnprocessedKeys", self._sleep)
         found: dict[tuple[str, str], Job] = {}
