@@ -100,7 +100,7 @@ def test_fake_clock_concurrent_sleeps_overlap_like_real_time():
     assert clock.now_ms() == 1500
 
 
-def test_job_items_round_trip_and_the_hand_off_projection_leaves_out_only_the_payload():
+def test_job_items_round_trip_and_the_hand_off_projection_leaves_out_the_payload_and_target():
     from jobsched.domain.jobs import Job, JobSpec, JobState, Target, TargetType
     from jobsched.domain.schedule import cron_schedule
     from jobsched.store.dynamo import HAND_OFF_ATTRIBUTES
@@ -111,6 +111,8 @@ def test_job_items_round_trip_and_the_hand_off_projection_leaves_out_only_the_pa
     job = Job("t", "job_1", spec, JobState.ACTIVE, 3, 4, 10, 20)
     item = job.to_item()
     assert Job.from_item(item) == job
-    assert set(item) - set(HAND_OFF_ATTRIBUTES) == {"payload"}
-    projected = Job.from_item({k: v for k, v in item.items() if k in HAND_OFF_ATTRIBUTES})
+    assert {"payload", "target", "retryPolicy"} <= set(item) - set(HAND_OFF_ATTRIBUTES)
+    assert set(HAND_OFF_ATTRIBUTES) <= set(item)
+    projected = Job.for_hand_off({k: v for k, v in item.items() if k in HAND_OFF_ATTRIBUTES})
     assert projected.spec.schedule == spec.schedule and projected.spec.payload is None
+    assert projected.spec.target is None and projected.spec.jitter_sec == 7

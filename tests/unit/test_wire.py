@@ -31,3 +31,25 @@ def test_a_timer_read_from_the_wire_equals_the_one_read_through_boto3():
                   Timer(1_800_000_000_123, TimerKind.RETRY, "t", "job_1", 3, 7, "job_1.x", 4)):
         wire = {k: serializer.serialize(v) for k, v in timer.to_item().items()}
         assert Timer.from_wire(wire) == Timer.from_item(timer.to_item()) == timer
+
+
+def test_a_hand_off_view_of_a_job_holds_what_a_hand_off_reads_and_is_never_written():
+    import pytest
+
+    from jobsched.domain.jobs import Job, JobSpec, JobState, MisfirePolicy, Priority, Target, TargetType
+    from jobsched.domain.schedule import rate_schedule
+    from jobsched.store.dynamo import HAND_OFF_ATTRIBUTES
+
+    spec = JobSpec(name="n", schedule=rate_schedule("PT5M", 1_800_000_000_000),
+                   target=Target(TargetType.HTTP, {"url": "https://example.com"}), payload={"p": 1},
+                   priority=Priority.HIGH, misfire_policy=MisfirePolicy.SKIP, jitter_sec=30)
+    job = Job("t", "job_1", spec, JobState.ACTIVE, 4, 9, 1, 2)
+    item = job.to_item()
+    view = Job.for_hand_off({k: v for k, v in item.items() if k in HAND_OFF_ATTRIBUTES})
+    assert (view.tenant_id, view.job_id, view.generation, view.state) == ("t", "job_1", 4, JobState.ACTIVE)
+    assert (view.spec.priority, view.spec.misfire_policy, view.spec.jitter_sec) == (Priority.HIGH, MisfirePolicy.SKIP,
+                                                                                     30)
+    assert view.spec.schedule == spec.schedule and view.fires()
+    assert view.fire_at(1_800_000_300_000) == job.fire_at(1_800_000_300_000)
+    with pytest.raises(ValueError, match="never written"):
+        view.to_item()

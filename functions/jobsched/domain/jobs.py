@@ -151,6 +151,8 @@ class Job:
 
     def to_item(self) -> dict:
         spec = self.spec
+        if spec.target is None:
+            raise ValueError(f"job {self.job_id}: a hand-off view (Job.for_hand_off) is never written")
         return {
             "tenantId": self.tenant_id,
             "jobId": self.job_id,
@@ -202,6 +204,26 @@ class Job:
             updated_ms=int(item["updatedMs"]),
             quota_shard=int(item.get("quotaShard", 0)),
         )
+
+
+    @classmethod
+    def for_hand_off(cls, item: dict) -> "Job":
+        """Only what handing off a timer reads (store/dynamo.py HAND_OFF_ATTRIBUTES): schedule,
+        priority, misfire policy, jitter, state and generation. The rest is absent (target and
+        retry policy None, name empty, counters 0): such a job is never written (to_item
+        refuses) nor shown."""
+        spec = JobSpec(
+            name="",
+            schedule=Schedule.from_item(_parsed(item["schedule"])),
+            target=None,  # type: ignore[arg-type]
+            retry=None,  # type: ignore[arg-type]
+            timeout_sec=0,
+            priority=Priority(item["priority"]),
+            misfire_policy=MisfirePolicy(item.get("misfirePolicy", "RUN_ONCE")),
+            jitter_sec=int(item.get("jitterSec", 0)),
+        )
+        return cls(tenant_id=item["tenantId"], job_id=item["jobId"], spec=spec, state=JobState(item["state"]),
+                   generation=int(item["generation"]), version=0, created_ms=0, updated_ms=0)
 
 
 def _json(value: Any) -> str:
