@@ -7,7 +7,10 @@ answers is measured and subtracted. Beside each figure, the floor: the very requ
 (captured from the wire) replayed through a bare low-level boto3 client, which is what those
 calls cost whatever code made them.
 
-`python -m bench cpu [--timers=N] [--jobs=N] [--repeat=N]`"""
+The process is pinned to one core (bench/common.py one_core): Lambda gives the tick one vCPU and
+the worker less than one.
+
+`python -m bench cpu [--timers=N] [--jobs=N] [--repeat=N] [--all-cores]`"""
 from __future__ import annotations
 
 import contextlib
@@ -21,7 +24,7 @@ import boto3
 from boto3.dynamodb.types import TypeSerializer
 from botocore import xform_name
 
-from bench.common import int_option, machine, print_table, use_local_aws
+from bench.common import int_option, machine, one_core, print_table, use_local_aws
 from bench.instant_aws import InstantAws
 
 TABLES = {"Jobs": ("tenantId", "jobId"), "Timers": ("bucket", "sk"), "Executions": ("jobId", "executionId"),
@@ -251,7 +254,8 @@ def main(argv: list[str] | None = None) -> None:
     repeat = int_option(flags, "repeat", 1 if quick else 3)
     print(f"cpu: our CPU per timer and per job, AWS answered in-process, on {machine()}")
     print(f"(best of {repeat}; {timers} timers in one bucket, {count} jobs in batches of 10)")
-    with lambda_logging():
+    with one_core(flags) as where, lambda_logging():
+        print(f"measured on {where}")
         results = [tick_cpu(timers, repeat), worker_cpu(count, True, repeat), worker_cpu(count, False, repeat)]
     print_table("Our CPU (ms), boto3 included, AWS's answers excluded", [
         (r["what"], r["count"], f"{r['ours_ms']:.3f}", f"{r['floor_ms']:.3f}", f"{r['lean_ms']:.3f}",

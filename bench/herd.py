@@ -7,7 +7,9 @@ with the code's own parallelism and typical in-region latencies, at the tick's v
 Lambda, and against DynamoDB's write limit per partition (the next timers of a herd land in one
 bucket of their segment, spread over its TIMER_SLICES partitions).
 
-`python -m bench herd [--timers=N] [--million=N] [--quick]`"""
+Pinned to one core, as the tick has one vCPU (bench/common.py one_core).
+
+`python -m bench herd [--timers=N] [--million=N] [--quick] [--all-cores]`"""
 from __future__ import annotations
 
 import math
@@ -16,7 +18,7 @@ import time
 
 import boto3
 
-from bench.common import int_option, machine, print_table, use_local_aws
+from bench.common import int_option, machine, one_core, print_table, use_local_aws
 
 # Typical in-region latencies (ms) per call; every wave of parallel calls costs one latency.
 LATENCY_MS = {"Query": 10, "BatchGetItem": 10, "BatchWriteItem": 15, "SendMessageBatch": 20, "GetItem": 5,
@@ -98,10 +100,12 @@ def main(argv: list[str] | None = None) -> None:
     million = int_option(flags, "million", 3_000 if quick else 1_000_000)
     print(f"herd: the herd minute, AWS answered in-process, on {machine()}")
     print(f"model: tick at {TICK_MEMORY_MB} MB = {TICK_VCPU:.2f} vCPU; latencies {LATENCY_MS}")
+
     from bench.cpu import lambda_logging
 
     rows = []
-    with lambda_logging():
+    with one_core(flags) as where, lambda_logging():
+        print(f"measured on {where}")
         herd = run_segment(one, 0, 20)
         rows.append(("one segment", 1, one, herd))
         segments = segments_for(million)

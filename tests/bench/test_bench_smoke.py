@@ -39,8 +39,12 @@ def test_benchmark_runs_on_a_tiny_input(module, heading, capsys):
 def test_the_cpu_benchmark_runs_the_real_handlers_on_a_tiny_input(capsys):
     import bench.cpu
 
+    import os
+
+    cores = os.sched_getaffinity(0)
     bench.cpu.main(["--timers=60", "--jobs=20", "--repeat=1"])
     out = capsys.readouterr().out
+    assert "measured on one core" in out and os.sched_getaffinity(0) == cores  # pinned, then given back
     rows = {line.split("  ")[0]: line for line in out.splitlines() if line.startswith(("tick:", "worker:"))}
     assert set(rows) == {"tick: per handed-off timer", "worker: per executed job (recurring)",
                          "worker: per executed job (one-time)"}
