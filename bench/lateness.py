@@ -136,6 +136,14 @@ def main(argv: list[str] | None = None) -> None:
             print(f"\nhighest rate tried with p99 <= {P99_LIMIT_MS} ms and none missed: {best} jobs/s")
         busy = runtime.emulator.busy_seconds if runtime.emulator else 0.0
         print(f"emulator lock held {busy:.0f} s of the run")
+        if runtime.emulator:
+            spent = runtime.emulator.busy_by_operation
+            counts = runtime.emulator.requests_by_operation
+            print("  by operation: " + ", ".join(f"{op} {seconds:.1f} s ({counts[op]} requests)"
+                                                 for op, seconds in spent.most_common(8)))
+        if runtime.state:
+            print(f"state snapshots: {runtime.state.snapshots}, {runtime.state.locked_seconds:.1f} s with the lock "
+                  f"held, {runtime.state.saving_seconds:.1f} s in all")
     finally:
         runtime.stop()
         echo.stop()

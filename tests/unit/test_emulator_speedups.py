@@ -25,3 +25,53 @@ def test_retention_is_read_from_the_queue_as_before(monkeypatch):
     fast = SQSBackend.is_message_valid_based_on_retention_period
     assert fast is not original or expected == [True, False]
     assert [fast(backend, "q", m) for m in (fresh, old)] == expected == [True, False]
+
+
+def _queue_with_three_messages(backend):
+    """One visible, one delayed 60 s, one received (in flight for 30 s)."""
+    backend.create_queue("lane")
+    visible = backend.send_message("lane", "visible")
+    delayed = backend.send_message("lane", "delayed", delay_seconds=60)
+    backend.send_message("lane", "in flight")
+    received = backend.receive_message("lane", 10, 0, 30)
+    return visible, delayed, received
+
+
+def test_visible_messages_are_those_the_emulator_listed_before():
+    # (a clock ahead of the wall: the emulator checks retention against the wall clock)
+    from unittest import mock
+
+    from moto.core.utils import unix_time_millis
+    from moto.sqs.models import Queue
+
+    emulator.speed_up_moto()
+    backend = SQSBackend("us-east-1", "123456789012")
+    with mock.patch("moto.sqs.models.unix_time_millis", lambda *a: 2_000_000_000_000.0):
+        visible, delayed, received = _queue_with_three_messages(backend)
+        queue = backend.get_queue("lane")
+        # the receive took the two undelayed ones; nothing is visible now
+        assert {m.body for m in received} == {"visible", "in flight"} and queue.messages == []
+    for at_ms, expected in ((2_000_000_029_000.0, set()), (2_000_000_031_000.0, {"visible", "in flight"}),
+                            (2_000_000_061_000.0, {"visible", "in flight", "delayed"})):
+        with mock.patch("moto.sqs.models.unix_time_millis", lambda *a, t=at_ms: t):
+            listed = {m.body for m in queue.messages}
+            by_properties = {m.body for m in queue._messages if m.visible and not m.delayed}
+            assert listed == by_properties == expected, at_ms
+    assert isinstance(Queue.messages, property) and unix_time_millis() > 0
+
+
+def test_a_deleted_message_is_gone_once_and_an_unknown_handle_is_refused():
+    import pytest
+    from moto.sqs.exceptions import ReceiptHandleIsInvalid
+
+    emulator.speed_up_moto()
+    backend = SQSBackend("us-east-1", "123456789012")
+    _, _, received = _queue_with_three_messages(backend)
+    queue = backend.get_queue("lane")
+    handle = received[0].receipt_handle
+    backend.delete_message("lane", handle)
+    assert len(queue._messages) == 2 and received[0].body not in {m.body for m in queue._messages}
+    backend.delete_message("lane", handle)  # again: fine, as in SQS
+    assert len(queue._messages) == 2
+    with pytest.raises(ReceiptHandleIsInvalid):
+        backend.delete_message("lane", "not-a-handle")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections import Counter
 import time
 from typing import Callable, Iterator
 
@@ -33,10 +34,16 @@ def speed_up_moto() -> None:
       request (`list_of_moto_modules`): the directory does not change while the process runs, so
       it is listed once;
     - every message an SQS receive returns asks the queue for all its attributes (each of which
-      counts the whole queue) just to read its retention period: read the attribute itself."""
+      counts the whole queue) just to read its retention period: read the attribute itself;
+    - every receive lists the queue's visible messages by reading the clock twice per message of
+      the queue (with its delayed ones: the look-ahead keeps minutes of them there): read it once
+      per receive;
+    - every deleted message is looked for twice in the whole queue: once."""
     import moto.backends
+    import moto.sqs.models as sqs_models
     from moto.core.utils import unix_time
-    from moto.sqs.models import SQSBackend
+    from moto.sqs.exceptions import ReceiptHandleIsInvalid
+    from moto.sqs.models import Queue, SQSBackend
 
     if getattr(moto.backends, "_jobsched_fast", False):
         return
@@ -49,6 +56,30 @@ def speed_up_moto() -> None:
         return retain_until > unix_time()
 
     SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
+
+    def messages(self) -> list:
+        # Message.visible is `now > visible_at`, Message.delayed `now < delayed_until`; the clock
+        # is looked up in the module, so emulator_time() still moves it.
+        now = sqs_models.unix_time_millis()
+        return [m for m in self._messages if now > m.visible_at and not now < m.delayed_until]
+
+    def delete_message(self, receipt_handle: str) -> None:
+        if receipt_handle in self.deleted_messages:
+            return  # already deleted: deleting again is fine
+        kept, found = [], False
+        for message in self._messages:
+            if receipt_handle in message.all_receipt_handles:
+                found = True
+                self.pending_messages.discard(message)
+                self.deleted_messages.update(message.all_receipt_handles)
+                continue
+            kept.append(message)
+        if not found:
+            raise ReceiptHandleIsInvalid()
+        self._messages = kept
+
+    Queue.messages = property(messages)
+    Queue.delete_message = delete_message
     moto.backends._jobsched_fast = True
 
 
@@ -94,10 +125,13 @@ class SerializedServer:
 
         app = DomainDispatcherApplication(create_backend_app)
         self.busy_seconds = 0.0  # time spent handling requests (the lock held): what limits the stack
+        self.busy_by_operation: Counter = Counter()  # the same, per AWS operation (bench lateness)
+        self.requests_by_operation: Counter = Counter()
         self.mutations = 0  # requests that may have changed state (the local stack saves after them)
 
         def locked_app(environ, start_response):
-            if operation_of(environ) not in READ_ONLY_OPERATIONS:
+            operation = operation_of(environ)
+            if operation not in READ_ONLY_OPERATIONS:
                 self.mutations += 1
             with EMULATOR_LOCK:
                 started = time.perf_counter()
@@ -105,7 +139,10 @@ class SerializedServer:
                     # Materialize the body inside the lock: the response is computed there.
                     return list(app(environ, start_response))
                 finally:
-                    self.busy_seconds += time.perf_counter() - started
+                    spent = time.perf_counter() - started
+                    self.busy_seconds += spent
+                    self.busy_by_operation[operation or "other"] += spent
+                    self.requests_by_operation[operation or "other"] += 1
 
         self._server = make_server(host, port, locked_app, threaded=True, request_handler=QuietHandler)
         self.port = self._server.server_port

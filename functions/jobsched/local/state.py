@@ -33,6 +33,8 @@ class StateKeeper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.snapshots = 0
+        self.locked_seconds = 0.0  # snapshots' time with the emulator's lock held (bench lateness)
+        self.saving_seconds = 0.0  # snapshots' time in all
 
     # --- save ----------------------------------------------------------------------------------
     def _backends(self):
@@ -47,6 +49,7 @@ class StateKeeper:
         tables: dict[str, list] = {}
         queues: dict[str, list] = {}
         with EMULATOR_LOCK:
+            started = time.perf_counter()
             now_ms = int(time.time() * 1000)
             for logical, physical in self._physical.items():
                 if physical in dynamodb.tables:
@@ -60,9 +63,11 @@ class StateKeeper:
                          "visibleInMs": max(0, max(int(m.delayed_until or 0), int(m.visible_at or 0)) - now_ms)
                          if not m.approximate_receive_count else 0}
                         for m in list(queue._messages)]
+            self.locked_seconds += time.perf_counter() - started
         return {"format": FORMAT, "savedAtMs": now_ms, "tables": tables, "queues": queues}
 
     def save(self) -> None:
+        started = time.perf_counter()
         state = self.capture()
         temporary = self.path.with_suffix(".tmp")
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,6 +77,7 @@ class StateKeeper:
             os.fsync(handle.fileno())
         os.replace(temporary, self.path)  # atomic: a crash leaves the previous snapshot whole
         self.snapshots += 1
+        self.saving_seconds += time.perf_counter() - started
 
     def start(self, changes) -> "StateKeeper":
         """Save every SNAPSHOT_SECONDS while `changes()` (a counter of mutating requests) moves."""
