@@ -1,6 +1,7 @@
 """What the local stack keeps across restarts: every item of its tables (jobs, timers, executions,
 watermarks, API keys) and every message of its queues, written under the work directory as they
-change (a snapshot every SNAPSHOT_SECONDS while anything changed, and at a clean stop), and put
+change (a snapshot every SNAPSHOT_SECONDS while anything changed, less often when snapshots take
+long: SNAPSHOT_PAUSE_FACTOR, and at a clean stop), and put
 back into a fresh emulator when the stack starts again.
 
 The emulator runs in this process, so a snapshot reads moto's backends directly, under the
@@ -21,7 +22,17 @@ from jobsched.local.emulator import EMULATOR_LOCK
 
 STATE_FILE = "state.json"
 SNAPSHOT_SECONDS = 1.0
+# A snapshot reads every item and message under the emulator's lock and writes them all: as the
+# state grows it takes longer, and at one a second it would take most of the stack's time. So the
+# pause after a snapshot is at least this many times its own duration: snapshots take at most
+# 1 / (1 + SNAPSHOT_PAUSE_FACTOR) of the time, and a hard kill loses at most that pause.
+SNAPSHOT_PAUSE_FACTOR = 9.0
 FORMAT = 1
+
+
+def snapshot_pause(snapshot_seconds: float) -> float:
+    """The wait before the next snapshot, after one that took `snapshot_seconds`."""
+    return max(SNAPSHOT_SECONDS, SNAPSHOT_PAUSE_FACTOR * snapshot_seconds)
 
 
 class StateKeeper:
@@ -80,17 +91,21 @@ class StateKeeper:
         self.saving_seconds += time.perf_counter() - started
 
     def start(self, changes) -> "StateKeeper":
-        """Save every SNAPSHOT_SECONDS while `changes()` (a counter of mutating requests) moves."""
+        """Save every SNAPSHOT_SECONDS while `changes()` (a counter of mutating requests) moves,
+        or less often when a snapshot takes long (SNAPSHOT_PAUSE_FACTOR)."""
         def loop() -> None:
             seen = changes()
-            while not self._stop.wait(SNAPSHOT_SECONDS):
+            pause = SNAPSHOT_SECONDS
+            while not self._stop.wait(pause):
                 now = changes()
                 if now != seen:
                     seen = now
+                    started = time.perf_counter()
                     try:
                         self.save()
                     except Exception as exc:  # noqa: BLE001 - keep serving; say so
                         print(f"jobsched: could not save state: {exc}", flush=True)
+                    pause = snapshot_pause(time.perf_counter() - started)
         self._thread = threading.Thread(target=loop, name="state", daemon=True)
         self._thread.start()
         return self
