@@ -75,3 +75,45 @@ def test_a_deleted_message_is_gone_once_and_an_unknown_handle_is_refused():
     assert len(queue._messages) == 2
     with pytest.raises(ReceiptHandleIsInvalid):
         backend.delete_message("lane", "not-a-handle")
+
+
+def _shape(node):
+    """A parsed expression tree as plain tuples: node types and leaf values."""
+    children = getattr(node, "children", None)
+    if children is None:
+        return repr(node)
+    return (type(node).__name__, tuple(_shape(child) for child in children))
+
+
+def test_an_update_expression_is_parsed_once_and_the_kept_tree_never_changes():
+    import pytest
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    emulator.speed_up_moto()
+    expression = "SET #st = :running, attempt = if_not_exists(attempt, :zero) + :one REMOVE retryAtMs"
+    tree = UpdateExpressionParser.make(expression)
+    before = _shape(tree)
+    assert UpdateExpressionParser.make(expression) is tree
+
+    # moto's own update (with its validator) leaves the kept tree as it was
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(TableName="T", KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+                            AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+                            BillingMode="PAY_PER_REQUEST")
+        for _ in range(2):
+            client.update_item(TableName="T", Key={"k": {"S": "a"}}, UpdateExpression=expression,
+                               ExpressionAttributeNames={"#st": "status"},
+                               ExpressionAttributeValues={":running": {"S": "RUNNING"}, ":zero": {"N": "0"},
+                                                          ":one": {"N": "1"}})
+        item = client.get_item(TableName="T", Key={"k": {"S": "a"}})["Item"]
+    assert item["attempt"] == {"N": "2"} and item["status"] == {"S": "RUNNING"}
+    assert UpdateExpressionParser.make(expression) is tree
+    assert _shape(tree) == before and "ExpressionAttributeValue" in str(before)
+    with pytest.raises(Exception) as first:
+        UpdateExpressionParser.make("SET = nonsense")
+    with pytest.raises(type(first.value)):
+        UpdateExpressionParser.make("SET = nonsense")  # an error is raised each time, not kept

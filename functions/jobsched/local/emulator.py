@@ -6,6 +6,7 @@ which keeps the claim guarantee that DynamoDB gives in AWS."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections import Counter
 import time
@@ -38,10 +39,14 @@ def speed_up_moto() -> None:
     - every receive lists the queue's visible messages by reading the clock twice per message of
       the queue (with its delayed ones: the look-ahead keeps minutes of them there): read it once
       per receive;
-    - every deleted message is looked for twice in the whole queue: once."""
+    - every deleted message is looked for twice in the whole queue: once;
+    - every UpdateItem parses its update expression twice (request check, then update), although
+      the functions send the same few expressions again and again: a parsed expression is kept
+      (moto's validator works on a deep copy of it, so the kept tree is never changed)."""
     import moto.backends
     import moto.sqs.models as sqs_models
     from moto.core.utils import unix_time
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
     from moto.sqs.exceptions import ReceiptHandleIsInvalid
     from moto.sqs.models import Queue, SQSBackend
 
@@ -80,6 +85,9 @@ def speed_up_moto() -> None:
 
     Queue.messages = property(messages)
     Queue.delete_message = delete_message
+
+    parse = functools.lru_cache(maxsize=512)(UpdateExpressionParser.make)  # errors are not cached
+    UpdateExpressionParser.make = staticmethod(parse)
     moto.backends._jobsched_fast = True
 
 
