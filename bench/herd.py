@@ -19,9 +19,10 @@ import time
 import boto3
 
 from bench.common import int_option, machine, one_core, print_table, use_local_aws
+from jobsched.sizing import SEND_BATCH_MS
 
 # Typical in-region latencies (ms) per call; every wave of parallel calls costs one latency.
-LATENCY_MS = {"Query": 10, "BatchGetItem": 10, "BatchWriteItem": 15, "SendMessageBatch": 20, "GetItem": 5,
+LATENCY_MS = {"Query": 10, "BatchGetItem": 10, "BatchWriteItem": 15, "SendMessageBatch": SEND_BATCH_MS, "GetItem": 5,
               "UpdateItem": 8, "PutItem": 8}
 
 

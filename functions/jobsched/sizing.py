@@ -35,7 +35,7 @@ PARTITION_WRITES_PER_SECOND = 1000
 # one parallel wave, the saved position): bench herd models the rest from counted calls.
 PAGE_SIZE = 500
 PAGE_SEQUENTIAL_IO_MS = 10 + 10 + 8
-# A typical in-region SendMessageBatch (bench herd uses the same).
+# A typical in-region SendMessageBatch (bench herd's model takes it from here).
 SEND_BATCH_MS = 20
 MAX_SEGMENTS = 128
 
