@@ -117,3 +117,133 @@ def test_an_update_expression_is_parsed_once_and_the_kept_tree_never_changes():
         UpdateExpressionParser.make("SET = nonsense")
     with pytest.raises(type(first.value)):
         UpdateExpressionParser.make("SET = nonsense")  # an error is raised each time, not kept
+
+
+def _table_client():
+    import boto3
+
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(TableName="T", KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+                        AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+                        BillingMode="PAY_PER_REQUEST")
+    return client
+
+
+def _update_error(client, expression: str, names=None, values=None, key: str = "a") -> str | None:
+    from botocore.exceptions import ClientError
+
+    arguments = {"TableName": "T", "Key": {"k": {"S": key}}, "UpdateExpression": expression}
+    if names:
+        arguments["ExpressionAttributeNames"] = names
+    if values:
+        arguments["ExpressionAttributeValues"] = values
+    try:
+        client.update_item(**arguments)
+        return None
+    except ClientError as exc:
+        return exc.response["Error"]["Message"]
+
+
+def test_expression_checks_still_refuse_what_they_refused_each_time():
+    """The checks that depend only on the expression are skipped for an expression that passed
+    them, with the same attribute names and table keys; everything else is checked every time."""
+    from moto import mock_aws
+
+    emulator.speed_up_moto()
+    one = {":v": {"N": "1"}}
+    with mock_aws():
+        client = _table_client()
+        client.put_item(TableName="T", Item={"k": {"S": "s"}, "label": {"S": "x"}, "n": {"N": "1"}})
+        for _ in range(2):  # the second time goes through the kept results
+            assert "Two document paths overlap" in _update_error(client, "SET a = :v, a = :v", values=one)
+            assert '"SET" section can only be used once' in _update_error(client, "SET a = :v SET b = :v", values=one)
+            assert "part of the key" in _update_error(client, "SET k = :v", values=one)
+            assert _update_error(client, "SET #n = :v", names={"#n": "other"}, values=one) is None
+            # the same expression naming the key: refused although the expression passed before
+            assert "part of the key" in _update_error(client, "SET #n = :v", names={"#n": "k"}, values=one)
+            # what depends on the item is checked every time: a missing attribute, a type mismatch
+            assert _update_error(client, "SET n = n + :v", values=one, key="s") is None
+            assert "does not exist in the item" in _update_error(client, "SET n = n + :v", values=one, key="b")
+            assert "operand type" in _update_error(client, "SET label = label + :v", values=one, key="s")
+        item = client.get_item(TableName="T", Key={"k": {"S": "a"}})["Item"]
+    assert item == {"k": {"S": "a"}, "other": {"N": "1"}}
+
+
+def test_a_kept_tree_is_copied_whole_for_each_validation():
+    from moto.dynamodb.parsing import validators
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    emulator.speed_up_moto()
+    tree = UpdateExpressionParser.make("SET a = if_not_exists(a, :zero) + :one REMOVE b")
+    first, second = validators.deepcopy(tree), validators.deepcopy(tree)
+    assert first is not tree and second is not first and _shape(first) == _shape(second) == _shape(tree)
+    assert first.children[0].parent is first  # parent links point into the copy, not the kept tree
+    other = {"nested": [1, {"x": 2}]}
+    copied = validators.deepcopy(other)
+    assert copied == other and copied["nested"] is not other["nested"]  # anything else: a deep copy
+
+
+def test_a_kept_condition_is_evaluated_with_each_requests_values():
+    from botocore.exceptions import ClientError
+    import pytest
+    from moto import mock_aws
+
+    emulator.speed_up_moto()
+    with mock_aws():
+        client = _table_client()
+        client.put_item(TableName="T", Item={"k": {"S": "a"}, "n": {"N": "5"}})
+        outcomes = []
+        for limit in ("9", "3", "6", "5"):
+            try:
+                client.update_item(TableName="T", Key={"k": {"S": "a"}}, UpdateExpression="SET seen = :limit",
+                                   ConditionExpression="attribute_exists(k) AND n < :limit",
+                                   ExpressionAttributeValues={":limit": {"N": limit}})
+                outcomes.append(True)
+            except ClientError as exc:
+                assert exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+                outcomes.append(False)
+        assert outcomes == [True, False, True, False]
+        for _ in range(2):  # a condition that cannot be lexed is refused each time (in-process: raised)
+            with pytest.raises((ClientError, ValueError)):
+                client.update_item(TableName="T", Key={"k": {"S": "a"}}, UpdateExpression="SET seen = :v",
+                                   ConditionExpression="n ~ :v", ExpressionAttributeValues={":v": {"N": "1"}})
+
+
+def test_a_send_does_not_count_the_queue_and_the_counts_stay_right():
+    import boto3
+    from moto import mock_aws
+    from moto.sqs.models import Message
+
+    emulator.speed_up_moto()
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        lane = sqs.create_queue(QueueName="lane")["QueueUrl"]
+        looked_at = []  # messages whose delay was looked at (what the count of delayed ones does)
+        original = Message.delayed
+
+        def spy(self):
+            looked_at.append(self.body)
+            return original.fget(self)
+
+        Message.delayed = property(spy)
+        try:
+            for start in (0, 5):
+                sqs.send_message_batch(QueueUrl=lane, Entries=[
+                    {"Id": str(i), "MessageBody": f"m{i}", "DelaySeconds": 60 if i < 3 else 0}
+                    for i in range(start, start + 5)])
+            looked_at_by_sends = len(looked_at)
+            sqs.receive_message(QueueUrl=lane, MaxNumberOfMessages=1, VisibilityTimeout=30)
+            attributes = sqs.get_queue_attributes(QueueUrl=lane, AttributeNames=["All"])["Attributes"]
+        finally:
+            Message.delayed = original
+        assert looked_at_by_sends == 0 and len(looked_at) >= 10  # GetQueueAttributes still counts
+        assert attributes["ApproximateNumberOfMessagesDelayed"] == "3"
+        assert attributes["ApproximateNumberOfMessages"] == "6"
+        assert attributes["ApproximateNumberOfMessagesNotVisible"] == "1"
+        # what a send does read from the attributes still works: content-based deduplication
+        fifo = sqs.create_queue(QueueName="q.fifo", Attributes={"FifoQueue": "true",
+                                                                "ContentBasedDeduplication": "true"})["QueueUrl"]
+        for _ in range(2):
+            sqs.send_message(QueueUrl=fifo, MessageBody="same", MessageGroupId="g")
+        got = sqs.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10)["Messages"]
+        assert [m["Body"] for m in got] == ["same"]

@@ -85,10 +85,147 @@ def speed_up_moto() -> None:
 
     Queue.messages = property(messages)
     Queue.delete_message = delete_message
+    _speed_up_send(Queue, SQSBackend)
 
     parse = functools.lru_cache(maxsize=512)(UpdateExpressionParser.make)  # errors are not cached
     UpdateExpressionParser.make = staticmethod(parse)
+    _speed_up_update_validation(parse)
+    _speed_up_condition_lexing()
     moto.backends._jobsched_fast = True
+
+
+def _speed_up_send(Queue, SQSBackend) -> None:
+    """Every message sent asks its queue for all its attributes (to read ContentBasedDeduplication),
+    and three of them count the whole queue, reading the clock twice per queued message: a send to
+    a lane that holds minutes of delayed messages cost milliseconds per message. While a message
+    is sent, those three counts are not made (nothing in a send reads them: the send reads
+    ContentBasedDeduplication alone; GetQueueAttributes still counts)."""
+    sending = threading.local()
+
+    def counted_unless_sending(count):
+        def count_or_zero(self) -> int:
+            return 0 if getattr(sending, "active", False) else count(self)
+        return property(count_or_zero)
+
+    for name in ("approximate_number_of_messages", "approximate_number_of_messages_delayed",
+                 "approximate_number_of_messages_not_visible"):
+        setattr(Queue, name, counted_unless_sending(getattr(Queue, name).fget))
+    original_send = SQSBackend.send_message
+
+    def send_message(self, *args, **kwargs):
+        sending.active = True
+        try:
+            return original_send(self, *args, **kwargs)
+        finally:
+            sending.active = False
+
+    SQSBackend.send_message = send_message
+
+
+def _speed_up_update_validation(parse) -> None:
+    """moto validates an update by ten depth-first passes over a deep copy of its syntax tree:
+    - the copy is made by copy.deepcopy, node by node in Python: a kept tree is copied from its
+      pickle instead (the same reconstruction, done in C; any other value is deep-copied as before);
+    - every pass asks its processor for its node-type map twice per node (a new dict and tuple each
+      time): each processor now builds it once;
+    - three passes depend only on the expression, its attribute names and the table's keys, not on
+      the item (clause counts, overlapping paths, no update of a key), and two of them look at every
+      sub-expression's clauses again at every level: an expression that passed them is not checked
+      again (the kept expression tree is the key, so a new expression is checked as before)."""
+    import copy
+    import pickle
+
+    from moto.dynamodb.parsing import ast_nodes, expressions, validators
+
+    pickled: dict[int, tuple[object, bytes]] = {}  # id(kept tree) → (tree, its pickle)
+
+    def parse_and_pickle(expression: str):
+        tree = parse(expression)
+        if id(tree) not in pickled:
+            try:
+                pickled[id(tree)] = (tree, pickle.dumps(tree, pickle.HIGHEST_PROTOCOL))
+            except Exception:  # noqa: BLE001 - a tree that cannot be pickled is deep-copied as before
+                pass
+        return tree
+
+    def deepcopy(value, memo=None):
+        kept = pickled.get(id(value))
+        if kept is not None and kept[0] is value:
+            return pickle.loads(kept[1])
+        return copy.deepcopy(value, memo)
+
+    expressions.UpdateExpressionParser.make = staticmethod(parse_and_pickle)
+    validators.deepcopy = deepcopy
+
+    def processing_map(self) -> dict:
+        known = self.__dict__.get("_jobsched_map")
+        if known is None:
+            known = self.__dict__["_jobsched_map"] = self._processing_map()
+            self.__dict__["_jobsched_types"] = tuple(known)
+        return known
+
+    def nodes_to_be_processed(self) -> tuple:
+        processing_map(self)
+        return self.__dict__["_jobsched_types"]
+
+    def process(self, node):
+        for class_key, processor in processing_map(self).items():
+            if isinstance(node, class_key):
+                return processor(node)
+        return None
+
+    ast_nodes.DepthFirstTraverser.nodes_to_be_processed = nodes_to_be_processed
+    ast_nodes.DepthFirstTraverser.process = process
+
+    expression_only = (validators.ActionCountValidator, validators.OverlappingPathsValidator,
+                       validators.UpdateHashRangeKeyValidator)
+    passed: dict[tuple, object] = {}  # (tree id, names, keys) → the tree (kept alive: ids stay unique)
+    original_init = validators.UpdateExpressionValidator.__init__
+    original_validate = validators.UpdateExpressionValidator.validate
+
+    def init(self, expression, expression_attribute_names, expression_attribute_values, item, table):
+        original_init(self, expression, expression_attribute_names, expression_attribute_values, item, table)
+        key = (id(expression), tuple(sorted((expression_attribute_names or {}).items())),
+               tuple(table.table_key_attrs))
+        if passed.get(key) is expression:
+            self.processors = [p for p in self.processors if not isinstance(p, expression_only)]
+        else:
+            self._jobsched_key, self._jobsched_tree = key, expression
+
+    def validate(self):
+        validated = original_validate(self)
+        key = self.__dict__.get("_jobsched_key")
+        if key is not None:
+            if len(passed) > 4096:
+                passed.clear()
+            passed[key] = self._jobsched_tree
+        return validated
+
+    validators.UpdateExpressionValidator.__init__ = init
+    validators.UpdateExpressionValidator.validate = validate
+
+
+def _speed_up_condition_lexing() -> None:
+    """moto lexes a condition expression with six regular expressions per token on every request;
+    the functions send the same few conditions again and again: the tokens of a condition are
+    kept (they are immutable tuples; the parser consumes a fresh deque of them each time)."""
+    from collections import deque
+
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    original = ConditionExpressionParser._lex_condition_expression
+    lexed: dict[str, tuple] = {}
+
+    def lex(self):
+        tokens = lexed.get(self.condition_expression)
+        if tokens is None:
+            tokens = tuple(original(self))  # an expression that cannot be lexed raises, and is not kept
+            if len(lexed) > 4096:
+                lexed.clear()
+            lexed[self.condition_expression] = tokens
+        return deque(tokens)
+
+    ConditionExpressionParser._lex_condition_expression = lex
 
 
 @contextlib.contextmanager
