@@ -18,6 +18,16 @@ P99_LIMIT_MS = 1000
 CREATE_THREADS = 4
 
 
+def print_emulator_time(stats: dict) -> None:
+    """The emulator process's time: its lock held, per AWS operation, and the state snapshots'."""
+    print(f"emulator lock held {stats['busySeconds']:.0f} s of the run (in its own process)")
+    spent, counts = stats["busyByOperation"], stats["requestsByOperation"]
+    top = sorted(spent.items(), key=lambda item: -item[1])[:8]
+    print("  by operation: " + ", ".join(f"{op} {seconds:.1f} s ({counts[op]} requests)" for op, seconds in top))
+    print(f"state snapshots: {stats['snapshots']}, {stats['snapshotLockedSeconds']:.1f} s with the lock held, "
+          f"{stats['snapshotSeconds']:.1f} s in all")
+
+
 def create(api_url: str, key: str, body: dict) -> dict:
     request = urllib.request.Request(api_url + "/v1/jobs", data=json.dumps(body).encode(), method="POST",
                                      headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
@@ -141,16 +151,7 @@ def main(argv: list[str] | None = None) -> None:
                 else:
                     break
             print(f"\nhighest rate tried with p99 <= {P99_LIMIT_MS} ms and none missed: {best} jobs/s")
-        busy = runtime.emulator.busy_seconds if runtime.emulator else 0.0
-        print(f"emulator lock held {busy:.0f} s of the run")
-        if runtime.emulator:
-            spent = runtime.emulator.busy_by_operation
-            counts = runtime.emulator.requests_by_operation
-            print("  by operation: " + ", ".join(f"{op} {seconds:.1f} s ({counts[op]} requests)"
-                                                 for op, seconds in spent.most_common(8)))
-        if runtime.state:
-            print(f"state snapshots: {runtime.state.snapshots}, {runtime.state.locked_seconds:.1f} s with the lock "
-                  f"held, {runtime.state.saving_seconds:.1f} s in all")
+        print_emulator_time(runtime.emulator.stats())
     finally:
         runtime.stop()
         echo.stop()

@@ -50,7 +50,7 @@ def test_jobs_keys_history_and_queued_messages_survive_a_restart(tmp_path):
         runtime.stop()
 
         runtime, _, _ = boot(Options(port=0, segments=2, workdir=workdir), [], progress=quiet)
-        assert runtime.state is not None and runtime.state.path.is_file()
+        assert runtime.state_path is not None and runtime.state_path.is_file()
         status, jobs = call(runtime, "GET", "/v1/jobs")  # the seeded key of the first start still works
         assert status == 200 and {j["name"] for j in jobs["items"]} == {"nightly", "after-restart"}
         assert call(runtime, "GET", "/v1/jobs", key="k2")[0] == 200  # and the key made at run time

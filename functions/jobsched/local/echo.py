@@ -5,7 +5,9 @@ import json
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from jobsched.local.events import LoopbackHTTPServer
 
 
 class EchoServer:
@@ -51,7 +53,7 @@ class EchoServer:
             def log_message(self, *args):
                 pass
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server = LoopbackHTTPServer((host, port), Handler)
         self.port = self._server.server_port
         self.url = f"http://{host}:{self.port}"
         threading.Thread(target=self._server.serve_forever, name="echo", daemon=True).start()

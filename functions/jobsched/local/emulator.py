@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import threading
 from collections import Counter
 import time
 from typing import Callable, Iterator
 
 EMULATOR_LOCK = threading.RLock()
+CONTROL_PREFIX = "/_jobsched/"  # the local stack's own requests to its emulator process
 # Operations that change no state: the local stack saves its state only after other requests.
 READ_ONLY_OPERATIONS = frozenset({
     "GetItem", "BatchGetItem", "Query", "Scan", "DescribeTable", "ListTables", "DescribeTimeToLive",
@@ -256,9 +258,11 @@ def emulator_time(now_ms: Callable[[], int]) -> Iterator[None]:
 
 
 class SerializedServer:
-    """moto's server on loopback, one request at a time."""
+    """moto's server on loopback, one request at a time. `control`, if given, answers the
+    requests under CONTROL_PREFIX (method, path after the prefix, body) → (status, JSON-able),
+    outside the lock (what it does takes the lock itself where it reads the emulator)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, control=None) -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import WSGIRequestHandler, make_server
 
@@ -275,6 +279,15 @@ class SerializedServer:
         self.mutations = 0  # requests that may have changed state (the local stack saves after them)
 
         def locked_app(environ, start_response):
+            path = environ.get("PATH_INFO", "")
+            if control is not None and path.startswith(CONTROL_PREFIX):
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                body = environ["wsgi.input"].read(length) if length else b""
+                status, answer = control(environ["REQUEST_METHOD"], path[len(CONTROL_PREFIX):], body)
+                payload = json.dumps(answer).encode()
+                start_response(f"{status} {'OK' if status == 200 else 'Error'}",
+                               [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
+                return [payload]
             operation = operation_of(environ)
             if operation not in READ_ONLY_OPERATIONS:
                 self.mutations += 1

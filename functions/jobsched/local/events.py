@@ -7,6 +7,7 @@ import json
 import threading
 import uuid
 from dataclasses import dataclass, field
+from http.server import ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
@@ -140,6 +141,14 @@ class LanePoller:
             if not handed:
                 return total
         return total
+
+
+class LoopbackHTTPServer(ThreadingHTTPServer):
+    """A thread per request, and a listen backlog for bursts: the standard library's default of 5
+    resets connections when the workers call a local target with dozens of calls due in the same
+    second (measured: 15 of 80 concurrent calls reset)."""
+    request_queue_size = 128
+    daemon_threads = True
 
 
 def http_response(result: dict) -> tuple[int, dict[str, str], bytes]:

@@ -8,17 +8,16 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from jobsched.cli.keys import EMULATOR_URL_FILE
 from jobsched.domain.clock import SystemClock
-from jobsched.local.emulator import SerializedServer
-from jobsched.local.events import Function, LanePoller, api_gateway_event, http_response
+from jobsched.local.emulator_process import EmulatorProcess
+from jobsched.local.events import Function, LanePoller, LoopbackHTTPServer, api_gateway_event, http_response
 from jobsched.local.fake_aws import use_local_aws_env
 from jobsched.local.metrics import EmfTee
 from jobsched.local.stack import LocalStack
-from jobsched.local.state import StateKeeper
 from jobsched.local.synth import cached_template
 from jobsched.settings import Env, Settings
 
@@ -84,7 +83,7 @@ class LaneContainers:
 @dataclass
 class LocalRuntime:
     options: Options
-    emulator: SerializedServer | None = None
+    emulator: EmulatorProcess | None = None
     stack: LocalStack | None = None
     functions: dict[str, Function] = field(default_factory=dict)
     settings: Settings | None = None
@@ -94,7 +93,7 @@ class LocalRuntime:
     # Set once a client can be served: the keys work, the ticks and pollers run. Until then the
     # API answers 503 (health included), never a 401 for a key that is about to be stored.
     ready: threading.Event = field(default_factory=threading.Event)
-    state: StateKeeper | None = None
+    state_path: Path | None = None  # where the emulator's process keeps the state (keep_state)
     _first_tick: threading.Event = field(default_factory=threading.Event)
 
     def mark_ready(self, timeout: float = 120.0) -> None:
@@ -112,8 +111,9 @@ class LocalRuntime:
             sys.stdout = EmfTee(sys.stdout, opts.workdir / "metrics.jsonl", echo_metrics=not opts.quiet_functions)
         if opts.quiet_functions:
             os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
-        progress(f"jobsched: starting the AWS emulator (moto) on port {opts.emulator_port or 'any'} ...")
-        self.emulator = SerializedServer(port=opts.emulator_port).start()
+        progress(f"jobsched: starting the AWS emulator (moto, a process of its own) on port "
+                 f"{opts.emulator_port or 'any'} ...")
+        self.emulator = EmulatorProcess(port=opts.emulator_port).start()
         use_local_aws_env(self.emulator.url)
         opts.workdir.mkdir(parents=True, exist_ok=True)
         (opts.workdir / EMULATOR_URL_FILE).write_text(self.emulator.url + "\n")  # for `jobsched keys --local`
@@ -128,15 +128,13 @@ class LocalRuntime:
         progress("jobsched: creating the tables and queues of the template in the emulator ...")
         self.stack = LocalStack.create(session, template)
         if opts.keep_state:
-            self.state = StateKeeper(opts.workdir, self.stack.physical_ids)
             if opts.reset:
-                self.state.reset()
                 progress("jobsched: RESET: starting empty")
-            restored = self.state.restore(session)
+            restored = self.emulator.keep_state(opts.workdir, self.stack.physical_ids, opts.reset)
+            self.state_path = Path(restored["path"])
             if restored["items"] or restored["messages"]:
                 progress(f"jobsched: restored {restored['items']} items and {restored['messages']} queued messages "
-                         f"from {self.state.path}")
-            self.state.start(lambda: self.emulator.mutations)
+                         f"from {self.state_path}")
         envs = {name: {**env, **opts.env_overrides.get(name, {})} for name, env in self.stack.envs.items()}
         clock = SystemClock()
         self.settings = Settings.from_env(envs["api"], "api")
@@ -251,7 +249,7 @@ class LocalRuntime:
             def log_message(self, *args):
                 pass
 
-        server = ThreadingHTTPServer((self.options.host, self.options.port), Handler)
+        server = LoopbackHTTPServer((self.options.host, self.options.port), Handler)
         self._servers.append(server)
         self.api_url = f"http://{self.options.host}:{server.server_port}"
         self._thread("api", server.serve_forever)
@@ -260,7 +258,5 @@ class LocalRuntime:
         self._stop.set()
         for server in self._servers:
             server.shutdown()
-        if self.state is not None:
-            self.state.stop()  # the last snapshot, after the API and the pollers have stopped
         if self.emulator:
-            self.emulator.stop()
+            self.emulator.stop()  # the last snapshot, after the API and the pollers have stopped

@@ -9,7 +9,9 @@ emulator's lock (a consistent cut: no request is half applied), and writes the f
 Tables and queues are matched by their logical id in the template, since the emulator names them
 anew at each start. A message comes back with the time it had left before becoming visible (at
 most SQS's 15-minute delay); one that a worker had received and not deleted comes back visible at
-once, as after a worker's crash in AWS (its execution's claim and lease decide what happens)."""
+once, as after a worker's crash in AWS (its execution's claim and lease decide what happens).
+The time a message had left counts from the snapshot: the time the stack was down has passed for
+it as well (a message due during the outage is visible at once after the restart)."""
 from __future__ import annotations
 
 import json
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 
 from jobsched.local.emulator import EMULATOR_LOCK
+from jobsched.store.queues import delay_seconds
 
 STATE_FILE = "state.json"
 SNAPSHOT_SECONDS = 1.0
@@ -128,6 +131,7 @@ class StateKeeper:
             raise RuntimeError(f"{self.path} was written by another version; start with RESET=1")
         dynamodb = session.client("dynamodb")
         sqs = session.client("sqs")
+        saved_at_ms = int(state["savedAtMs"])
         items = messages = 0
         for logical, rows in state["tables"].items():
             table = self._physical.get(logical)
@@ -144,8 +148,11 @@ class StateKeeper:
             if url is None:
                 continue
             for start in range(0, len(rows), 10):
+                # The time a message had left counts from the snapshot, not from now: the time the
+                # stack was down has passed for it too. Rounded as the functions round a delay.
+                now_ms = int(time.time() * 1000)
                 entries = [{"Id": str(i), "MessageBody": row["body"],
-                            "DelaySeconds": min(900, -(-int(row["visibleInMs"]) // 1000))}
+                            "DelaySeconds": delay_seconds(saved_at_ms + int(row["visibleInMs"]), now_ms)}
                            for i, row in enumerate(rows[start:start + 10])]
                 sqs.send_message_batch(QueueUrl=url, Entries=entries)
             messages += len(rows)
