@@ -1,7 +1,7 @@
 """Lateness in the local stack, on the wall clock: jobs due at second-precise instants, a local
 HTTP endpoint that records arrival, and the figures that matter: count, missed, duplicated,
-lateness p50/p95/p99/max. Then the same without the worker's sub-second wait, and the highest
-rate the local stack sustains with p99 <= 1 s."""
+lateness p50/p95/p99/max. By default: 50 jobs/s for two minutes (the goal), the same for 30 s
+without the worker's sub-second wait, then 75, 100 and 150 jobs/s for 30 s while p99 <= 1 s."""
 from __future__ import annotations
 
 import json
@@ -15,6 +15,7 @@ import urllib.request
 from bench.common import NO_QUOTAS, machine, percentile, print_table, use_local_aws
 
 P99_LIMIT_MS = 1000
+GOAL_RATE = 50  # one-time jobs a second the local stack must sustain for two minutes (issue 10; 100 is the aim)
 CREATE_THREADS = 4
 
 
@@ -133,20 +134,20 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(row(f"{given_rate} jobs/s for {given_seconds} s",
                             run_load(runtime, echo, "bench-key", given_rate, given_seconds, rate_of_creates)))
         else:
-            main_run = run_load(runtime, echo, "bench-key", 10, 120, rate_of_creates)
-            rows.append(row("10 jobs/s for 2 min", main_run))
+            main_run = run_load(runtime, echo, "bench-key", GOAL_RATE, 120, rate_of_creates)
+            rows.append(row(f"{GOAL_RATE} jobs/s for 2 min", main_run))
             saved = worker_module.MAX_PRECISION_WAIT_MS
             worker_module.MAX_PRECISION_WAIT_MS = 0
             try:
-                rows.append(row("same, no sub-second wait", run_load(runtime, echo, "bench-key", 10, 30,
-                                                                     rate_of_creates)))
+                rows.append(row("same for 30 s, no sub-second wait",
+                                run_load(runtime, echo, "bench-key", GOAL_RATE, 30, rate_of_creates)))
             finally:
                 worker_module.MAX_PRECISION_WAIT_MS = saved
-            best = None
-            for rate in (20, 40, 80, 160):
-                result = run_load(runtime, echo, "bench-key", rate, 10, rate_of_creates)
-                rows.append(row(f"{rate} jobs/s for 10 s", result))
-                if result["missed"] == 0 and result["p99"] <= P99_LIMIT_MS:
+            best = GOAL_RATE if main_run["missed"] == 0 and main_run["p99"] <= P99_LIMIT_MS else None
+            for rate in (75, 100, 150) if best else ():
+                result = run_load(runtime, echo, "bench-key", rate, 30, rate_of_creates)
+                rows.append(row(f"{rate} jobs/s for 30 s", result))
+                if result["missed"] == 0 and result["p99"] <= P99_LIMIT_MS and not result["created_late"]:
                     best = rate
                 else:
                     break

@@ -247,3 +247,23 @@ def test_a_send_does_not_count_the_queue_and_the_counts_stay_right():
             sqs.send_message(QueueUrl=fifo, MessageBody="same", MessageGroupId="g")
         got = sqs.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10)["Messages"]
         assert [m["Body"] for m in got] == ["same"]
+
+
+def test_a_batch_delete_answers_as_one_delete_per_handle():
+    emulator.speed_up_moto()
+    backend = SQSBackend("us-east-1", "123456789012")
+    backend.create_queue("lane")
+    for i in range(5):
+        backend.send_message("lane", f"m{i}")
+    received = backend.receive_message("lane", 10, 0, 30)
+    handles = [m.receipt_handle for m in received]
+    backend.delete_message("lane", handles[0])  # deleted before: deleting again succeeds
+    success, errors = backend.delete_message_batch("lane", [
+        {"Id": "a", "ReceiptHandle": handles[1]}, {"Id": "b", "ReceiptHandle": "not-a-handle"},
+        {"Id": "c", "ReceiptHandle": handles[0]}, {"Id": "d", "ReceiptHandle": handles[2]},
+        {"Id": "e", "ReceiptHandle": handles[1]}])
+    assert success == ["a", "c", "d", "e"]
+    assert errors == [{"Id": "b", "SenderFault": True, "Code": "ReceiptHandleIsInvalid",
+                       "Message": 'The input receipt handle "not-a-handle" is not a valid receipt handle.'}]
+    left = backend.get_queue("lane")._messages
+    assert sorted(m.body for m in left) == sorted(m.body for m in received[3:])

@@ -4,8 +4,9 @@ change (a snapshot every SNAPSHOT_SECONDS while anything changed, less often whe
 long: SNAPSHOT_PAUSE_FACTOR, and at a clean stop), and put
 back into a fresh emulator when the stack starts again.
 
-The emulator runs in this process, so a snapshot reads moto's backends directly, under the
-emulator's lock (a consistent cut: no request is half applied), and writes the file outside it.
+This runs in the emulator's process, so a snapshot reads moto's backends directly: a fork of the
+process taken under the emulator's lock (a consistent cut: no request is half applied) reads and
+writes them, while the emulator goes on serving.
 Tables and queues are matched by their logical id in the template, since the emulator names them
 anew at each start. A message comes back with the time it had left before becoming visible (at
 most SQS's 15-minute delay); one that a worker had received and not deleted comes back visible at
@@ -81,17 +82,41 @@ class StateKeeper:
         return {"format": FORMAT, "savedAtMs": now_ms, "tables": tables, "queues": queues}
 
     def save(self) -> None:
+        """Write a consistent cut of the state. Where the system can fork, a copy of the emulator's
+        process (taken under the lock: no request half applied) writes it, as Redis's BGSAVE does:
+        the emulator then pauses for the fork alone, not for reading and encoding every item."""
         started = time.perf_counter()
-        state = self.capture()
-        temporary = self.path.with_suffix(".tmp")
+        if hasattr(os, "fork"):
+            self._save_in_fork()
+        else:
+            self._write(self.capture())
+        self.snapshots += 1
+        self.saving_seconds += time.perf_counter() - started
+
+    def _save_in_fork(self) -> None:
+        with EMULATOR_LOCK:
+            forking = time.perf_counter()
+            pid = os.fork()
+            if pid == 0:  # the copy: one thread, the emulator as it was; write and leave at once
+                code = 1
+                try:
+                    self._write(self.capture())
+                    code = 0
+                finally:
+                    os._exit(code)
+            self.locked_seconds += time.perf_counter() - forking
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"the snapshot process ended with {os.waitstatus_to_exitcode(status)}")
+
+    def _write(self, state: dict) -> None:
+        temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(temporary, "w") as handle:
             json.dump(state, handle, separators=(",", ":"))
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, self.path)  # atomic: a crash leaves the previous snapshot whole
-        self.snapshots += 1
-        self.saving_seconds += time.perf_counter() - started
 
     def start(self, changes) -> "StateKeeper":
         """Save every SNAPSHOT_SECONDS while `changes()` (a counter of mutating requests) moves,
@@ -159,6 +184,6 @@ class StateKeeper:
         return {"items": items, "messages": messages}
 
     def reset(self) -> None:
-        for path in (self.path, self.path.with_suffix(".tmp")):
+        for path in (self.path, *self.path.parent.glob(f"{self.path.stem}.*.tmp")):
             if path.exists():
                 path.unlink()
