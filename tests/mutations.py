@@ -15,6 +15,18 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("a join's completing writer alone dispatches (the set as its own write left it)", "functions/jobsched/service/runs.py",
+  "                joined = self._executions.join_step(job.job_id, below_id, name)\n                if joined is None:",
+  "                self._executions.join_step(job.job_id, below_id, name)\n                if True:",
+  "tests/integration/test_workflows.py::test_a_join_whose_two_upstream_steps_finish_at_once_starts_once"),
+ ("a step's end delivered again does what follows it", "functions/jobsched/service/worker.py",
+  "            self._runs.step_ended(job, dispatch.execution_id)\n            return WorkResult(Outcome.DUPLICATE, int(",
+  "            return WorkResult(Outcome.DUPLICATE, int(",
+  "tests/integration/test_workflows.py::test_a_worker_dying_after_a_steps_success_is_recorded_loses_nothing"),
+ ("a join is recorded whatever the downstream step's state", "functions/jobsched/store/dynamo.py",
+  'ConditionExpression="attribute_exists(executionId) AND NOT contains(upstreamDone, :name)"',
+  'ConditionExpression="attribute_exists(executionId) AND NOT contains(upstreamDone, :name) AND attribute_not_exists(finishedMs)"',
+  "tests/integration/test_workflows.py::test_a_redrive_runs_the_failed_part_again_and_keeps_what_succeeded"),
  ("attempt fence (attempt = :mine) on the result write", "functions/jobsched/store/dynamo.py",
   'condition = "attempt = :mine AND #st = :running"', 'condition = "(attempt = :mine OR attempt <> :mine) AND #st = :running"',
   "tests/integration/test_safeguards.py::test_a_taken_over_attempt_cannot_write_its_result"),

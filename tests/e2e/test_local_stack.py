@@ -232,3 +232,32 @@ def test_cli_keys_local_finds_the_emulator_make_run_started(local_stack, monkeyp
     code, out = run_cli(runtime, "--json", "keys", "--local", "create", "tenant-local")
     assert code == 0, capsys.readouterr().err
     assert json.loads(out)["tenantId"] == "tenant-local"
+
+
+def test_a_diamond_runs_in_the_local_stack_in_dependency_order(local_stack):
+    runtime, echo = local_stack
+    hook = {"type": "HTTP", "url": f"{echo.url}/step"}
+    status, job = call(runtime, "POST", "/v1/jobs", {
+        "name": "diamond", "type": "ONE_TIME", "runAt": "2099-01-01T00:00:00Z", "payload": {"day": 1},
+        "steps": [{"name": "extract", "target": hook},
+                  {"name": "transform", "target": hook, "dependsOn": ["extract"]},
+                  {"name": "report", "target": hook, "dependsOn": ["extract"]},
+                  {"name": "load", "target": hook, "dependsOn": ["transform", "report"]}]})
+    assert status == 201, job
+    status, run = call(runtime, "POST", f"/v1/jobs/{job['jobId']}/trigger")
+    assert status == 202
+    deadline = time.time() + 30
+    while time.time() < deadline and run["status"] != "SUCCEEDED":
+        time.sleep(0.2)
+        run = call(runtime, "GET", f"/v1/executions/{run['executionId']}")[1]
+    assert run["status"] == "SUCCEEDED", run
+    assert [(s["name"], s["status"]) for s in run["steps"]] == [
+        ("extract", "SUCCEEDED"), ("transform", "SUCCEEDED"), ("report", "SUCCEEDED"), ("load", "SUCCEEDED")]
+    arrived = [c["executionId"].rsplit(".step.", 1)[1] for c in list(echo.received)
+               if (c["executionId"] or "").startswith(run["executionId"] + ".step.")]
+    assert arrived[0] == "extract" and arrived[-1] == "load" and sorted(arrived[1:3]) == ["report", "transform"]
+    assert len(arrived) == 4
+    load = next(c for c in echo.received if (c["executionId"] or "").endswith(".step.load"))
+    assert set(json.loads(load["body"])["upstream"]) == {"transform", "report"}
+    code, out = run_cli(runtime, "executions", "get", run["executionId"])
+    assert code == 0 and "steps:" in out and "transform, report" in out

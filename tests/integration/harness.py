@@ -18,6 +18,8 @@ class Call:
     attempt: int
     at_ms: int
     job_id: str
+    payload: object = None
+    step: str | None = None  # a step of a run: its name (the X-Step header)
 
 
 class WorkerDied(Exception):
@@ -32,6 +34,7 @@ class RecordingTarget:
     clock: FakeClock
     calls: list[Call] = field(default_factory=list)
     script: dict[str, list[AttemptOutcome]] = field(default_factory=dict)
+    step_script: dict[str, list[AttemptOutcome]] = field(default_factory=dict)  # by step name
 
     tokens: dict[str, str] = field(default_factory=dict)  # execution id → the latest callback token
     progress_seen: list = field(default_factory=list)
@@ -44,11 +47,13 @@ class RecordingTarget:
         if self.crash_before_call:
             self.crash_before_call -= 1
             raise WorkerDied("the worker process died after its claim")
-        self.calls.append(Call(dispatch.execution_id, attempt, self.clock.now_ms(), job.job_id))
+        step = (job.spec.target.config.get("headers") or {}).get("X-Step")
+        self.calls.append(Call(dispatch.execution_id, attempt, self.clock.now_ms(), job.job_id, job.spec.payload, step))
         if callback_token:
             self.tokens[dispatch.execution_id] = callback_token
         self.progress_seen.append(progress)
-        planned = self.script.get(job.job_id)
+        planned = self.step_script.get(step) if step is not None else None
+        planned = planned if planned else self.script.get(job.job_id)
         outcome = planned.pop(0) if planned else AttemptOutcome(True, ExecutionStatus.SUCCEEDED, None, {"ok": True})
         if self.during_call is not None:
             hook, self.during_call = self.during_call, None

@@ -122,3 +122,40 @@ def test_responses_validate_against_the_documented_models(harness):
     schemas.JobList.model_validate(harness.request("GET", "/v1/jobs")[1])
     schemas.Error.model_validate(harness.request("GET", "/v1/jobs/job_nope")[1])
     schemas.Preview.model_validate(harness.request("GET", "/v1/schedule-preview?type=RATE&schedule=PT1M")[1])
+
+
+def steps_section() -> str:
+    text = contract_text().split("### Steps", 1)[1]
+    return text.split("\n### ", 1)[0]
+
+
+def test_step_fields_match_the_contract(document):
+    section = steps_section()
+    fragment = re.search(r'```json\n"steps": (\[.*?\])\n```', section, re.S).group(1)
+    steps = json.loads(fragment.replace("{...}", "{}"))
+    documented = set().union(*(set(step) for step in steps))
+    assert documented == {"name", "target", "dependsOn", "retryPolicy", "timeoutSec"}
+    assert documented == props(document, "StepModel")
+    assert "steps" in props(document, "JobRequest") and "steps" in props(document, "Job")
+    summary = re.search(r'The run\'s Execution adds `"steps": \[\{(.*?)\}\]`', section, re.S).group(1)
+    assert {name.strip().strip('"') for name in summary.split(",")} == props(document, "StepSummary")
+    statuses = document["components"]["schemas"]["StepSummary"]["properties"]["status"]
+    assert "UPSTREAM_FAILED" in json.dumps(statuses) and "UPSTREAM_FAILED" in section
+    for header in ("X-Run-Id", "X-Step", "X-Execution-Id"):
+        assert f"`{header}`" in section
+
+
+def test_a_run_and_its_steps_validate_against_the_documented_models(harness):
+    from jobsched.api import schemas
+
+    hook = {"type": "HTTP", "url": "http://127.0.0.1:9/x"}
+    job = harness.create_job({"name": "flow", "type": "DELAYED", "delaySeconds": 70, "steps": [
+        {"name": "a", "target": hook}, {"name": "b", "target": hook, "dependsOn": ["a"], "timeoutSec": 30}]})
+    schemas.Job.model_validate(job)
+    harness.advance(200)
+    runs = harness.request("GET", f"/v1/jobs/{job['jobId']}/executions")[1]
+    schemas.ExecutionList.model_validate(runs)
+    run = harness.execution(runs["items"][0]["executionId"])
+    schemas.Execution.model_validate(run)
+    assert [s["name"] for s in run["steps"]] == ["a", "b"]
+    schemas.Execution.model_validate(harness.execution(run["steps"][1]["executionId"]))

@@ -10,6 +10,7 @@ from jobsched.domain.executions import Execution
 from jobsched.domain.json_text import size_bytes
 from jobsched.domain.jobs import Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, Priority, Target, TargetType
 from jobsched.domain.retry import Backoff, RetryPolicy
+from jobsched.domain.steps import Step, Workflow
 from jobsched.domain.aws_expressions import is_aws_expression, parse_at, rate_to_duration
 from jobsched.domain.schedule import (
     Schedule,
@@ -72,22 +73,15 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         raise PayloadTooLarge(
             f"payload: {payload_size} bytes is over the 256 KB limit", [FieldProblem("payload", "over 256 KB")]
         )
-    target = Target(TargetType(request.target.type), request.target.model_dump(exclude={"type"}))
-    if target.type not in SUPPORTED_TARGETS:
-        raise UnprocessableRequest.for_field("target.type", f"{target.type.value} targets are not available yet; use HTTP")
-    address_field = TARGET_ADDRESS_FIELDS.get(target.type)
-    if address_field and own.owns(str(target.config[address_field])):
-        raise UnprocessableRequest.for_field(f"target.{address_field}",
-                                             "is one of the scheduler's own resources and cannot be a target")
-    retry = request.retryPolicy
-    if retry.maxDelayMs < retry.initialDelayMs:
-        raise UnprocessableRequest.for_field("retryPolicy.maxDelayMs", "must be at least initialDelayMs")
+    target = _target(request.target, "target", own) if request.target is not None else None
+    steps = _workflow(request.steps, own) if request.steps is not None else None
     return JobSpec(
         name=request.name,
         schedule=_schedule(request, now_ms),
         target=target,
+        steps=steps,
         payload=request.payload,
-        retry=RetryPolicy(retry.maxAttempts, Backoff(retry.backoff), retry.initialDelayMs, retry.maxDelayMs),
+        retry=_retry(request.retryPolicy, "retryPolicy"),
         timeout_sec=request.timeoutSec,
         priority=Priority(request.priority),
         overlap_policy=OverlapPolicy(request.overlapPolicy),
@@ -95,6 +89,33 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         jitter_sec=request.jitterSec,
         heartbeat_timeout_sec=request.heartbeatTimeoutSec,
     )
+
+
+def _target(model, field: str, own: OwnResources) -> Target:
+    target = Target(TargetType(model.type), model.model_dump(exclude={"type"}))
+    if target.type not in SUPPORTED_TARGETS:
+        raise UnprocessableRequest.for_field(f"{field}.type", f"{target.type.value} targets are not available yet; use HTTP")
+    address_field = TARGET_ADDRESS_FIELDS.get(target.type)
+    if address_field and own.owns(str(target.config[address_field])):
+        raise UnprocessableRequest.for_field(f"{field}.{address_field}",
+                                             "is one of the scheduler's own resources and cannot be a target")
+    return target
+
+
+def _retry(model, field: str) -> RetryPolicy:
+    if model.maxDelayMs < model.initialDelayMs:
+        raise UnprocessableRequest.for_field(f"{field}.maxDelayMs", "must be at least initialDelayMs")
+    return RetryPolicy(model.maxAttempts, Backoff(model.backoff), model.initialDelayMs, model.maxDelayMs)
+
+
+def _workflow(models: list, own: OwnResources) -> Workflow:
+    """The steps as a checked DAG: 422 naming the problem (a cycle by its path)."""
+    steps = tuple(
+        Step(name=m.name, target=_target(m.target, f"steps.{i}.target", own), depends_on=tuple(m.dependsOn),
+             retry=_retry(m.retryPolicy, f"steps.{i}.retryPolicy") if m.retryPolicy is not None else None,
+             timeout_sec=m.timeoutSec)
+        for i, m in enumerate(models))
+    return Workflow(steps)
 
 
 def _schedule(request: JobRequest, now_ms: int) -> Schedule:
@@ -211,7 +232,8 @@ def job_to_json(job: Job, now_ms: int) -> dict:
     if schedule.end_ms is not None:
         body["endAt"] = format_instant(schedule.end_ms)
     body.update({
-        "target": spec.target.to_item(),
+        "target": spec.target.to_item() if spec.target is not None else None,
+        **({"steps": spec.steps.to_item()} if spec.steps is not None else {}),
         "payload": spec.payload,
         "retryPolicy": {
             "maxAttempts": spec.retry.max_attempts,
@@ -234,7 +256,23 @@ def job_to_json(job: Job, now_ms: int) -> dict:
     return body
 
 
-def execution_to_json(execution: Execution) -> dict:
+def execution_to_json(execution: Execution, steps: list[Execution] | None = None,
+                      order: list[str] | None = None) -> dict:
+    """An execution; a run adds its steps (in the job's step order), a step its run and name."""
+    body = _execution_fields(execution)
+    if execution.run_id is not None:
+        body["runId"] = execution.run_id
+        body["step"] = execution.step_name
+    if steps is not None:
+        position = {name: i for i, name in enumerate(order or [])}
+        body["steps"] = [{
+            "name": s.step_name, "executionId": s.execution_id, "status": s.status.value, "attempt": s.attempt,
+            "startedAt": format_instant(s.started_ms), "finishedAt": format_instant(s.finished_ms), "error": s.error,
+        } for s in sorted(steps, key=lambda s: position.get(s.step_name or "", len(position)))]
+    return body
+
+
+def _execution_fields(execution: Execution) -> dict:
     return {
         "executionId": execution.execution_id,
         "jobId": execution.job_id,

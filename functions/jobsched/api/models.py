@@ -6,7 +6,7 @@ import re
 from typing import Annotated, Any, Literal, Union
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge
 from jobsched.domain.json_text import loads_strict, size_bytes
@@ -105,6 +105,14 @@ class RetryPolicyModel(_Model):
     maxDelayMs: int = Field(3_600_000, ge=0, le=7 * 86_400_000)
 
 
+class StepModel(_Model):
+    name: str = Field(min_length=1, max_length=64)
+    target: TargetModel
+    dependsOn: list[str] = Field(default_factory=list, max_length=100)
+    retryPolicy: RetryPolicyModel | None = None
+    timeoutSec: int | None = Field(None, ge=1, le=MAX_TIMEOUT_SEC)
+
+
 class JobRequest(_Model):
     name: str = Field(min_length=1, max_length=128)
     type: Literal["ONE_TIME", "DELAYED", "CRON", "RATE"]
@@ -114,7 +122,9 @@ class JobRequest(_Model):
     delaySeconds: int | None = Field(None, ge=0, le=366 * 86_400)
     startAt: str | None = Field(None, max_length=64)
     endAt: str | None = Field(None, max_length=64)
-    target: TargetModel
+    target: TargetModel | None = None
+    # A job whose fire runs a DAG of steps instead of one target (shared/API.md, "Steps").
+    steps: list[StepModel] | None = Field(None, max_length=1000)
     payload: Any = None
     retryPolicy: RetryPolicyModel = Field(default_factory=RetryPolicyModel)
     timeoutSec: int = Field(300, ge=1, le=MAX_TIMEOUT_SEC)
@@ -123,6 +133,12 @@ class JobRequest(_Model):
     misfirePolicy: Literal["RUN_ONCE", "RUN_ALL", "SKIP"] = "RUN_ONCE"
     jitterSec: int = Field(0, ge=0, le=3600)
     heartbeatTimeoutSec: int = Field(300, ge=10, le=86_400)
+
+    @model_validator(mode="after")
+    def _target_or_steps(self) -> "JobRequest":
+        if (self.target is None) == (self.steps is None):
+            raise ValueError("give either target or steps (not both)")
+        return self
 
 
 class HeartbeatRequest(_Model):

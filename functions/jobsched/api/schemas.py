@@ -23,7 +23,8 @@ class Job(_Out):
     delaySeconds: int | None = None
     startAt: str | None = None
     endAt: str | None = None
-    target: dict[str, Any]
+    target: dict[str, Any] | None
+    steps: list[dict[str, Any]] | None = None
     payload: Any
     retryPolicy: RetryPolicyModel
     timeoutSec: int
@@ -40,12 +41,22 @@ class Job(_Out):
 
 
 ExecutionStatusName = Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "LOST", "CANCELLED",
-                              "SKIPPED", "DEAD"]
+                              "SKIPPED", "DEAD", "UPSTREAM_FAILED"]
 
 
 class Attempt(_Out):
     attempt: int
     status: ExecutionStatusName
+    startedAt: str | None
+    finishedAt: str | None
+    error: str | None
+
+
+class StepSummary(_Out):
+    name: str
+    executionId: str
+    status: ExecutionStatusName
+    attempt: int
     startedAt: str | None
     finishedAt: str | None
     error: str | None
@@ -67,6 +78,9 @@ class Execution(_Out):
     progress: Any
     nextAttemptAt: str | None
     cancelRequested: bool
+    steps: list[StepSummary] | None = None  # a run (a job with steps): each step, in the job's order
+    runId: str | None = None  # a step: its run
+    step: str | None = None  # a step: its name
 
 
 class HeartbeatAnswer(_Out):

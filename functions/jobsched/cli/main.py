@@ -183,8 +183,18 @@ def run_command(args, client: Client, out) -> int:
         if command == "get":
             execution = client.call("GET", f"/v1/executions/{args.execution_id}")
 
+            steps = execution.get("steps")
+            if steps:  # a run: its steps in the job's order, each with what it waits for
+                job = client.call("GET", f"/v1/jobs/{execution['jobId']}")
+                after = {s["name"]: ", ".join(s.get("dependsOn", [])) or "-" for s in job.get("steps") or []}
+                steps = [{**s, "after": after.get(s["name"], "?")} for s in steps]
+
             def render() -> None:
                 details(execution, EXECUTION_KEYS, out)
+                if steps:
+                    print("steps:", file=out)
+                    table(steps, [("name", "STEP"), ("after", "AFTER"), ("status", "STATUS"), ("attempt", "ATTEMPT"),
+                                  ("startedAt", "STARTED"), ("finishedAt", "FINISHED"), ("error", "ERROR")], out)
                 print("attempts:", file=out)
                 table(execution["attempts"], [("attempt", "ATTEMPT"), ("status", "STATUS"), ("startedAt", "STARTED"),
                                               ("finishedAt", "FINISHED"), ("error", "ERROR")], out)

@@ -13,6 +13,7 @@ class DispatchKind(str, Enum):
     MANUAL = "MANUAL"  # POST /jobs/{id}/trigger: one run outside the schedule
     LEASE = "LEASE"  # check a long-running attempt's heartbeat deadline
     SWEEP = "SWEEP"  # a trigger's or redrive's send, checked later: run it if it never arrived
+    STEP = "STEP"  # the first attempt of a step of a run (its upstream steps have succeeded)
 
 
 class ExecutionStatus(str, Enum):
@@ -25,7 +26,7 @@ class ExecutionStatus(str, Enum):
     CANCELLED = "CANCELLED"
     SKIPPED = "SKIPPED"
     DEAD = "DEAD"
-
+    UPSTREAM_FAILED = "UPSTREAM_FAILED"  # a step below a DEAD or CANCELLED step: it never runs
 
 
 
@@ -138,6 +139,13 @@ class Execution:
     progress: Any = None
     cancel_requested: bool = False
     callback_token_hash: str | None = None
+    # A step of a run: the run's execution id and the step's name; the upstream steps that have
+    # succeeded (a join starts when all have). A run: whether a redrive is reopening its steps.
+    run_id: str | None = None
+    step_name: str | None = None
+    upstream_done: frozenset = frozenset()
+    redriving: bool = False
+    accepted: bool = False
 
     @property
     def late_ms(self) -> int | None:
@@ -172,6 +180,11 @@ class Execution:
             progress=json.loads(item["progress"]) if item.get("progress") else None,
             cancel_requested=bool(item.get("cancelRequested")),
             callback_token_hash=item.get("callbackTokenHash"),
+            run_id=item.get("runId"),
+            step_name=item.get("stepName"),
+            upstream_done=frozenset(item.get("upstreamDone") or ()),
+            redriving=bool(item.get("redriving")),
+            accepted=bool(item.get("accepted")),
         )
 
 

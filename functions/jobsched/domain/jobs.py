@@ -12,6 +12,7 @@ from jobsched.domain.errors import Conflict
 from jobsched.domain.json_text import compact
 from jobsched.domain.retry import RetryPolicy
 from jobsched.domain.schedule import Schedule
+from jobsched.domain.steps import Step, Workflow, step_body
 
 
 class JobState(str, Enum):
@@ -80,7 +81,7 @@ class JobSpec:
 
     name: str
     schedule: Schedule
-    target: Target
+    target: Target | None  # None for a job with steps
     payload: Any = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timeout_sec: int = 300
@@ -90,6 +91,8 @@ class JobSpec:
     jitter_sec: int = 0
     # Long-running targets (HTTP 202): the longest gap allowed between heartbeats.
     heartbeat_timeout_sec: int = 300
+    # A job whose fire runs a DAG of steps instead of calling one target.
+    steps: Workflow | None = None
 
 
 @dataclass(frozen=True)
@@ -149,10 +152,23 @@ class Job:
             raise Conflict(f"job is {self.state.value}; create a new job instead")
         return self._changed(now_ms, spec=spec)
 
+    def for_step(self, step: Step, run_id: str, upstream_outputs: dict[str, Any]) -> "Job":
+        """What one step's attempt runs: the step's target (told its run and its name), its retry
+        policy and timeout (the job's where it gives none), and the job's payload plus its direct
+        upstream steps' outputs. A view for the worker (it keeps the steps: its end moves the run on):
+        never written."""
+        target = step.target
+        if target.type.value == "HTTP":
+            headers = {**(target.config.get("headers") or {}), "X-Run-Id": run_id, "X-Step": step.name}
+            target = Target(target.type, {**target.config, "headers": headers})
+        spec = replace(self.spec, target=target, payload=step_body(self.spec.payload, upstream_outputs),
+                       retry=step.retry or self.spec.retry, timeout_sec=step.timeout_sec or self.spec.timeout_sec)
+        return replace(self, spec=spec, version=-1)
+
     def to_item(self) -> dict:
         spec = self.spec
-        if spec.target is None:
-            raise ValueError(f"job {self.job_id}: a hand-off view (Job.for_hand_off) is never written")
+        if (spec.target is None and spec.steps is None) or self.version < 0:
+            raise ValueError(f"job {self.job_id}: a view (Job.for_hand_off, Job.for_step) is never written")
         return {
             "tenantId": self.tenant_id,
             "jobId": self.job_id,
@@ -160,7 +176,8 @@ class Job:
             # JSON text rather than nested maps: one attribute each, cheap to marshal (the tick
             # batch-reads thousands a minute); the payload keeps floats and nesting exactly.
             "schedule": _json(spec.schedule.to_item()),
-            "target": _json(spec.target.to_item()),
+            **({"target": _json(spec.target.to_item())} if spec.target is not None else {}),
+            **({"steps": _json(spec.steps.to_item())} if spec.steps is not None else {}),
             "payload": _json(spec.payload),
             "retryPolicy": _json(spec.retry.to_item()),
             "timeoutSec": spec.timeout_sec,
@@ -182,7 +199,8 @@ class Job:
         spec = JobSpec(
             name=item["name"],
             schedule=Schedule.from_item(_parsed(item["schedule"])),
-            target=Target.from_item(_parsed(item["target"])),
+            target=Target.from_item(_parsed(item["target"])) if "target" in item else None,
+            steps=_workflow(_parsed(item["steps"])) if "steps" in item else None,
             # Absent when the reader projected it away (the tick never needs the payload).
             payload=json.loads(item["payload"]) if "payload" in item else None,
             retry=RetryPolicy.from_item(_parsed(item["retryPolicy"])),
@@ -224,6 +242,14 @@ class Job:
         )
         return cls(tenant_id=item["tenantId"], job_id=item["jobId"], spec=spec, state=JobState(item["state"]),
                    generation=int(item["generation"]), version=0, created_ms=0, updated_ms=0)
+
+
+def _workflow(items: list[dict]) -> Workflow:
+    return Workflow(tuple(
+        Step(name=i["name"], target=Target.from_item(i["target"]), depends_on=tuple(i.get("dependsOn", ())),
+             retry=RetryPolicy.from_item(i["retryPolicy"]) if "retryPolicy" in i else None,
+             timeout_sec=int(i["timeoutSec"]) if "timeoutSec" in i else None)
+        for i in items))
 
 
 def _json(value: Any) -> str:

@@ -201,11 +201,16 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         page = service.executions(tenant_id, jobId, _limit(query("limit")), query("cursor"))
         return ok(200, page_body(page, execution_to_json))
 
+    def with_steps(execution):
+        """An execution's answer; a run's carries its steps."""
+        run = service.run_of(tenant(), execution)
+        return execution_to_json(execution, *run) if run else execution_to_json(execution)
+
     def get_execution(executionId: str):  # noqa: N803
-        return ok(200, execution_to_json(service.execution(tenant(), executionId)))
+        return ok(200, with_steps(service.execution(tenant(), executionId)))
 
     def cancel_execution(executionId: str):  # noqa: N803
-        return ok(202, execution_to_json(service.cancel_execution(tenant(), executionId)))
+        return ok(202, with_steps(service.cancel_execution(tenant(), executionId)))
 
     def heartbeat_execution(executionId: str):  # noqa: N803
         body = parse_body(HeartbeatRequest, app.current_event.decoded_body or "{}")
@@ -228,7 +233,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
                                  execution_to_json))
 
     def redrive_execution(executionId: str):  # noqa: N803
-        return ok(202, execution_to_json(service.redrive(tenant(), executionId)))
+        return ok(202, with_steps(service.redrive(tenant(), executionId)))
 
     def schedule_preview():
         tenant()

@@ -45,6 +45,7 @@ OUTCOME_METRIC = {
     Outcome.SKIPPED: "Skipped",
     Outcome.LEASE_EXTENDED: "LeaseChecks",
     Outcome.LOST: "Lost",
+    Outcome.RUN_STARTED: "RunsStarted",
 }
 
 

@@ -40,7 +40,7 @@ class Callbacks:
         if updated.cancel_requested:
             record = AttemptRecord(execution.attempt, ExecutionStatus.CANCELLED, execution.attempt_started_ms or now,
                                    now, "cancelled on request")
-            self._outcomes.cancel_running(_dispatch(execution, job), execution.attempt, [record])
+            self._outcomes.cancel_running(_dispatch(execution, job), execution.attempt, [record], job=job)
             return {"status": "CANCELLED", "cancelRequested": True, "leaseUntil": None}
         return {"status": "RUNNING", "cancelRequested": False, "leaseUntil": deadline}
 

@@ -21,6 +21,7 @@ from jobsched.domain.executions import (
 from jobsched.domain.jobs import Job, JobState, new_job_id
 from jobsched.domain.timers import Timer, TimerKind, segment_of
 from jobsched.service.handoff import HandOff
+from jobsched.service.outcomes import Outcomes
 from jobsched.store.dynamo import Page, active_counter, sharded_counter
 from jobsched.store.queues import Outgoing
 
@@ -76,6 +77,7 @@ class JobsService:
         self._lanes = stores.lanes
         self._handoff = handoff
         self._clock = clock
+        self._runs = Outcomes(stores, handoff, clock).runs
 
     # --- jobs ------------------------------------------------------------------------------
     def create(self, tenant_id: str, request: JobRequest, idempotency_key: str | None = None) -> tuple[Job, bool]:
@@ -242,15 +244,38 @@ class JobsService:
             raise NotFound(f"no execution {execution_id}")
         return execution
 
+    def run_of(self, tenant_id: str, execution: Execution) -> tuple[list[Execution], list[str]] | None:
+        """A run's steps (and the job's step order), or None for any other execution."""
+        if execution.run_id is not None:
+            return None
+        job = self._jobs.get(tenant_id, execution.job_id)
+        if job is None or job.spec.steps is None:
+            return None
+        return self._executions.run_steps(execution.job_id, execution.execution_id), job.spec.steps.names
+
+    def _job_with_steps(self, tenant_id: str, execution: Execution) -> Job | None:
+        job = self._jobs.get(tenant_id, execution.job_id, consistent=True)
+        return job if job is not None and job.spec.steps is not None else None
+
     def cancel_execution(self, tenant_id: str, execution_id: str) -> Execution:
         """A waiting execution (PENDING, or FAILED until its retry) never starts again; a running
         one is asked to stop: its next heartbeat answers "cancelled" and it ends CANCELLED, and
-        it is not retried. Safe to repeat and to race."""
+        it is not retried. A run: what has not ended is cancelled (service/runs.py). Safe to
+        repeat and to race."""
+        execution = self.execution(tenant_id, execution_id)
+        job = self._job_with_steps(tenant_id, execution)
+        if job is not None and execution.run_id is None:
+            if execution.status is not ExecutionStatus.CANCELLED:
+                self._runs.cancel(job, execution)
+            return self.execution(tenant_id, execution_id)
         for _ in range(3):
             execution = self.execution(tenant_id, execution_id)
             try:
                 if execution.status in (ExecutionStatus.PENDING, ExecutionStatus.FAILED):
-                    return self._executions.cancel_waiting(execution.job_id, execution_id, self._clock.now_ms())
+                    cancelled = self._executions.cancel_waiting(execution.job_id, execution_id, self._clock.now_ms())
+                    if job is not None:  # a step: what is below it never runs, and its run may end
+                        self._runs.step_ended(job, execution_id)
+                    return cancelled
                 if execution.status is ExecutionStatus.RUNNING:
                     if execution.cancel_requested:
                         return execution
@@ -266,11 +291,16 @@ class JobsService:
         return self._executions.list_dead_letters(tenant_id, limit, cursor)
 
     def redrive(self, tenant_id: str, execution_id: str) -> Execution:
-        """Run a DEAD execution again, as a new attempt of the same execution."""
+        """Run a DEAD execution again, as a new attempt of the same execution. A DEAD run runs its
+        DEAD and UPSTREAM_FAILED steps again and keeps what succeeded."""
         execution = self.execution(tenant_id, execution_id)
         job = self.get(tenant_id, execution.job_id)
         if job.state is JobState.CANCELLED:
             raise Conflict("job is CANCELLED; a cancelled job does not run")
+        if job.spec.steps is not None:
+            if execution.run_id is not None:
+                raise Conflict(f"this is a step of run {execution.run_id}: redrive the run")
+            return self._runs.redrive(job, execution)
         if execution.status is not ExecutionStatus.DEAD:
             raise Conflict(f"execution is {execution.status.value}; only a DEAD execution can be redriven")
         # Armed before the reopen, as for a trigger: whatever the crash point, the PENDING

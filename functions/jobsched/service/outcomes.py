@@ -14,8 +14,10 @@ from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, ExecutionStatus
 from jobsched.domain.jobs import Job, JobState
 from jobsched.domain.retry import SQS_MAX_DELAY_MS
+from jobsched.domain.steps import step_of
 from jobsched.domain.timers import Timer, TimerKind
 from jobsched.service.handoff import HandOff
+from jobsched.service.runs import Runs
 from jobsched.store.dynamo import active_counter
 from jobsched.store.queues import Outgoing
 
@@ -33,6 +35,17 @@ class Outcome(str, Enum):
     STALE_RESULT = "STALE_RESULT"  # our lease was taken over; our result was rejected
     LEASE_EXTENDED = "LEASE_EXTENDED"  # a heartbeat moved the deadline: checked again then
     LOST = "LOST"  # a long-running attempt missed its heartbeat deadline
+    RUN_STARTED = "RUN_STARTED"  # a job with steps: its run's first steps were sent
+
+
+def as_step_view(job: Job | None, execution_id: str) -> Job | None:
+    """A step's attempt ends under its step's policies (retry, timeout): the job as that step
+    runs it (Job.for_step). Anything else, or a view already, is returned as it is."""
+    if job is None or job.spec.steps is None or job.version < 0:
+        return job
+    ref = step_of(execution_id)
+    step = job.spec.steps.step(ref[1]) if ref else None
+    return job.for_step(step, ref[0], {}) if step is not None else job
 
 
 class Outcomes:
@@ -46,21 +59,24 @@ class Outcomes:
         self._random = unit_random
         self._lock = threading.Lock()
         self._deferred: Counter | None = None
+        self.runs = Runs(stores, handoff, clock, on_run_end=self._complete_if_last)
 
     def finish(self, job: Job | None, dispatch: Dispatch, attempt: int, records: list[AttemptRecord],
                outcome: AttemptOutcome, lease_expired_by: int | None = None) -> Outcome:
         now = self._clock.now_ms()
+        job = as_step_view(job, dispatch.execution_id)
+        step = job is not None and job.spec.steps is not None and step_of(dispatch.execution_id) is not None
         retry = job.spec.retry if job else None
         try:
             if outcome.ok:
                 self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.SUCCEEDED, records, now, None,
                                                 outcome.output)
-                self._complete_if_last(job, dispatch, now)
+                self._ended(job, dispatch, now, step)
                 return Outcome.SUCCEEDED
             if retry is None or retry.exhausted(attempt) or job.state is JobState.CANCELLED:
                 self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.DEAD, records, now, outcome.error,
-                                                lease_expired_by=lease_expired_by)
-                self._complete_if_last(job, dispatch, now)
+                                                lease_expired_by=lease_expired_by, dead_letter=not step)
+                self._ended(job, dispatch, now, step)
                 return Outcome.DEAD
             retry_at = now + retry.delay_before(attempt + 1, self._random())
             self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.FAILED, records, now, outcome.error,
@@ -69,15 +85,23 @@ class Outcomes:
             current = lost.current or {}
             if (current.get("status") == ExecutionStatus.RUNNING.value and int(current.get("attempt", 0)) == attempt
                     and current.get("cancelRequested")):
-                return self.cancel_running(dispatch, attempt, records, outcome.error)
+                return self.cancel_running(dispatch, attempt, records, outcome.error, job)
             return Outcome.STALE_RESULT
         # Crash here: FAILED is recorded with its retryAt; the redelivered message finds it and
         # sends the retry (Worker._claim_lost), so the retry is never lost.
         self.schedule_retry(job, dispatch, attempt + 1, retry_at)
         return Outcome.RETRY_SCHEDULED
 
+    def _ended(self, job: Job | None, dispatch: Dispatch, now_ms: int, step: bool) -> None:
+        """After an execution's end is recorded: a step moves its run on; anything else may
+        complete its job."""
+        if step:
+            self.runs.step_ended(job, dispatch.execution_id)
+        else:
+            self._complete_if_last(job, dispatch, now_ms)
+
     def cancel_running(self, dispatch: Dispatch, attempt: int, records: list[AttemptRecord],
-                       error: str | None = None) -> Outcome:
+                       error: str | None = None, job: Job | None = None) -> Outcome:
         now = self._clock.now_ms()
         cancelled = [AttemptRecord(r.attempt, ExecutionStatus.CANCELLED if r.attempt == attempt else r.status,
                                    r.started_ms, r.finished_ms, r.error) for r in records]
@@ -86,6 +110,8 @@ class Outcomes:
                                             error or "cancelled on request")
         except ConditionLost:
             return Outcome.STALE_RESULT
+        if job is not None and job.spec.steps is not None and step_of(dispatch.execution_id) is not None:
+            self.runs.step_ended(job, dispatch.execution_id)
         return Outcome.CANCELLED
 
     def schedule_retry(self, job: Job, dispatch: Dispatch, attempt: int, retry_at_ms: int) -> None:

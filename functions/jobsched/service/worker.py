@@ -12,6 +12,7 @@ from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, ExecutionStatus
 from jobsched.domain.jobs import Job, JobState, OverlapPolicy
+from jobsched.domain.steps import STEP_ENDED, step_execution_id, step_of
 from jobsched.service.outcomes import Outcome, Outcomes
 
 # A lease outlives the attempt's own timeout by this margin before another worker may take over.
@@ -55,6 +56,7 @@ class Worker:
         self._jobs = stores.jobs
         self._executions = stores.executions
         self._outcomes = outcomes
+        self._runs = outcomes.runs
         self._invoker = invoker
         self._clock = clock
 
@@ -68,6 +70,9 @@ class Worker:
         if job is UNREAD:
             job = self._jobs.get(dispatch.tenant_id, dispatch.job_id, consistent=True)
         assert job is None or isinstance(job, Job)
+        step_ref = step_of(dispatch.execution_id)
+        if step_ref is not None:
+            return self._run_step(dispatch, job, *step_ref)
         if not _still_wanted(job, dispatch):
             # An execution waiting for this message (a trigger's or a redrive's PENDING, a FAILED
             # one waiting for this retry) ends CANCELLED: none is left waiting forever because its
@@ -86,6 +91,10 @@ class Worker:
                                                         self._clock.now_ms())
                 return WorkResult(Outcome.SKIPPED if recorded else Outcome.DUPLICATE)
 
+        return self._attempt(job, dispatch)
+
+    def _attempt(self, job: Job, dispatch: Dispatch) -> WorkResult:
+        """Claim the execution, call the target (a job with steps: start its run), record the end."""
         now = self._clock.now_ms()
         # Claim first, then wait out the sub-second rest: the job read and the claim are off the
         # critical path, and the target is called at the due instant. An attempt claimed early
@@ -101,10 +110,15 @@ class Worker:
         if dispatch.kind is DispatchKind.FIRE and 0 < early_ms <= MAX_PRECISION_WAIT_MS:
             self._clock.sleep(early_ms / 1000)
         now = self._clock.now_ms()
+        late_ms = now - dispatch.due_ms if claim.attempt == 1 and dispatch.kind in (
+            DispatchKind.FIRE, DispatchKind.MANUAL) else None
+        if job.spec.steps is not None and step_of(dispatch.execution_id) is None:
+            # A run: its steps are the work. Crash before its start is marked: see service/runs.py.
+            self._runs.start(job, dispatch, claim.attempt)
+            return WorkResult(Outcome.RUN_STARTED, claim.attempt, late_ms)
         # Crash from here until the result is written: SQS redelivers after the visibility
         # timeout, by then the lease has expired, and the next delivery takes over (LOST).
         outcome = self._invoker.invoke(job, dispatch, claim.attempt, callback_token=token, progress=claim.progress)
-        late_ms = now - dispatch.due_ms if claim.attempt == 1 and dispatch.kind is not DispatchKind.RETRY else None
         if outcome.accepted:
             deadline = self._clock.now_ms() + job.spec.heartbeat_timeout_sec * 1000
             try:
@@ -118,6 +132,22 @@ class Worker:
         records = [r for r in (claim.taken_over,) if r is not None]
         records.append(AttemptRecord(claim.attempt, outcome.status, now, self._clock.now_ms(), outcome.error))
         return WorkResult(self._outcomes.finish(job, dispatch, claim.attempt, records, outcome), claim.attempt, late_ms)
+
+    def _run_step(self, dispatch: Dispatch, job: Job | None, run_id: str, name: str) -> WorkResult:
+        """One attempt of one step of a run: as any execution's, with the step's target and
+        policies, and a body that carries its direct upstream steps' outputs."""
+        step = job.spec.steps.step(name) if job is not None and job.spec.steps is not None else None
+        if step is None or job.state is JobState.CANCELLED:
+            # The job went away, was cancelled, or no longer has this step: the step never runs.
+            self._end_waiting(dispatch)
+            if job is not None and job.spec.steps is not None:
+                self._runs.step_ended(job, dispatch.execution_id)
+            return WorkResult(Outcome.STALE_MESSAGE)
+        outputs = {}
+        for upstream in step.depends_on:
+            record = self._executions.get(job.job_id, step_execution_id(run_id, upstream))
+            outputs[upstream] = record.output if record is not None else None
+        return self._attempt(job.for_step(step, run_id, outputs), dispatch)
 
     def _end_waiting(self, dispatch: Dispatch) -> None:
         """The job changed or went away while this execution waited for its message: end it
@@ -133,6 +163,11 @@ class Worker:
         API died between the record and the send) or is still queued: run it now. The claim is
         conditional, so a late original message is a duplicate, never a second run."""
         execution = self._executions.get(dispatch.job_id, dispatch.execution_id)
+        if execution is not None and execution.redriving:  # a run's redrive, interrupted: complete it
+            job = self._jobs.get(dispatch.tenant_id, dispatch.job_id, consistent=True)
+            if job is not None and job.spec.steps is not None:
+                self._runs.complete_redrive(job, execution)
+            return WorkResult(Outcome.DUPLICATE)
         if (execution is None or execution.status is not ExecutionStatus.PENDING
                 or execution.attempt != dispatch.attempt - 1):
             return WorkResult(Outcome.DUPLICATE)  # it ran, is running, or ended: nothing to sweep
@@ -146,6 +181,12 @@ class Worker:
         if current is None:
             return WorkResult(Outcome.DUPLICATE)
         status = current.get("status")
+        if (job.spec.steps is not None and step_of(dispatch.execution_id) is not None
+                and ExecutionStatus(status) in STEP_ENDED):
+            # A step that ended, delivered again: what follows its end may not have happened yet
+            # (a crash after its end was recorded). Doing it again is safe: service/runs.py.
+            self._runs.step_ended(job, dispatch.execution_id)
+            return WorkResult(Outcome.DUPLICATE, int(current.get("attempt", 0)))
         attempt = int(current.get("attempt", 0))
         if status == ExecutionStatus.RUNNING.value and not current.get("accepted"):
             lease = current.get("leaseUntilMs")

@@ -566,10 +566,12 @@ class ExecutionsStore:
         output: Any = None,
         retry_at_ms: int | None = None,
         lease_expired_by: int | None = None,
+        dead_letter: bool = True,
     ) -> None:
         """Fenced: applies only while this attempt still holds the execution. A retry is not
         scheduled over a cancel request; a LOST verdict only stands if no heartbeat extended the
-        lease meanwhile (lease_expired_by)."""
+        lease meanwhile (lease_expired_by). A step that ends DEAD is no dead letter of its own
+        (`dead_letter` False): its run is."""
         names = {"#st": "status", "#err": "error"}
         values: dict[str, Any] = {
             ":status": status.value,
@@ -592,7 +594,7 @@ class ExecutionsStore:
             sets.extend(["finishedMs = :now", "expiresAt = :expires"])
             values[":now"] = now_ms
             values[":expires"] = self._expires_at(now_ms)
-        if status is ExecutionStatus.DEAD:
+        if status is ExecutionStatus.DEAD and dead_letter:
             # A sparse index: only dead executions carry these, so listing them reads nothing else.
             sets.extend(["deadLetterTenant = tenantId", "deadAtMs = :now"])
         if output is not None:
@@ -740,6 +742,152 @@ class ExecutionsStore:
             raise (_condition_lost(exc, "not dead") or exc) from exc
         return Execution.from_item(plain(answer["Attributes"]))
 
+    # --- runs and their steps (a job with steps; domain/steps.py) ------------------------------
+    def put_step(self, tenant_id: str, job_id: str, run_id: str, name: str, step_id: str, scheduled_ms: int,
+                 generation: int) -> bool:
+        """A step's record, PENDING, before any of its run's steps is dispatched. False if it
+        exists (the run's start is repeated after a crash: what the step did is kept)."""
+        item = {"jobId": job_id, "executionId": step_id, "tenantId": tenant_id, "scheduledMs": scheduled_ms,
+                "status": ExecutionStatus.PENDING.value, "attempt": 0, "generation": generation, "attempts": [],
+                "runId": run_id, "stepName": name}
+        try:
+            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(executionId)")
+            return True
+        except ClientError as exc:
+            if _condition_lost(exc, "exists"):
+                return False
+            raise
+
+    def join_step(self, job_id: str, step_id: str, upstream: str) -> Execution | None:
+        """Record that `upstream` succeeded, once, whatever the step's state (an UPSTREAM_FAILED
+        step that a redrive reopens then knows which of its upstream steps it still waits for).
+        Returns the step as it now is, or None if `upstream` was recorded already. Whoever sees
+        the set complete on a PENDING step that never started dispatches it."""
+        try:
+            answer = self._table.update_item(
+                Key={"jobId": job_id, "executionId": step_id},
+                UpdateExpression="ADD upstreamDone :names",
+                ConditionExpression="attribute_exists(executionId) AND NOT contains(upstreamDone, :name)",
+                ExpressionAttributeValues={":names": {upstream}, ":name": upstream},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if _condition_lost(exc, "joined"):
+                return None
+            raise
+        return Execution.from_item(plain(answer["Attributes"]))
+
+    def mark_upstream_failed(self, job_id: str, step_id: str, now_ms: int) -> bool:
+        """PENDING → UPSTREAM_FAILED: a step above it ended DEAD or CANCELLED."""
+        try:
+            self._table.update_item(
+                Key={"jobId": job_id, "executionId": step_id},
+                UpdateExpression="SET #st = :failed, finishedMs = :now, expiresAt = :expires",
+                ConditionExpression="#st = :pending",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues={":failed": ExecutionStatus.UPSTREAM_FAILED.value, ":now": now_ms,
+                                           ":expires": self._expires_at(now_ms),
+                                           ":pending": ExecutionStatus.PENDING.value},
+            )
+            return True
+        except ClientError as exc:
+            if _condition_lost(exc, "not pending"):
+                return False
+            raise
+
+    def reopen_upstream_failed(self, job_id: str, step_id: str) -> bool:
+        """UPSTREAM_FAILED → PENDING (a redrive of its run): it waits for its upstream again."""
+        try:
+            self._table.update_item(
+                Key={"jobId": job_id, "executionId": step_id},
+                UpdateExpression="SET #st = :pending REMOVE finishedMs, expiresAt",
+                ConditionExpression="#st = :failed",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues={":failed": ExecutionStatus.UPSTREAM_FAILED.value,
+                                           ":pending": ExecutionStatus.PENDING.value},
+            )
+            return True
+        except ClientError as exc:
+            if _condition_lost(exc, "not upstream-failed"):
+                return False
+            raise
+
+    def run_steps(self, job_id: str, run_id: str) -> list[Execution]:
+        """Every step of a run, strongly consistent: one query of the run's own items (its cost
+        grows with its steps, never with the job's history)."""
+        steps: list[Execution] = []
+        start: dict | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "KeyConditionExpression": Key("jobId").eq(job_id) & Key("executionId").begins_with(f"{run_id}.step."),
+                "ConsistentRead": True,
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            answer = self._table.query(**kwargs)
+            steps.extend(Execution.from_item(plain(i)) for i in answer.get("Items", []))
+            start = answer.get("LastEvaluatedKey")
+            if not start:
+                return steps
+
+    def mark_run_started(self, job_id: str, run_id: str, attempt: int) -> None:
+        """The run's steps are recorded and its first ones sent: no later delivery of its fire
+        takes it over (no lease left to expire). Fenced like every write of an attempt."""
+        try:
+            self._table.update_item(
+                Key={"jobId": job_id, "executionId": run_id},
+                UpdateExpression="SET accepted = :yes REMOVE leaseUntilMs, callbackTokenHash",
+                ConditionExpression="attempt = :mine AND #st = :running",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues={":yes": True, ":mine": attempt, ":running": ExecutionStatus.RUNNING.value},
+            )
+        except ClientError as exc:
+            raise (_condition_lost(exc, "stale attempt") or exc) from exc
+
+    def finish_run(self, job_id: str, run_id: str, status: ExecutionStatus, now_ms: int, error: str | None) -> bool:
+        """RUNNING → its end, once (whoever sees every step ended first). Not while a redrive is
+        reopening its steps. A DEAD run is a dead letter."""
+        sets = ["#st = :status", "finishedMs = :now", "expiresAt = :expires", "#err = :error"]
+        if status is ExecutionStatus.DEAD:
+            sets.extend(["deadLetterTenant = tenantId", "deadAtMs = :now"])
+        try:
+            self._table.update_item(
+                Key={"jobId": job_id, "executionId": run_id},
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression="#st = :running AND attribute_not_exists(redriving)",
+                ExpressionAttributeNames={"#st": "status", "#err": "error"},
+                ExpressionAttributeValues={":status": status.value, ":now": now_ms, ":error": error,
+                                           ":expires": self._expires_at(now_ms),
+                                           ":running": ExecutionStatus.RUNNING.value},
+            )
+            return True
+        except ClientError as exc:
+            if _condition_lost(exc, "not running"):
+                return False
+            raise
+
+    def reopen_run(self, job_id: str, run_id: str) -> Execution:
+        """DEAD → RUNNING, marked `redriving` until its failed steps are reopened (a redrive
+        interrupted there is completed by repeating it, or by its sweep)."""
+        try:
+            answer = self._table.update_item(
+                Key={"jobId": job_id, "executionId": run_id},
+                UpdateExpression=("SET #st = :running, redriving = :yes "
+                                  "REMOVE deadLetterTenant, deadAtMs, finishedMs, expiresAt, #err"),
+                ConditionExpression="#st = :dead OR (#st = :running AND redriving = :yes)",
+                ExpressionAttributeNames={"#st": "status", "#err": "error"},
+                ExpressionAttributeValues={":running": ExecutionStatus.RUNNING.value, ":yes": True,
+                                           ":dead": ExecutionStatus.DEAD.value},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            raise (_condition_lost(exc, "not dead") or exc) from exc
+        return Execution.from_item(plain(answer["Attributes"]))
+
+    def end_redrive(self, job_id: str, run_id: str) -> None:
+        self._table.update_item(Key={"jobId": job_id, "executionId": run_id}, UpdateExpression="REMOVE redriving",
+                                ConditionExpression="attribute_exists(executionId)")
+
     def list_dead_letters(self, tenant_id: str, limit: int, cursor: str | None) -> Page:
         kwargs: dict[str, Any] = {
             "IndexName": DEAD_LETTERS_INDEX,
@@ -763,10 +911,13 @@ class ExecutionsStore:
         return Execution.from_item(plain(item)) if item else None
 
     def list_for_job(self, job_id: str, limit: int, cursor: str | None) -> Page:
+        """The job's history, newest first: its executions and runs, not the steps of its runs
+        (a run lists its own; a page may then hold fewer than `limit`, with a cursor for more)."""
         kwargs: dict[str, Any] = {
             "KeyConditionExpression": Key("jobId").eq(job_id),
             "ScanIndexForward": False,
             "Limit": limit,
+            "FilterExpression": Attr("runId").not_exists(),
         }
         start = decode_cursor(cursor, {"jobId": str, "executionId": str})
         if start:
