@@ -675,6 +675,10 @@ class ExecutionsStore:
         item = {"jobId": job_id, "executionId": execution_id, "tenantId": tenant_id, "scheduledMs": scheduled_ms,
                 "status": ExecutionStatus.SKIPPED.value, "attempt": 0, "generation": generation, "attempts": [],
                 "error": reason, "finishedMs": now_ms, "expiresAt": self._expires_at(now_ms)}
+        return self._put_new(item)
+
+    def _put_new(self, item: dict) -> bool:
+        """Write an execution's first record; False if it exists already."""
         try:
             self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(executionId)")
             return True
@@ -750,13 +754,7 @@ class ExecutionsStore:
         item = {"jobId": job_id, "executionId": step_id, "tenantId": tenant_id, "scheduledMs": scheduled_ms,
                 "status": ExecutionStatus.PENDING.value, "attempt": 0, "generation": generation, "attempts": [],
                 "runId": run_id, "stepName": name}
-        try:
-            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(executionId)")
-            return True
-        except ClientError as exc:
-            if _condition_lost(exc, "exists"):
-                return False
-            raise
+        return self._put_new(item)
 
     def join_step(self, job_id: str, step_id: str, upstream: str) -> Execution | None:
         """Record that `upstream` succeeded, once, whatever the step's state (an UPSTREAM_FAILED
@@ -779,38 +777,34 @@ class ExecutionsStore:
 
     def mark_upstream_failed(self, job_id: str, step_id: str, now_ms: int) -> bool:
         """PENDING → UPSTREAM_FAILED: a step above it ended DEAD or CANCELLED."""
+        return self._transition(
+            job_id, step_id, "not pending",
+            UpdateExpression="SET #st = :failed, finishedMs = :now, expiresAt = :expires",
+            ConditionExpression="#st = :pending",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={":failed": ExecutionStatus.UPSTREAM_FAILED.value, ":now": now_ms,
+                                       ":expires": self._expires_at(now_ms), ":pending": ExecutionStatus.PENDING.value})
+
+    def _transition(self, job_id: str, execution_id: str, what: str, **update) -> bool:
+        """One conditional update of an execution: True if it applied, False if its condition
+        did not hold (someone else moved it first, or it is in another state)."""
         try:
-            self._table.update_item(
-                Key={"jobId": job_id, "executionId": step_id},
-                UpdateExpression="SET #st = :failed, finishedMs = :now, expiresAt = :expires",
-                ConditionExpression="#st = :pending",
-                ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues={":failed": ExecutionStatus.UPSTREAM_FAILED.value, ":now": now_ms,
-                                           ":expires": self._expires_at(now_ms),
-                                           ":pending": ExecutionStatus.PENDING.value},
-            )
+            self._table.update_item(Key={"jobId": job_id, "executionId": execution_id}, **update)
             return True
         except ClientError as exc:
-            if _condition_lost(exc, "not pending"):
+            if _condition_lost(exc, what):
                 return False
             raise
 
     def reopen_upstream_failed(self, job_id: str, step_id: str) -> bool:
         """UPSTREAM_FAILED → PENDING (a redrive of its run): it waits for its upstream again."""
-        try:
-            self._table.update_item(
-                Key={"jobId": job_id, "executionId": step_id},
-                UpdateExpression="SET #st = :pending REMOVE finishedMs, expiresAt",
-                ConditionExpression="#st = :failed",
-                ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues={":failed": ExecutionStatus.UPSTREAM_FAILED.value,
-                                           ":pending": ExecutionStatus.PENDING.value},
-            )
-            return True
-        except ClientError as exc:
-            if _condition_lost(exc, "not upstream-failed"):
-                return False
-            raise
+        return self._transition(
+            job_id, step_id, "not upstream-failed",
+            UpdateExpression="SET #st = :pending REMOVE finishedMs, expiresAt",
+            ConditionExpression="#st = :failed",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={":failed": ExecutionStatus.UPSTREAM_FAILED.value,
+                                       ":pending": ExecutionStatus.PENDING.value})
 
     def run_steps(self, job_id: str, run_id: str) -> list[Execution]:
         """Every step of a run, strongly consistent: one query of the run's own items (its cost
@@ -850,21 +844,13 @@ class ExecutionsStore:
         sets = ["#st = :status", "finishedMs = :now", "expiresAt = :expires", "#err = :error"]
         if status is ExecutionStatus.DEAD:
             sets.extend(["deadLetterTenant = tenantId", "deadAtMs = :now"])
-        try:
-            self._table.update_item(
-                Key={"jobId": job_id, "executionId": run_id},
-                UpdateExpression="SET " + ", ".join(sets),
-                ConditionExpression="#st = :running AND attribute_not_exists(redriving)",
-                ExpressionAttributeNames={"#st": "status", "#err": "error"},
-                ExpressionAttributeValues={":status": status.value, ":now": now_ms, ":error": error,
-                                           ":expires": self._expires_at(now_ms),
-                                           ":running": ExecutionStatus.RUNNING.value},
-            )
-            return True
-        except ClientError as exc:
-            if _condition_lost(exc, "not running"):
-                return False
-            raise
+        return self._transition(
+            job_id, run_id, "not running",
+            UpdateExpression="SET " + ", ".join(sets),
+            ConditionExpression="#st = :running AND attribute_not_exists(redriving)",
+            ExpressionAttributeNames={"#st": "status", "#err": "error"},
+            ExpressionAttributeValues={":status": status.value, ":now": now_ms, ":error": error,
+                                       ":expires": self._expires_at(now_ms), ":running": ExecutionStatus.RUNNING.value})
 
     def reopen_run(self, job_id: str, run_id: str) -> Execution:
         """DEAD → RUNNING, marked `redriving` until its failed steps are reopened (a redrive
