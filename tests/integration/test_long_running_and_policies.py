@@ -229,3 +229,29 @@ def test_an_aws_target_that_does_not_exist_fails_and_retries(real_targets):
     harness.advance(10)
     [execution] = harness.executions_of(job["jobId"])
     assert execution["status"] == "DEAD" and "NotFound" in execution["error"]
+
+
+def test_a_rejected_request_ends_dead_at_once_and_a_throttled_one_waits_as_asked(harness):
+    from jobsched.domain.executions import AttemptOutcome, ExecutionStatus
+
+    hook = {"type": "HTTP", "url": "http://127.0.0.1:9/h"}
+    policy = {"maxAttempts": 5, "initialDelayMs": 1000, "maxDelayMs": 60_000}
+    rejected = harness.create_job({"name": "bad", "type": "DELAYED", "delaySeconds": 70, "target": hook,
+                                   "retryPolicy": policy})
+    throttled = harness.create_job({"name": "busy", "type": "DELAYED", "delaySeconds": 70, "target": hook,
+                                    "retryPolicy": policy})
+    harness.target.script[rejected["jobId"]] = [
+        AttemptOutcome(False, ExecutionStatus.FAILED, "HTTP 400: bad field", retryable=False)]
+    harness.target.script[throttled["jobId"]] = [
+        AttemptOutcome(False, ExecutionStatus.FAILED, "HTTP 429: slow down", retry_after_ms=3_600_000)]
+    harness.advance(100)
+    [dead] = harness.executions_of(rejected["jobId"])
+    assert (dead["status"], dead["attempt"]) == ("DEAD", 1)  # not retried
+    [waiting] = harness.executions_of(throttled["jobId"])
+    assert waiting["status"] == "FAILED"
+    from jobsched.domain.schedule import parse_instant
+
+    finished = parse_instant(waiting["attempts"][0]["finishedAt"], "finishedAt")
+    assert parse_instant(waiting["nextAttemptAt"], "nextAttemptAt") - finished == 60_000  # asked 1 h, bounded
+    harness.advance(90)
+    assert [e["status"] for e in harness.executions_of(throttled["jobId"])] == ["SUCCEEDED"]

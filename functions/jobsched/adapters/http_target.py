@@ -5,6 +5,7 @@ name cannot smuggle a loopback, link-local (instance metadata) or private addres
 check by answering differently the second time."""
 from __future__ import annotations
 
+import email.utils
 import http.client
 import ipaddress
 import json
@@ -193,7 +194,8 @@ class HttpTargetInvoker:
             if 200 <= response.status < 300:
                 return AttemptOutcome(True, ExecutionStatus.SUCCEEDED, None, _output(raw))
             detail = raw[:200].decode("utf-8", "replace")
-            return AttemptOutcome(False, ExecutionStatus.FAILED, f"HTTP {response.status}: {detail}".strip())
+            return failed_answer(response.status, f"HTTP {response.status}: {detail}".strip(),
+                                 response.getheader("Retry-After"), response.getheader("Date"), job.spec.retry_on_4xx)
         except BlockedAddress as exc:
             return AttemptOutcome(False, ExecutionStatus.FAILED, f"target refused: {exc}")
         except (socket.timeout, TimeoutError, DeadlinePassed):
@@ -228,6 +230,40 @@ class HttpTargetInvoker:
                 connection.close()
                 failure = exc
         raise failure or OSError(f"cannot connect to {url.hostname}")
+
+
+NOT_RETRIED_NOTE = "not retried: a 4xx other than 408 and 429 (set retryOn4xx to retry it)"
+
+
+def failed_answer(status: int, error: str, retry_after: str | None, date: str | None,
+                  retry_on_4xx: bool) -> AttemptOutcome:
+    """A non-2xx answer. A 4xx other than 408 (timeout) and 429 (too many requests) says the
+    request itself is wrong: repeating it rarely helps, so it is not retried unless the job asks.
+    429 and 503 may say when to come back (Retry-After: seconds, or an HTTP date)."""
+    if 400 <= status < 500 and status not in (408, 429) and not retry_on_4xx:
+        return AttemptOutcome(False, ExecutionStatus.FAILED, f"{error} ({NOT_RETRIED_NOTE})", retryable=False)
+    wait = parse_retry_after(retry_after, date) if status in (429, 503) else None
+    return AttemptOutcome(False, ExecutionStatus.FAILED, error, retry_after_ms=wait)
+
+
+def parse_retry_after(value: str | None, date: str | None) -> int | None:
+    """Retry-After as milliseconds from now: delta-seconds, or an HTTP date (measured against the
+    answer's own Date header when it has one, so that clock skew does not count). None if absent
+    or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return int(value) * 1000
+    try:
+        at = email.utils.parsedate_to_datetime(value)
+        now = email.utils.parsedate_to_datetime(date) if date else None
+    except (TypeError, ValueError, IndexError):
+        return None
+    if at is None:
+        return None
+    reference = now.timestamp() if now is not None else time.time()
+    return max(0, int((at.timestamp() - reference) * 1000))
 
 
 def _output(raw: bytes):

@@ -88,6 +88,7 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         misfire_policy=MisfirePolicy(request.misfirePolicy),
         jitter_sec=request.jitterSec,
         heartbeat_timeout_sec=request.heartbeatTimeoutSec,
+        retry_on_4xx=request.retryOn4xx,
     )
 
 
@@ -247,6 +248,7 @@ def job_to_json(job: Job, now_ms: int) -> dict:
         "misfirePolicy": spec.misfire_policy.value,
         "jitterSec": spec.jitter_sec,
         "heartbeatTimeoutSec": spec.heartbeat_timeout_sec,
+        "retryOn4xx": spec.retry_on_4xx,
         "state": job.state.value,
         "nextFireAt": format_instant(next_fire_at(job, now_ms)),
         "createdAt": format_instant(job.created_ms),

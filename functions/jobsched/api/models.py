@@ -133,6 +133,7 @@ class JobRequest(_Model):
     misfirePolicy: Literal["RUN_ONCE", "RUN_ALL", "SKIP"] = "RUN_ONCE"
     jitterSec: int = Field(0, ge=0, le=3600)
     heartbeatTimeoutSec: int = Field(300, ge=10, le=86_400)
+    retryOn4xx: bool = False  # retry an HTTP 4xx other than 408 and 429 (not retried by default)
 
     @model_validator(mode="after")
     def _target_or_steps(self) -> "JobRequest":

@@ -33,6 +33,7 @@ class Job(_Out):
     misfirePolicy: Literal["RUN_ONCE", "RUN_ALL", "SKIP"]
     jitterSec: int
     heartbeatTimeoutSec: int
+    retryOn4xx: bool
     state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"]
     nextFireAt: str | None
     createdAt: str

@@ -197,3 +197,5 @@ class AttemptOutcome:
     error: str | None = None
     output: Any = None
     accepted: bool = False  # a long-running target took the work (HTTP 202): it reports back
+    retryable: bool = True  # False: repeating the call would not help (a 4xx other than 408, 429)
+    retry_after_ms: int | None = None  # the target asked for this wait (Retry-After on 429, 503)

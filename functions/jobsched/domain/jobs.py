@@ -91,6 +91,8 @@ class JobSpec:
     jitter_sec: int = 0
     # Long-running targets (HTTP 202): the longest gap allowed between heartbeats.
     heartbeat_timeout_sec: int = 300
+    # Retry an HTTP 4xx other than 408 and 429 (by default such an answer ends the execution).
+    retry_on_4xx: bool = False
     # A job whose fire runs a DAG of steps instead of calling one target.
     steps: Workflow | None = None
 
@@ -186,6 +188,7 @@ class Job:
             "misfirePolicy": spec.misfire_policy.value,
             "jitterSec": spec.jitter_sec,
             "heartbeatTimeoutSec": spec.heartbeat_timeout_sec,
+            **({"retryOn4xx": True} if spec.retry_on_4xx else {}),
             "state": self.state.value,
             "generation": self.generation,
             "version": self.version,
@@ -210,6 +213,7 @@ class Job:
             misfire_policy=MisfirePolicy(item.get("misfirePolicy", "RUN_ONCE")),
             jitter_sec=int(item.get("jitterSec", 0)),
             heartbeat_timeout_sec=int(item.get("heartbeatTimeoutSec", 300)),
+            retry_on_4xx=bool(item.get("retryOn4xx", False)),
         )
         return cls(
             tenant_id=item["tenantId"],

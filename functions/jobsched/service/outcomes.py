@@ -38,6 +38,14 @@ class Outcome(str, Enum):
     RUN_STARTED = "RUN_STARTED"  # a job with steps: its run's first steps were sent
 
 
+def retry_delay(retry, next_attempt: int, unit_random: float, retry_after_ms: int | None) -> int:
+    """The backoff before the next attempt; when the target said when to come back (Retry-After
+    on 429 or 503), that wait instead, bounded by the policy's maximum delay."""
+    if retry_after_ms is not None:
+        return min(max(0, retry_after_ms), retry.max_delay_ms)
+    return retry.delay_before(next_attempt, unit_random)
+
+
 def as_step_view(job: Job | None, execution_id: str) -> Job | None:
     """A step's attempt ends under its step's policies (retry, timeout): the job as that step
     runs it (Job.for_step). Anything else, or a view already, is returned as it is."""
@@ -73,12 +81,12 @@ class Outcomes:
                                                 outcome.output)
                 self._ended(job, dispatch, now, step)
                 return Outcome.SUCCEEDED
-            if retry is None or retry.exhausted(attempt) or job.state is JobState.CANCELLED:
+            if retry is None or retry.exhausted(attempt) or job.state is JobState.CANCELLED or not outcome.retryable:
                 self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.DEAD, records, now, outcome.error,
                                                 lease_expired_by=lease_expired_by, dead_letter=not step)
                 self._ended(job, dispatch, now, step)
                 return Outcome.DEAD
-            retry_at = now + retry.delay_before(attempt + 1, self._random())
+            retry_at = now + retry_delay(retry, attempt + 1, self._random(), outcome.retry_after_ms)
             self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.FAILED, records, now, outcome.error,
                                             retry_at_ms=retry_at, lease_expired_by=lease_expired_by)
         except ConditionLost as lost:
