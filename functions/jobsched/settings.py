@@ -32,6 +32,9 @@ class Env:
     EXECUTION_RETENTION_DAYS = "EXECUTION_RETENTION_DAYS"
     SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
     METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
+    # The KMS key that encrypts tenants' signing secrets (absent when the stack's encryption is
+    # aws-owned: the secrets are then kept as the table keeps everything).
+    SIGNING_KEY_ID = "SIGNING_KEY_ID"
 
 
 # Which settings each function reads; the infrastructure test holds the template to this.
@@ -64,6 +67,7 @@ class Settings:
     max_creates_per_second: int = 50
     stack_name: str = ""
     execution_retention_days: int = 30
+    signing_key_id: str = ""
     function: str = ""  # api, tick or worker
 
     def lane_url(self, priority: Priority) -> str:
@@ -94,6 +98,7 @@ class Settings:
             max_creates_per_second=_positive(env, Env.MAX_CREATES_PER_SECOND, 50),
             stack_name=env.get(Env.STACK_NAME, ""),
             execution_retention_days=_positive(env, Env.EXECUTION_RETENTION_DAYS, 30),
+            signing_key_id=env.get(Env.SIGNING_KEY_ID, ""),
             function=function,
         )
 

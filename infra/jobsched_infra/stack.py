@@ -52,6 +52,9 @@ class JobschedStack(Stack):
             **{Env.LANE_URL[p]: q.queue_url for p, q in lanes.queues.items()},
         }
         factory = FunctionFactory(self, "Functions", config.layer_dir, common_env)
+        # Tenants' signing secrets are encrypted with the stack's key (the API encrypts a new one,
+        # the worker decrypts to sign); without a key the table's own encryption keeps them.
+        signing_env = {Env.SIGNING_KEY_ID: storage.key.key_id} if storage.key else {}
 
         api_fn = factory.create("Api", "jobsched.handlers.api.handler", {
             Env.API_KEYS_TABLE: storage.api_keys.table_name,
@@ -59,6 +62,7 @@ class JobschedStack(Stack):
             Env.MAX_ACTIVE_JOBS: str(config.max_active_jobs),
             Env.MAX_CREATES_PER_SECOND: str(config.max_creates_per_second),
             Env.STACK_NAME: self.stack_name,
+            **signing_env,
         }, timeout=API_TIMEOUT, memory_mb=512,
             reserved_concurrent_executions=config.api_reserved_concurrency or None)
         tick_fn = factory.create("Tick", "jobsched.handlers.tick.handler", {
@@ -67,6 +71,7 @@ class JobschedStack(Stack):
         worker_fn = factory.create("Worker", "jobsched.handlers.worker.handler", {
             Env.SERVICE_NAME: "jobsched-worker",
             Env.ALLOW_PRIVATE_TARGETS: str(config.allow_private_targets).lower(),
+            **signing_env,
         }, timeout=WORKER_TIMEOUT, memory_mb=512)
 
         # Least privilege: each function gets the actions it calls, on the tables it uses.
@@ -98,6 +103,8 @@ class JobschedStack(Stack):
                 # Named actions only (the CDK's encrypt/decrypt grants use wildcards): data keys for
                 # sending to the encrypted lanes, decryption for reading tables and messages.
                 storage.key.grant(fn, "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+        if storage.key:
+            storage.key.grant(api_fn, "kms:Encrypt")  # a tenant's new signing secret
         lane_caps = dict(config.lane_max_concurrency)
         for priority, queue in lanes.queues.items():
             worker_fn.add_event_source(sources.SqsEventSource(

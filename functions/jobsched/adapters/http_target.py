@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
+from jobsched.service.signing import SIGNATURE_HEADER, signature_header
 
 MAX_OUTPUT_BYTES = 4096
 MAX_PROGRESS_HEADER_BYTES = 4096
@@ -150,8 +151,13 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
 
 
 class HttpTargetInvoker:
-    def __init__(self, allow_private: bool = False, max_timeout_sec: float = 840.0) -> None:
+    def __init__(self, allow_private: bool = False, max_timeout_sec: float = 840.0,
+                 signing_secrets=None, now_s=time.time) -> None:
+        """`signing_secrets(tenant_id)`: the secrets that sign a tenant's calls now (service/
+        signing.py); none: calls go unsigned."""
         self._allow_private = allow_private
+        self._signing_secrets = signing_secrets
+        self._now_s = now_s
         # Bounded by the worker function's own timeout, minus room to record the result.
         self._max_timeout_sec = max_timeout_sec
 
@@ -175,6 +181,9 @@ class HttpTargetInvoker:
                 headers["X-Progress"] = text
         method = str(config.get("method", "POST")).upper()
         body = None if method in ("GET", "DELETE", "HEAD") else compact(job.spec.payload).encode()
+        secrets_in_use = self._signing_secrets(job.tenant_id) if self._signing_secrets else []
+        if secrets_in_use:
+            headers[SIGNATURE_HEADER] = signature_header(secrets_in_use, int(self._now_s()), body or b"")
         timeout = min(float(job.spec.timeout_sec), self._max_timeout_sec)
         port = url.port or (443 if url.scheme == "https" else 80)
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")

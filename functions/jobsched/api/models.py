@@ -142,6 +142,10 @@ class JobRequest(_Model):
         return self
 
 
+class RotateSigningSecretRequest(_Model):
+    graceSec: int = Field(86_400, ge=0, le=7 * 86_400)  # how long the previous secret keeps signing
+
+
 class HeartbeatRequest(_Model):
     progress: Any = None
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from jobsched.api import schemas
-from jobsched.api.models import CompleteRequest, FailRequest, HeartbeatRequest, JobRequest
+from jobsched.api.models import CompleteRequest, FailRequest, HeartbeatRequest, JobRequest, RotateSigningSecretRequest
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,9 @@ ROUTES: tuple[Route, ...] = (
               Param("timezone", "query", "IANA time zone, default UTC"),
               Param("count", "query", "1..100, default 10", "integer"),
               Param("after", "query", "RFC 3339 instant, default now")), errors=(400, 401, 422)),
+    Route("rotate_signing_secret", "POST", "/v1/signing-secrets/rotate",
+          "New signing secret (shown once); the previous one keeps signing for graceSec", 201,
+          schemas.SigningSecret, RotateSigningSecretRequest, errors=(400, 401, 422)),
     Route("openapi", "GET", "/v1/openapi.json", "This document", 200, None, auth=False, errors=()),
     Route("health", "GET", "/v1/health", "Liveness", 200, schemas.Health, auth=False, errors=()),
 )

@@ -84,6 +84,12 @@ class Execution(_Out):
     step: str | None = None  # a step: its name
 
 
+class SigningSecret(_Out):
+    secret: str  # shown this once
+    createdAt: str
+    previousValidUntil: str | None  # until when the replaced secret keeps signing (none: no previous one)
+
+
 class HeartbeatAnswer(_Out):
     status: ExecutionStatusName
     cancelRequested: bool

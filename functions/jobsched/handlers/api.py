@@ -15,6 +15,7 @@ from jobsched.api.models import (
     FailRequest,
     HeartbeatRequest,
     JobRequest,
+    RotateSigningSecretRequest,
     check_report_size,
     parse_body,
 )
@@ -38,6 +39,7 @@ from jobsched.service.auth import Authenticator
 from jobsched.service.callbacks import Callbacks
 from jobsched.service.jobs import JobsService, Quotas
 from jobsched.service.outcomes import Outcomes
+from jobsched.service.signing import SigningSecrets
 
 logger = Logger(service="jobsched-api")
 
@@ -119,6 +121,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
                           Quotas(parts.settings.max_active_jobs, parts.settings.max_creates_per_second), own)
     callbacks = Callbacks(parts.stores, Outcomes(parts.stores, parts.handoff, parts.clock), parts.clock)
     auth = Authenticator(parts.stores.api_keys, parts.clock)
+    signing = SigningSecrets(parts.stores.signing, parts.clock)
     app = APIGatewayRestResolver()
 
     def tenant() -> str:
@@ -246,6 +249,13 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
             parse_instant(after, "after") if after else None,
         )
         return ok(200, {"fireTimes": [format_instant(t) for t in fire_times]})
+
+    def rotate_signing_secret():
+        tenant_id = tenant()
+        body = parse_body(RotateSigningSecretRequest, app.current_event.decoded_body or "{}")
+        rotation = signing.rotate(tenant_id, body.graceSec)
+        return ok(201, {"secret": rotation.secret, "createdAt": format_instant(rotation.created_ms),
+                        "previousValidUntil": format_instant(rotation.previous_valid_until_ms)})
 
     def openapi():
         return ok(200, openapi_document())

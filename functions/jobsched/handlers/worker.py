@@ -16,6 +16,7 @@ from jobsched.adapters.targets import TargetRouter
 from jobsched.domain.dispatch_seal import ForgedDispatch
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.outcomes import Outcome, Outcomes
+from jobsched.service.signing import SigningSecrets
 from jobsched.service.worker import UNREAD, RedeliverLater, Worker, reads_its_job
 from jobsched.settings import WORKER_BATCH_SIZE
 from jobsched.store.targets import AwsTargetInvoker
@@ -53,7 +54,10 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
     parts = build(env, "worker", clock, session)
     metrics = metrics_for(env, "jobsched-worker")
     if invoker is None:
-        invoker = TargetRouter(HttpTargetInvoker(allow_private=parts.settings.allow_private_targets),
+        signing = SigningSecrets(parts.stores.signing, parts.clock)
+        invoker = TargetRouter(HttpTargetInvoker(allow_private=parts.settings.allow_private_targets,
+                                                 signing_secrets=signing.in_use,
+                                                 now_s=lambda: parts.clock.now_ms() / 1000),
                                AwsTargetInvoker(session or boto3.session.Session()))
     outcomes = Outcomes(parts.stores, parts.handoff, parts.clock)
     worker = Worker(parts.stores, outcomes, invoker, parts.clock)

@@ -13,6 +13,7 @@ from jobsched.domain.clock import Clock, SystemClock
 from jobsched.settings import Settings
 from jobsched.store.dynamo import ApiKeysStore, ExecutionsStore, JobsStore, TimersStore, WatermarksStore
 from jobsched.store.queues import LaneQueues
+from jobsched.store.signing import SigningSecretsStore
 
 # CPU per request (bench/cpu.py): botocore rebuilds its default User-Agent from a dozen parts on
 # every request (about 15% of a request's client CPU) unless one is given, and validates every
@@ -48,6 +49,7 @@ class Stores:
     executions: ExecutionsStore
     api_keys: ApiKeysStore
     lanes: LaneQueues
+    signing: SigningSecretsStore
 
 
 def build_stores(settings: Settings, session: boto3.session.Session | None = None,
@@ -66,4 +68,7 @@ def build_stores(settings: Settings, session: boto3.session.Session | None = Non
                                    client=client),
         api_keys=ApiKeysStore(dynamodb, settings.api_keys_table),
         lanes=LaneQueues(sqs, dict(settings.lane_urls), clock or SystemClock(), watermarks.dispatch_key),
+        signing=SigningSecretsStore(dynamodb, settings.jobs_table,
+                                    session.client("kms", config=config) if settings.signing_key_id else None,
+                                    settings.signing_key_id),
     )
