@@ -15,6 +15,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("an ended execution delivered again does what follows its end (hook, completion)", "functions/jobsched/service/worker.py",
+  "            self._outcomes.after_end(job, dispatch, ExecutionStatus(status), self._clock.now_ms())",
+  "            pass",
+  "tests/integration/test_hooks.py::test_a_worker_dying_after_the_end_is_recorded_still_calls_the_hook_once"),
  ("a join's completing writer alone dispatches (the set as its own write left it)", "functions/jobsched/service/runs.py",
   "                joined = self._executions.join_step(job.job_id, below_id, name)\n                if joined is None:",
   "                self._executions.join_step(job.job_id, below_id, name)\n                if True:",

@@ -89,6 +89,8 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         jitter_sec=request.jitterSec,
         heartbeat_timeout_sec=request.heartbeatTimeoutSec,
         retry_on_4xx=request.retryOn4xx,
+        on_success=_target(request.onSuccess, "onSuccess", own) if request.onSuccess is not None else None,
+        on_failure=_target(request.onFailure, "onFailure", own) if request.onFailure is not None else None,
     )
 
 
@@ -249,6 +251,8 @@ def job_to_json(job: Job, now_ms: int) -> dict:
         "jitterSec": spec.jitter_sec,
         "heartbeatTimeoutSec": spec.heartbeat_timeout_sec,
         "retryOn4xx": spec.retry_on_4xx,
+        "onSuccess": spec.on_success.to_item() if spec.on_success else None,
+        "onFailure": spec.on_failure.to_item() if spec.on_failure else None,
         "state": job.state.value,
         "nextFireAt": format_instant(next_fire_at(job, now_ms)),
         "createdAt": format_instant(job.created_ms),

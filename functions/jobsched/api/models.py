@@ -134,6 +134,8 @@ class JobRequest(_Model):
     jitterSec: int = Field(0, ge=0, le=3600)
     heartbeatTimeoutSec: int = Field(300, ge=10, le=86_400)
     retryOn4xx: bool = False  # retry an HTTP 4xx other than 408 and 429 (not retried by default)
+    onSuccess: TargetModel | None = None  # called once per execution that succeeds, with its summary
+    onFailure: TargetModel | None = None  # called once per execution that ends DEAD, with its summary
 
     @model_validator(mode="after")
     def _target_or_steps(self) -> "JobRequest":

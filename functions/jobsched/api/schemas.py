@@ -34,6 +34,8 @@ class Job(_Out):
     jitterSec: int
     heartbeatTimeoutSec: int
     retryOn4xx: bool
+    onSuccess: dict[str, Any] | None = None
+    onFailure: dict[str, Any] | None = None
     state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"]
     nextFireAt: str | None
     createdAt: str

@@ -14,6 +14,7 @@ class DispatchKind(str, Enum):
     LEASE = "LEASE"  # check a long-running attempt's heartbeat deadline
     SWEEP = "SWEEP"  # a trigger's or redrive's send, checked later: run it if it never arrived
     STEP = "STEP"  # the first attempt of a step of a run (its upstream steps have succeeded)
+    HOOK = "HOOK"  # the first attempt of a completion hook's call (domain/hooks.py)
 
 
 class ExecutionStatus(str, Enum):

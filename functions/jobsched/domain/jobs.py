@@ -93,6 +93,9 @@ class JobSpec:
     heartbeat_timeout_sec: int = 300
     # Retry an HTTP 4xx other than 408 and 429 (by default such an answer ends the execution).
     retry_on_4xx: bool = False
+    # Completion hooks (domain/hooks.py): called once per execution that ends SUCCEEDED / DEAD.
+    on_success: Target | None = None
+    on_failure: Target | None = None
     # A job whose fire runs a DAG of steps instead of calling one target.
     steps: Workflow | None = None
 
@@ -167,6 +170,12 @@ class Job:
                        retry=step.retry or self.spec.retry, timeout_sec=step.timeout_sec or self.spec.timeout_sec)
         return replace(self, spec=spec, version=-1)
 
+    def for_hook(self, target: Target, body: Any) -> "Job":
+        """What a completion hook's call runs: the hook's target with the execution's summary as
+        its body, under the job's retry policy. A view for the worker: never written."""
+        spec = replace(self.spec, target=target, payload=body, steps=None, on_success=None, on_failure=None)
+        return replace(self, spec=spec, version=-1)
+
     def to_item(self) -> dict:
         spec = self.spec
         if (spec.target is None and spec.steps is None) or self.version < 0:
@@ -189,6 +198,8 @@ class Job:
             "jitterSec": spec.jitter_sec,
             "heartbeatTimeoutSec": spec.heartbeat_timeout_sec,
             **({"retryOn4xx": True} if spec.retry_on_4xx else {}),
+            **({"onSuccess": _json(spec.on_success.to_item())} if spec.on_success else {}),
+            **({"onFailure": _json(spec.on_failure.to_item())} if spec.on_failure else {}),
             "state": self.state.value,
             "generation": self.generation,
             "version": self.version,
@@ -214,6 +225,8 @@ class Job:
             jitter_sec=int(item.get("jitterSec", 0)),
             heartbeat_timeout_sec=int(item.get("heartbeatTimeoutSec", 300)),
             retry_on_4xx=bool(item.get("retryOn4xx", False)),
+            on_success=Target.from_item(_parsed(item["onSuccess"])) if "onSuccess" in item else None,
+            on_failure=Target.from_item(_parsed(item["onFailure"])) if "onFailure" in item else None,
         )
         return cls(
             tenant_id=item["tenantId"],

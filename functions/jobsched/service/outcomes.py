@@ -14,6 +14,8 @@ from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, ExecutionStatus
 from jobsched.domain.jobs import Job, JobState
 from jobsched.domain.retry import SQS_MAX_DELAY_MS
+from jobsched.domain.executions import scheduled_ms_of
+from jobsched.domain.hooks import hook_execution_id, hook_of
 from jobsched.domain.steps import step_of
 from jobsched.domain.timers import Timer, TimerKind
 from jobsched.service.handoff import HandOff
@@ -67,7 +69,7 @@ class Outcomes:
         self._random = unit_random
         self._lock = threading.Lock()
         self._deferred: Counter | None = None
-        self.runs = Runs(stores, handoff, clock, on_run_end=self._complete_if_last)
+        self.runs = Runs(stores, handoff, clock, on_run_end=self.after_end)
 
     def finish(self, job: Job | None, dispatch: Dispatch, attempt: int, records: list[AttemptRecord],
                outcome: AttemptOutcome, lease_expired_by: int | None = None) -> Outcome:
@@ -79,12 +81,12 @@ class Outcomes:
             if outcome.ok:
                 self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.SUCCEEDED, records, now, None,
                                                 outcome.output)
-                self._ended(job, dispatch, now, step)
+                self._ended(job, dispatch, ExecutionStatus.SUCCEEDED, now, step)
                 return Outcome.SUCCEEDED
             if retry is None or retry.exhausted(attempt) or job.state is JobState.CANCELLED or not outcome.retryable:
                 self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.DEAD, records, now, outcome.error,
                                                 lease_expired_by=lease_expired_by, dead_letter=not step)
-                self._ended(job, dispatch, now, step)
+                self._ended(job, dispatch, ExecutionStatus.DEAD, now, step)
                 return Outcome.DEAD
             retry_at = now + retry_delay(retry, attempt + 1, self._random(), outcome.retry_after_ms)
             self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.FAILED, records, now, outcome.error,
@@ -100,13 +102,36 @@ class Outcomes:
         self.schedule_retry(job, dispatch, attempt + 1, retry_at)
         return Outcome.RETRY_SCHEDULED
 
-    def _ended(self, job: Job | None, dispatch: Dispatch, now_ms: int, step: bool) -> None:
+    def _ended(self, job: Job | None, dispatch: Dispatch, status: ExecutionStatus, now_ms: int, step: bool) -> None:
         """After an execution's end is recorded: a step moves its run on; anything else may
-        complete its job."""
+        complete its job and call its completion hook."""
         if step:
             self.runs.step_ended(job, dispatch.execution_id)
         else:
-            self._complete_if_last(job, dispatch, now_ms)
+            self.after_end(job, dispatch, status, now_ms)
+
+    def after_end(self, job: Job | None, dispatch: Dispatch, status: ExecutionStatus, now_ms: int) -> None:
+        """An execution (or a run) ended: its job may be complete, and its hook is called."""
+        if hook_of(dispatch.execution_id) is not None:
+            return  # a hook's own call: it completes nothing and has no hook
+        # The hook first: a crash before the job is completed leaves the job ACTIVE, so the end's
+        # redelivered message still reaches Worker._claim_lost, which does both again.
+        self.send_hook(job, dispatch.execution_id, status)
+        self._complete_if_last(job, dispatch, now_ms)
+
+    def send_hook(self, job: Job | None, execution_id: str, status: ExecutionStatus) -> None:
+        """Record the hook's call PENDING and send it (safe to repeat: the record is written once,
+        and a second send is a duplicate that the hook's claim absorbs)."""
+        target = None if job is None else (job.spec.on_success if status is ExecutionStatus.SUCCEEDED
+                                           else job.spec.on_failure if status is ExecutionStatus.DEAD else None)
+        hook_id = hook_execution_id(execution_id, status)
+        if target is None or hook_id is None:
+            return
+        self._executions.put_hook(job.tenant_id, job.job_id, hook_id, execution_id, scheduled_ms_of(execution_id),
+                                  job.generation)
+        # Crash here: the end's message comes back, finds the execution ended, and calls this again.
+        self._lanes.send([Outgoing(job.spec.priority, Dispatch(DispatchKind.HOOK, job.tenant_id, job.job_id, hook_id,
+                                                                 scheduled_ms_of(execution_id), job.generation), 0)])
 
     def cancel_running(self, dispatch: Dispatch, attempt: int, records: list[AttemptRecord],
                        error: str | None = None, job: Job | None = None) -> Outcome:

@@ -49,7 +49,7 @@ def run_dispatch(job: Job, run: Execution) -> Dispatch:
 
 class Runs:
     def __init__(self, stores, handoff: HandOff, clock: Clock,
-                 on_run_end: Callable[[Job, Dispatch, int], None] | None = None) -> None:
+                 on_run_end: Callable[[Job, Dispatch, ExecutionStatus, int], None] | None = None) -> None:
         self._executions = stores.executions
         self._lanes = stores.lanes
         self._handoff = handoff
@@ -111,6 +111,12 @@ class Runs:
         at once, the later one's read sees both). Returns the run's end if this call wrote it."""
         workflow = self._workflow(job)
         run = self._executions.get(job.job_id, run_id)
+        if run is not None and run.status in (ExecutionStatus.SUCCEEDED, ExecutionStatus.DEAD) \
+                and self._on_run_end is not None:
+            # Ended already: a repeat (a crash after the run's end was written, before what follows
+            # it); what follows it is safe to do again (a conditional completion, a hook's claim).
+            self._on_run_end(job, run_dispatch(job, run), run.status, self._clock.now_ms())
+            return None
         if run is None or run.status is not ExecutionStatus.RUNNING or run.redriving:
             return None
         steps = self._executions.run_steps(job.job_id, run_id)
@@ -126,7 +132,7 @@ class Runs:
         if not self._executions.finish_run(job.job_id, run_id, status, now, error):
             return None
         if self._on_run_end is not None:
-            self._on_run_end(job, run_dispatch(job, run), now)
+            self._on_run_end(job, run_dispatch(job, run), status, now)
         return status
 
     # --- cancel and redrive (the API) ------------------------------------------------------

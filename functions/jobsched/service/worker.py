@@ -12,6 +12,8 @@ from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, ExecutionStatus
 from jobsched.domain.jobs import Job, JobState, OverlapPolicy
+from jobsched.domain.hooks import hook_of
+from jobsched.domain.hooks import summary as hook_summary
 from jobsched.domain.steps import STEP_ENDED, step_execution_id, step_of
 from jobsched.service.outcomes import Outcome, Outcomes
 
@@ -73,6 +75,9 @@ class Worker:
         step_ref = step_of(dispatch.execution_id)
         if step_ref is not None:
             return self._run_step(dispatch, job, *step_ref)
+        hook_ref = hook_of(dispatch.execution_id)
+        if hook_ref is not None:
+            return self._run_hook(dispatch, job, *hook_ref)
         if not _still_wanted(job, dispatch):
             # An execution waiting for this message (a trigger's or a redrive's PENDING, a FAILED
             # one waiting for this retry) ends CANCELLED: none is left waiting forever because its
@@ -149,6 +154,16 @@ class Worker:
             outputs[upstream] = record.output if record is not None else None
         return self._attempt(job.for_step(step, run_id, outputs), dispatch)
 
+    def _run_hook(self, dispatch: Dispatch, job: Job | None, of_execution: str, kind: str) -> WorkResult:
+        """One attempt of a completion hook's call: the job's hook target, the summary of the
+        execution it reports as the body, the job's retry policy."""
+        target = None if job is None else (job.spec.on_success if kind == "success" else job.spec.on_failure)
+        ended = self._executions.get(job.job_id, of_execution) if target is not None else None
+        if target is None or ended is None:
+            self._end_waiting(dispatch)  # the job or its hook went away meanwhile
+            return WorkResult(Outcome.STALE_MESSAGE)
+        return self._attempt(job.for_hook(target, hook_summary(ended)), dispatch)
+
     def _end_waiting(self, dispatch: Dispatch) -> None:
         """The job changed or went away while this execution waited for its message: end it
         CANCELLED rather than leave it PENDING or FAILED forever."""
@@ -187,6 +202,12 @@ class Worker:
             # (a crash after its end was recorded). Doing it again is safe: service/runs.py.
             self._runs.step_ended(job, dispatch.execution_id)
             return WorkResult(Outcome.DUPLICATE, int(current.get("attempt", 0)))
+        if status in (ExecutionStatus.SUCCEEDED.value, ExecutionStatus.DEAD.value) and step_of(
+                dispatch.execution_id) is None and hook_of(dispatch.execution_id) is None:
+            # An execution that ended, delivered again: what follows its end (its hook, its job's
+            # completion) may not have happened (a crash after the end was recorded). Both are
+            # safe to repeat: the hook's claim, the completion's condition.
+            self._outcomes.after_end(job, dispatch, ExecutionStatus(status), self._clock.now_ms())
         attempt = int(current.get("attempt", 0))
         if status == ExecutionStatus.RUNNING.value and not current.get("accepted"):
             lease = current.get("leaseUntilMs")

@@ -756,6 +756,13 @@ class ExecutionsStore:
                 "runId": run_id, "stepName": name}
         return self._put_new(item)
 
+    def put_hook(self, tenant_id: str, job_id: str, hook_id: str, of_execution: str, scheduled_ms: int,
+                 generation: int) -> bool:
+        """A completion hook's call, PENDING, before it is sent (False: recorded before)."""
+        return self._put_new({"jobId": job_id, "executionId": hook_id, "tenantId": tenant_id,
+                              "scheduledMs": scheduled_ms, "status": ExecutionStatus.PENDING.value, "attempt": 0,
+                              "generation": generation, "attempts": [], "hookOf": of_execution})
+
     def join_step(self, job_id: str, step_id: str, upstream: str) -> Execution | None:
         """Record that `upstream` succeeded, once, whatever the step's state (an UPSTREAM_FAILED
         step that a redrive reopens then knows which of its upstream steps it still waits for).
@@ -897,13 +904,14 @@ class ExecutionsStore:
         return Execution.from_item(plain(item)) if item else None
 
     def list_for_job(self, job_id: str, limit: int, cursor: str | None) -> Page:
-        """The job's history, newest first: its executions and runs, not the steps of its runs
-        (a run lists its own; a page may then hold fewer than `limit`, with a cursor for more)."""
+        """The job's history, newest first: its executions and runs, not the steps of its runs (a
+        run lists its own) nor its completion hooks' calls (a page may then hold fewer than
+        `limit`, with a cursor for more)."""
         kwargs: dict[str, Any] = {
             "KeyConditionExpression": Key("jobId").eq(job_id),
             "ScanIndexForward": False,
             "Limit": limit,
-            "FilterExpression": Attr("runId").not_exists(),
+            "FilterExpression": Attr("runId").not_exists() & Attr("hookOf").not_exists(),
         }
         start = decode_cursor(cursor, {"jobId": str, "executionId": str})
         if start:
