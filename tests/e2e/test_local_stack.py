@@ -261,3 +261,15 @@ def test_a_diamond_runs_in_the_local_stack_in_dependency_order(local_stack):
     assert set(json.loads(load["body"])["upstream"]) == {"transform", "report"}
     code, out = run_cli(runtime, "executions", "get", run["executionId"])
     assert code == 0 and "steps:" in out and "transform, report" in out
+
+
+def test_cli_creates_a_job_with_steps_and_hooks_and_rotates_the_signing_secret(local_stack):
+    runtime, echo = local_stack
+    steps = json.dumps([{"name": "a", "target": {"type": "HTTP", "url": f"{echo.url}/a"}}])
+    code, out = run_cli(runtime, "--json", "jobs", "create", "--name", "cli-flow", "--type", "CRON", "--schedule",
+                        "0 3 * * *", "--steps", steps, "--on-success-url", f"{echo.url}/done", "--retry-on-4xx")
+    assert code == 0, out
+    job = json.loads(out)
+    assert job["steps"][0]["name"] == "a" and job["onSuccess"]["url"] == f"{echo.url}/done" and job["retryOn4xx"]
+    code, out = run_cli(runtime, "signing", "rotate", "--grace-sec", "60")
+    assert code == 0 and "whsec_" in out and "shown once" in out

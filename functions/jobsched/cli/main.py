@@ -119,10 +119,18 @@ def job_body(args, base: dict | None = None) -> dict:
         body["payload"] = _json_arg(args.payload, "--payload")
     if args.max_attempts is not None:
         body.setdefault("retryPolicy", {})["maxAttempts"] = args.max_attempts
-    for required in ("name", "type", "target"):
+    if args.steps:
+        body["steps"] = _json_arg(args.steps, "--steps")
+    if args.retry_on_4xx:
+        body["retryOn4xx"] = True
+    for flag, field in ((args.on_success_url, "onSuccess"), (args.on_failure_url, "onFailure")):
+        if flag:
+            body[field] = {"type": "HTTP", "url": flag}
+    for required in ("name", "type"):
         if required not in body:
-            raise UsageError(f"a job needs --{required} (or --file with it)" if required != "target"
-                             else "a job needs --target-url (an HTTP target), --target JSON, or --file")
+            raise UsageError(f"a job needs --{required} (or --file with it)")
+    if "target" not in body and "steps" not in body:
+        raise UsageError("a job needs --target-url (an HTTP target), --target JSON, --steps JSON, or --file")
     return body
 
 
@@ -202,6 +210,11 @@ def run_command(args, client: Client, out) -> int:
         if command in ("cancel", "redrive"):
             execution = client.call("POST", f"/v1/executions/{args.execution_id}/{command}")
             return show(execution, lambda: print(f"{execution['executionId']} {execution['status']}", file=out))
+    if group == "signing":
+        answer = client.call("POST", "/v1/signing-secrets/rotate", body={"graceSec": args.grace_sec})
+        return show(answer, lambda: print(
+            f"secret {answer['secret']} (shown once: keep it now)\n"
+            f"previous secret signs until {answer['previousValidUntil'] or '-'}", file=out))
     if group == "dead-letters":
         page = _collect(client, "/v1/dead-letters", {}, args.limit, args.all)
         return show(page, lambda: table(page["items"], [("jobId", "JOB ID"), *EXECUTION_COLUMNS], out))
@@ -310,6 +323,10 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--max-attempts", type=int)
         cmd.add_argument("--timeout", type=int, help="seconds per attempt")
         cmd.add_argument("--priority", choices=["HIGH", "NORMAL", "LOW"])
+        cmd.add_argument("--steps", help="steps as JSON (a DAG run at each fire, instead of one target)")
+        cmd.add_argument("--retry-on-4xx", action="store_true", help="retry an HTTP 4xx other than 408 and 429")
+        cmd.add_argument("--on-success-url", help="HTTP hook called once per execution that succeeds")
+        cmd.add_argument("--on-failure-url", help="HTTP hook called once per execution that ends DEAD")
     listing = jobs.add_parser("list", help="the tenant's jobs")
     listing.add_argument("--state", choices=["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"])
     _paging(listing)
@@ -330,6 +347,11 @@ def build_parser() -> argparse.ArgumentParser:
         executions.add_parser(name, help=text).add_argument("execution_id")
 
     _paging(groups.add_parser("dead-letters", help="executions that exhausted their retries"))
+    signing = groups.add_parser("signing", help="the secret that signs your HTTP target calls").add_subparsers(
+        dest="command", required=True)
+    rotate = signing.add_parser("rotate", help="a new secret (shown once); the previous one keeps signing for "
+                                               "--grace-sec")
+    rotate.add_argument("--grace-sec", type=int, default=86_400)
     preview = groups.add_parser("preview", help="the next fire times of a schedule")
     preview.add_argument("schedule")
     preview.add_argument("--type", default="CRON", choices=["CRON", "RATE", "ONE_TIME"])
