@@ -15,6 +15,17 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("flow control's concurrency limit on taking a slot", "functions/jobsched/store/dynamo.py",
+  'ConditionExpression="attribute_exists(slots) AND (attribute_exists(slots.#ex) OR size(slots) < :limit)"',
+  'ConditionExpression="attribute_exists(slots)"',
+  "tests/integration/test_flow_control.py::test_max_concurrency_holds_at_the_target_and_the_excess_waits_without_an_attempt"),
+ ("a crashed attempt's slot is reclaimed after its lease", "functions/jobsched/service/flow.py",
+  "                self._flow.give_back(job.tenant_id, control.key, execution, if_lease=lease)",
+  "                pass",
+  "tests/integration/test_flow_control.py::test_a_slot_held_by_a_dead_worker_comes_back_after_its_lease"),
+ ("flow control's rate limit", "functions/jobsched/service/flow.py",
+  "            if not self._jobs.take_quota(", "            if False and self._jobs.take_quota(",
+  "tests/integration/test_flow_control.py::test_rate_per_second_holds_in_every_second"),
  ("an ended execution delivered again does what follows its end (hook, completion)", "functions/jobsched/service/worker.py",
   "            self._outcomes.after_end(job, dispatch, ExecutionStatus(status), self._clock.now_ms())",
   "            pass",

@@ -8,7 +8,7 @@ from jobsched.api.models import MAX_PAYLOAD_BYTES, JobRequest
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
 from jobsched.domain.executions import Execution
 from jobsched.domain.json_text import size_bytes
-from jobsched.domain.jobs import Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, Priority, Target, TargetType
+from jobsched.domain.jobs import FlowControl, Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, Priority, Target, TargetType
 from jobsched.domain.retry import Backoff, RetryPolicy
 from jobsched.domain.steps import Step, Workflow
 from jobsched.domain.aws_expressions import is_aws_expression, parse_at, rate_to_duration
@@ -91,6 +91,8 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         retry_on_4xx=request.retryOn4xx,
         on_success=_target(request.onSuccess, "onSuccess", own) if request.onSuccess is not None else None,
         on_failure=_target(request.onFailure, "onFailure", own) if request.onFailure is not None else None,
+        flow_control=FlowControl(request.flowControl.key, request.flowControl.maxConcurrency,
+                                 request.flowControl.ratePerSecond) if request.flowControl is not None else None,
     )
 
 
@@ -253,6 +255,7 @@ def job_to_json(job: Job, now_ms: int) -> dict:
         "retryOn4xx": spec.retry_on_4xx,
         "onSuccess": spec.on_success.to_item() if spec.on_success else None,
         "onFailure": spec.on_failure.to_item() if spec.on_failure else None,
+        "flowControl": spec.flow_control.to_item() if spec.flow_control else None,
         "state": job.state.value,
         "nextFireAt": format_instant(next_fire_at(job, now_ms)),
         "createdAt": format_instant(job.created_ms),
@@ -304,4 +307,5 @@ def _execution_fields(execution: Execution) -> dict:
         "progress": execution.progress,
         "nextAttemptAt": format_instant(execution.retry_at_ms),
         "cancelRequested": execution.cancel_requested,
+        "throttledMs": execution.throttled_ms,
     }

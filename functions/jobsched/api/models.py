@@ -105,6 +105,18 @@ class RetryPolicyModel(_Model):
     maxDelayMs: int = Field(3_600_000, ge=0, le=7 * 86_400_000)
 
 
+class FlowControlModel(_Model):
+    key: str = Field(min_length=1, max_length=128)
+    maxConcurrency: int | None = Field(None, ge=1, le=10_000)
+    ratePerSecond: int | None = Field(None, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _a_limit(self) -> "FlowControlModel":
+        if self.maxConcurrency is None and self.ratePerSecond is None:
+            raise ValueError("give maxConcurrency, ratePerSecond or both")
+        return self
+
+
 class StepModel(_Model):
     name: str = Field(min_length=1, max_length=64)
     target: TargetModel
@@ -136,6 +148,7 @@ class JobRequest(_Model):
     retryOn4xx: bool = False  # retry an HTTP 4xx other than 408 and 429 (not retried by default)
     onSuccess: TargetModel | None = None  # called once per execution that succeeds, with its summary
     onFailure: TargetModel | None = None  # called once per execution that ends DEAD, with its summary
+    flowControl: FlowControlModel | None = None
 
     @model_validator(mode="after")
     def _target_or_steps(self) -> "JobRequest":

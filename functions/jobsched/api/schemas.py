@@ -36,6 +36,7 @@ class Job(_Out):
     retryOn4xx: bool
     onSuccess: dict[str, Any] | None = None
     onFailure: dict[str, Any] | None = None
+    flowControl: dict[str, Any] | None = None
     state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"]
     nextFireAt: str | None
     createdAt: str
@@ -81,6 +82,7 @@ class Execution(_Out):
     progress: Any
     nextAttemptAt: str | None
     cancelRequested: bool
+    throttledMs: int | None = None  # flow control held its start back this long
     steps: list[StepSummary] | None = None  # a run (a job with steps): each step, in the job's order
     runId: str | None = None  # a step: its run
     step: str | None = None  # a step: its name

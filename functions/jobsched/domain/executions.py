@@ -63,21 +63,23 @@ class Dispatch:
     due_ms: int
     generation: int
     attempt: int = 1
+    # Flow control deferred this dispatch since then (the execution shows how long: throttledMs).
+    throttled_from_ms: int | None = None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "v": 1,
-                "kind": self.kind.value,
-                "tenantId": self.tenant_id,
-                "jobId": self.job_id,
-                "executionId": self.execution_id,
-                "dueMs": self.due_ms,
-                "generation": self.generation,
-                "attempt": self.attempt,
-            },
-            separators=(",", ":"),
-        )
+        body = {
+            "v": 1,
+            "kind": self.kind.value,
+            "tenantId": self.tenant_id,
+            "jobId": self.job_id,
+            "executionId": self.execution_id,
+            "dueMs": self.due_ms,
+            "generation": self.generation,
+            "attempt": self.attempt,
+        }
+        if self.throttled_from_ms is not None:
+            body["throttledFromMs"] = self.throttled_from_ms
+        return json.dumps(body, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, body: str) -> "Dispatch":
@@ -90,6 +92,7 @@ class Dispatch:
             due_ms=int(data["dueMs"]),
             generation=int(data["generation"]),
             attempt=int(data["attempt"]),
+            throttled_from_ms=int(data["throttledFromMs"]) if data.get("throttledFromMs") is not None else None,
         )
 
 
@@ -147,6 +150,7 @@ class Execution:
     upstream_done: frozenset = frozenset()
     redriving: bool = False
     accepted: bool = False
+    throttled_ms: int | None = None  # how long flow control held its start back
 
     @property
     def late_ms(self) -> int | None:
@@ -186,6 +190,7 @@ class Execution:
             upstream_done=frozenset(item.get("upstreamDone") or ()),
             redriving=bool(item.get("redriving")),
             accepted=bool(item.get("accepted")),
+            throttled_ms=int(item["throttledMs"]) if item.get("throttledMs") is not None else None,
         )
 
 

@@ -76,6 +76,27 @@ def new_job_id(now_ms: int) -> str:
 
 
 @dataclass(frozen=True)
+class FlowControl:
+    """Executions of one tenant sharing `key` never run more than `max_concurrency` at once nor
+    start more than `rate_per_second` in any second (service/flow.py)."""
+    key: str
+    max_concurrency: int | None = None
+    rate_per_second: int | None = None
+
+    def to_item(self) -> dict:
+        item: dict[str, Any] = {"key": self.key}
+        if self.max_concurrency is not None:
+            item["maxConcurrency"] = self.max_concurrency
+        if self.rate_per_second is not None:
+            item["ratePerSecond"] = self.rate_per_second
+        return item
+
+    @classmethod
+    def from_item(cls, item: dict) -> "FlowControl":
+        return cls(item["key"], item.get("maxConcurrency"), item.get("ratePerSecond"))
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """What a tenant asks for: the mutable part of a job."""
 
@@ -96,6 +117,7 @@ class JobSpec:
     # Completion hooks (domain/hooks.py): called once per execution that ends SUCCEEDED / DEAD.
     on_success: Target | None = None
     on_failure: Target | None = None
+    flow_control: FlowControl | None = None
     # A job whose fire runs a DAG of steps instead of calling one target.
     steps: Workflow | None = None
 
@@ -200,6 +222,7 @@ class Job:
             **({"retryOn4xx": True} if spec.retry_on_4xx else {}),
             **({"onSuccess": _json(spec.on_success.to_item())} if spec.on_success else {}),
             **({"onFailure": _json(spec.on_failure.to_item())} if spec.on_failure else {}),
+            **({"flowControl": _json(spec.flow_control.to_item())} if spec.flow_control else {}),
             "state": self.state.value,
             "generation": self.generation,
             "version": self.version,
@@ -227,6 +250,7 @@ class Job:
             retry_on_4xx=bool(item.get("retryOn4xx", False)),
             on_success=Target.from_item(_parsed(item["onSuccess"])) if "onSuccess" in item else None,
             on_failure=Target.from_item(_parsed(item["onFailure"])) if "onFailure" in item else None,
+            flow_control=FlowControl.from_item(_parsed(item["flowControl"])) if "flowControl" in item else None,
         )
         return cls(
             tenant_id=item["tenantId"],

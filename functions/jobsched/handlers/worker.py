@@ -47,6 +47,7 @@ OUTCOME_METRIC = {
     Outcome.LEASE_EXTENDED: "LeaseChecks",
     Outcome.LOST: "Lost",
     Outcome.RUN_STARTED: "RunsStarted",
+    Outcome.THROTTLED: "Throttled",
 }
 
 

@@ -37,6 +37,7 @@ class Callbacks:
                                                  deadline, now)
         except ConditionLost:
             raise Conflict("this attempt no longer holds the execution (it was taken over or ended)") from None
+        self._outcomes.flow.extend(job, execution_id, deadline + 60_000)  # a long attempt keeps its slot
         if updated.cancel_requested:
             record = AttemptRecord(execution.attempt, ExecutionStatus.CANCELLED, execution.attempt_started_ms or now,
                                    now, "cancelled on request")

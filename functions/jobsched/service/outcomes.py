@@ -19,6 +19,7 @@ from jobsched.domain.hooks import hook_execution_id, hook_of
 from jobsched.domain.steps import step_of
 from jobsched.domain.timers import Timer, TimerKind
 from jobsched.service.handoff import HandOff
+from jobsched.service.flow import FlowGate
 from jobsched.service.runs import Runs
 from jobsched.store.dynamo import active_counter
 from jobsched.store.queues import Outgoing
@@ -38,6 +39,7 @@ class Outcome(str, Enum):
     LEASE_EXTENDED = "LEASE_EXTENDED"  # a heartbeat moved the deadline: checked again then
     LOST = "LOST"  # a long-running attempt missed its heartbeat deadline
     RUN_STARTED = "RUN_STARTED"  # a job with steps: its run's first steps were sent
+    THROTTLED = "THROTTLED"  # flow control held it back: sent again for later, no attempt used
 
 
 def retry_delay(retry, next_attempt: int, unit_random: float, retry_after_ms: int | None) -> int:
@@ -70,6 +72,7 @@ class Outcomes:
         self._lock = threading.Lock()
         self._deferred: Counter | None = None
         self.runs = Runs(stores, handoff, clock, on_run_end=self.after_end)
+        self.flow = FlowGate(stores, clock)
 
     def finish(self, job: Job | None, dispatch: Dispatch, attempt: int, records: list[AttemptRecord],
                outcome: AttemptOutcome, lease_expired_by: int | None = None) -> Outcome:
@@ -81,11 +84,13 @@ class Outcomes:
             if outcome.ok:
                 self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.SUCCEEDED, records, now, None,
                                                 outcome.output)
+                self.flow.give_back(job, dispatch.execution_id)
                 self._ended(job, dispatch, ExecutionStatus.SUCCEEDED, now, step)
                 return Outcome.SUCCEEDED
             if retry is None or retry.exhausted(attempt) or job.state is JobState.CANCELLED or not outcome.retryable:
                 self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.DEAD, records, now, outcome.error,
                                                 lease_expired_by=lease_expired_by, dead_letter=not step)
+                self.flow.give_back(job, dispatch.execution_id)
                 self._ended(job, dispatch, ExecutionStatus.DEAD, now, step)
                 return Outcome.DEAD
             retry_at = now + retry_delay(retry, attempt + 1, self._random(), outcome.retry_after_ms)
@@ -96,7 +101,8 @@ class Outcomes:
             if (current.get("status") == ExecutionStatus.RUNNING.value and int(current.get("attempt", 0)) == attempt
                     and current.get("cancelRequested")):
                 return self.cancel_running(dispatch, attempt, records, outcome.error, job)
-            return Outcome.STALE_RESULT
+            return Outcome.STALE_RESULT  # another attempt holds it now (and its flow-control slot)
+        self.flow.give_back(job, dispatch.execution_id)  # the attempt ended: its slot is free
         # Crash here: FAILED is recorded with its retryAt; the redelivered message finds it and
         # sends the retry (Worker._claim_lost), so the retry is never lost.
         self.schedule_retry(job, dispatch, attempt + 1, retry_at)
@@ -143,6 +149,7 @@ class Outcomes:
                                             error or "cancelled on request")
         except ConditionLost:
             return Outcome.STALE_RESULT
+        self.flow.give_back(job, dispatch.execution_id)
         if job is not None and job.spec.steps is not None and step_of(dispatch.execution_id) is not None:
             self.runs.step_ended(job, dispatch.execution_id)
         return Outcome.CANCELLED

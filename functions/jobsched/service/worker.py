@@ -59,6 +59,7 @@ class Worker:
         self._executions = stores.executions
         self._outcomes = outcomes
         self._runs = outcomes.runs
+        self._flow = outcomes.flow
         self._invoker = invoker
         self._clock = clock
 
@@ -106,11 +107,24 @@ class Worker:
         # is recorded as starting at its due instant, when the call is made.
         starts_at = max(now, dispatch.due_ms) if dispatch.kind is DispatchKind.FIRE else now
         token = secrets.token_urlsafe(24)
+        lease_until = starts_at + job.spec.timeout_sec * 1000 + LEASE_MARGIN_MS
+        run = job.spec.steps is not None and step_of(dispatch.execution_id) is None
+        took_slot = False
+        if job.spec.flow_control is not None and not run and hook_of(dispatch.execution_id) is None:
+            allowed, took_slot = self._flow.admit(job, dispatch, lease_until)
+            if not allowed:  # not now: later, without an attempt (service/flow.py)
+                self._flow.hold_back(job, dispatch)
+                return WorkResult(Outcome.THROTTLED)
+        throttled_ms = starts_at - dispatch.throttled_from_ms if dispatch.throttled_from_ms is not None else None
         try:
-            claim = self._executions.claim(dispatch, now, starts_at + job.spec.timeout_sec * 1000 + LEASE_MARGIN_MS,
-                                           callback_token_hash(token), started_ms=starts_at)
+            claim = self._executions.claim(dispatch, now, lease_until, callback_token_hash(token), started_ms=starts_at,
+                                           throttled_ms=throttled_ms)
         except ConditionLost as lost:
+            if took_slot:  # not ours to run after all: the slot goes back
+                self._flow.give_back(job, dispatch.execution_id)
             return self._claim_lost(job, dispatch, lost.current)
+        if job.spec.flow_control is not None and not took_slot:
+            self._flow.extend(job, dispatch.execution_id, lease_until)  # a takeover: the slot has its lease
         early_ms = dispatch.due_ms - self._clock.now_ms()
         if dispatch.kind is DispatchKind.FIRE and 0 < early_ms <= MAX_PRECISION_WAIT_MS:
             self._clock.sleep(early_ms / 1000)
@@ -133,6 +147,7 @@ class Worker:
             # Crash here: the attempt is RUNNING under its original (timeout-based) lease, so a
             # redelivery after the visibility timeout takes it over; nothing is stuck.
             self._outcomes.arm_lease_check(dispatch, claim.attempt, deadline, job)
+            self._flow.extend(job, dispatch.execution_id, deadline + LEASE_MARGIN_MS)
             return WorkResult(Outcome.ACCEPTED, claim.attempt, late_ms)
         records = [r for r in (claim.taken_over,) if r is not None]
         records.append(AttemptRecord(claim.attempt, outcome.status, now, self._clock.now_ms(), outcome.error))

@@ -11,7 +11,7 @@ from botocore.config import Config
 
 from jobsched.domain.clock import Clock, SystemClock
 from jobsched.settings import Settings
-from jobsched.store.dynamo import ApiKeysStore, ExecutionsStore, JobsStore, TimersStore, WatermarksStore
+from jobsched.store.dynamo import ApiKeysStore, ExecutionsStore, FlowStore, JobsStore, TimersStore, WatermarksStore
 from jobsched.store.queues import LaneQueues
 from jobsched.store.signing import SigningSecretsStore
 
@@ -50,6 +50,7 @@ class Stores:
     api_keys: ApiKeysStore
     lanes: LaneQueues
     signing: SigningSecretsStore
+    flow: FlowStore
 
 
 def build_stores(settings: Settings, session: boto3.session.Session | None = None,
@@ -71,4 +72,5 @@ def build_stores(settings: Settings, session: boto3.session.Session | None = Non
         signing=SigningSecretsStore(dynamodb, settings.jobs_table,
                                     session.client("kms", config=config) if settings.signing_key_id else None,
                                     settings.signing_key_id),
+        flow=FlowStore(dynamodb, settings.jobs_table),
     )

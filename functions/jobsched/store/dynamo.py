@@ -501,7 +501,7 @@ class ExecutionsStore:
         return now_ms // 1000 + self._retention_s
 
     def claim(self, dispatch: Dispatch, now_ms: int, lease_until_ms: int, token_hash: str,
-              started_ms: int | None = None) -> Claim:
+              started_ms: int | None = None, throttled_ms: int | None = None) -> Claim:
         """The worker's first write: the execution does not exist yet, or waits for exactly this
         attempt, or its running attempt's lease has expired. Raises ConditionLost otherwise."""
         try:
@@ -512,7 +512,9 @@ class ExecutionsStore:
                     "SET #st = :running, attempt = if_not_exists(attempt, :zero) + :one, "
                     "tenantId = :tenant, scheduledMs = :due, generation = :gen, "
                     "startedMs = if_not_exists(startedMs, :start), attemptStartedMs = :start, "
-                    "leaseUntilMs = :lease, callbackTokenHash = :token REMOVE retryAtMs, accepted"
+                    "leaseUntilMs = :lease, callbackTokenHash = :token"
+                    + (", throttledMs = :throttled" if throttled_ms is not None else "")
+                    + " REMOVE retryAtMs, accepted"
                 ),
                 ConditionExpression=(
                     "attribute_not_exists(executionId)"
@@ -534,6 +536,7 @@ class ExecutionsStore:
                     ":lease": lease_until_ms,
                     ":token": token_hash,
                     ":start": started_ms if started_ms is not None else now_ms,
+                    **({":throttled": throttled_ms} if throttled_ms is not None else {}),
                 }),
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -922,6 +925,81 @@ class ExecutionsStore:
         items = [Execution.from_item(plain(i)) for i in answer.get("Items", [])]
         return Page(items, encode_cursor(answer.get("LastEvaluatedKey")),
                     lambda e: encode_cursor({"jobId": e.job_id, "executionId": e.execution_id}))
+
+
+FLOW_PREFIX = "flow#"
+
+
+class FlowStore:
+    """Flow control's concurrency slots: one item per tenant and key beside the tenant's jobs
+    (sort key "flow#<key>"), a map from execution id to the lease of the attempt that holds the
+    slot. At most maxConcurrency entries: reading it to reclaim expired leases is bounded."""
+
+    def __init__(self, dynamodb, table_name: str) -> None:
+        self._table = dynamodb.Table(table_name)
+
+    def take_slot(self, tenant_id: str, key: str, execution_id: str, limit: int, lease_until_ms: int) -> str:
+        """"new": a slot for this execution (fewer than `limit` were held); "held": it holds one
+        already (another delivery's attempt: its lease is kept); "full": all are held."""
+        try:
+            answer = self._table.update_item(
+                Key={"tenantId": tenant_id, "jobId": FLOW_PREFIX + key},
+                UpdateExpression="SET slots.#ex = if_not_exists(slots.#ex, :lease)",
+                ConditionExpression="attribute_exists(slots) AND (attribute_exists(slots.#ex) OR size(slots) < :limit)",
+                ExpressionAttributeNames={"#ex": execution_id},
+                ExpressionAttributeValues={":lease": lease_until_ms, ":limit": limit},
+                ReturnValues="ALL_OLD",  # at most `limit` entries
+            )
+            return "held" if execution_id in (answer.get("Attributes") or {}).get("slots", {}) else "new"
+        except ClientError as exc:
+            if not _condition_lost(exc, "all slots held"):
+                raise
+        # The first slot of this key: make the map (conditional, so a racing first writer wins).
+        try:
+            self._table.update_item(
+                Key={"tenantId": tenant_id, "jobId": FLOW_PREFIX + key},
+                UpdateExpression="SET slots = :one",
+                ConditionExpression="attribute_not_exists(slots)",
+                ExpressionAttributeValues={":one": {execution_id: lease_until_ms}},
+            )
+            return "new"
+        except ClientError as exc:
+            if _condition_lost(exc, "slots exist"):
+                return "full"
+            raise
+
+    def held(self, tenant_id: str, key: str) -> dict[str, int]:
+        item = self._table.get_item(Key={"tenantId": tenant_id, "jobId": FLOW_PREFIX + key},
+                                    ConsistentRead=True).get("Item") or {}
+        return {k: int(v) for k, v in (item.get("slots") or {}).items()}
+
+    def give_back(self, tenant_id: str, key: str, execution_id: str, if_lease: int | None = None) -> bool:
+        """Free the slot (only if it still has the lease `if_lease`, when given: an expired slot
+        is reclaimed by nobody else meanwhile)."""
+        condition = "attribute_exists(slots.#ex)" + (" AND slots.#ex = :lease" if if_lease is not None else "")
+        try:
+            self._table.update_item(
+                Key={"tenantId": tenant_id, "jobId": FLOW_PREFIX + key},
+                UpdateExpression="REMOVE slots.#ex", ConditionExpression=condition,
+                ExpressionAttributeNames={"#ex": execution_id},
+                **({"ExpressionAttributeValues": {":lease": if_lease}} if if_lease is not None else {}),
+            )
+            return True
+        except ClientError as exc:
+            if _condition_lost(exc, "not held"):
+                return False
+            raise
+
+    def extend(self, tenant_id: str, key: str, execution_id: str, lease_until_ms: int) -> None:
+        """A long-running attempt keeps its slot while it heartbeats."""
+        try:
+            self._table.update_item(
+                Key={"tenantId": tenant_id, "jobId": FLOW_PREFIX + key},
+                UpdateExpression="SET slots.#ex = :lease", ConditionExpression="attribute_exists(slots.#ex)",
+                ExpressionAttributeNames={"#ex": execution_id}, ExpressionAttributeValues={":lease": lease_until_ms})
+        except ClientError as exc:
+            if not _condition_lost(exc, "not held"):
+                raise
 
 
 class ApiKeysStore:
