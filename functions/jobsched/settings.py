@@ -35,6 +35,8 @@ class Env:
     # The KMS key that encrypts tenants' signing secrets (absent when the stack's encryption is
     # aws-owned: the secrets are then kept as the table keeps everything).
     SIGNING_KEY_ID = "SIGNING_KEY_ID"
+    # Per tenant, FIRE dispatches that may become visible in one second (service/fairness.py).
+    TENANT_FIRES_PER_SECOND = "TENANT_FIRES_PER_SECOND"
 
 
 # Which settings each function reads; the infrastructure test holds the template to this.
@@ -68,6 +70,7 @@ class Settings:
     stack_name: str = ""
     execution_retention_days: int = 30
     signing_key_id: str = ""
+    tenant_fires_per_second: int = 0  # 0: no per-tenant spreading
     function: str = ""  # api, tick or worker
 
     def lane_url(self, priority: Priority) -> str:
@@ -99,6 +102,8 @@ class Settings:
             stack_name=env.get(Env.STACK_NAME, ""),
             execution_retention_days=_positive(env, Env.EXECUTION_RETENTION_DAYS, 30),
             signing_key_id=env.get(Env.SIGNING_KEY_ID, ""),
+            tenant_fires_per_second=_positive(env, Env.TENANT_FIRES_PER_SECOND, 0) if env.get(
+                Env.TENANT_FIRES_PER_SECOND, "0") != "0" else 0,
             function=function,
         )
 

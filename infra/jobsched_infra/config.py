@@ -40,6 +40,12 @@ class StackConfig:
     # How long an ended execution stays readable (DynamoDB TTL from its end), in days.
     execution_retention_days: int = 30
     lane_max_concurrency: tuple[tuple[str, int], ...] = (("HIGH", 400), ("NORMAL", 200), ("LOW", 100))
+    # Tenant fairness (functions/jobsched/service/fairness.py): per tenant, FIRE dispatches that
+    # may enter the lanes in one second across the segments; a herd beyond it is spread in time.
+    # 1,000 is half the NORMAL lane's drain rate at its default cap (200 invocations of 10
+    # messages, calls of about a second): a herd takes half the lane, the rest stays on time
+    # (bench fairness, docs/performance.md). 0 turns it off.
+    tenant_fires_per_second: int = 1000
 
     @classmethod
     def from_context(cls, node) -> "StackConfig":
@@ -63,6 +69,7 @@ class StackConfig:
             max_creates_per_second=int(get("maxCreatesPerSecondPerTenant", 50)),
             api_reserved_concurrency=_int_in(get("apiReservedConcurrency", 50), 0, 1000, "apiReservedConcurrency"),
             execution_retention_days=_int_in(get("executionRetentionDays", 30), 1, 3650, "executionRetentionDays"),
+            tenant_fires_per_second=_int_in(get("tenantFiresPerSecond", 1000), 0, 1_000_000, "tenantFiresPerSecond"),
             lane_max_concurrency=tuple(
                 (lane, _int_in(value, 2, 1000, f"laneMaxConcurrency.{lane}"))
                 for lane, value in {**dict(cls.lane_max_concurrency), **get("laneMaxConcurrency", {})}.items()),

@@ -49,6 +49,7 @@ class JobschedStack(Stack):
             Env.SEGMENTS: str(config.segments),
             Env.EXECUTION_RETENTION_DAYS: str(config.execution_retention_days),
             Env.METRICS_NAMESPACE: NAMESPACE,
+            Env.TENANT_FIRES_PER_SECOND: str(config.tenant_fires_per_second),
             **{Env.LANE_URL[p]: q.queue_url for p, q in lanes.queues.items()},
         }
         factory = FunctionFactory(self, "Functions", config.layer_dir, common_env)

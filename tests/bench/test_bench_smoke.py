@@ -7,6 +7,7 @@ import pytest
 import bench.api
 import bench.cost
 import bench.dispatch
+import bench.fairness
 import bench.herd
 import bench.lateness
 import bench.scale
@@ -26,6 +27,7 @@ def restore_environment():
     (bench.cost, "Modelled cost per million executions"),
     (bench.scale, "One tick, counted"),
     (bench.api, "Create job"),
+    (bench.fairness, "Small tenant's lateness"),
     (bench.lateness, "Lateness of the target call"),
 ])
 def test_benchmark_runs_on_a_tiny_input(module, heading, capsys):

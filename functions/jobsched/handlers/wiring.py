@@ -26,7 +26,8 @@ def build(env: Mapping[str, str], function: str, clock: Clock | None = None,
     settings = Settings.from_env(env, function)
     clock = clock or SystemClock()
     stores = build_stores(settings, session, clock)
-    return Components(settings, stores, clock, HandOff(stores, clock, settings.segments))
+    return Components(settings, stores, clock, HandOff(stores, clock, settings.segments,
+                                                       settings.tenant_fires_per_second))
 
 
 def lazy(make_handler: Callable[..., Callable]) -> Callable:

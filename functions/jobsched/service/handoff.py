@@ -9,6 +9,7 @@ from jobsched.domain.clock import Clock
 from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for, scheduled_ms_of
 from jobsched.domain.jobs import Job, MisfirePolicy, Priority
 from jobsched.domain.timers import Timer, TimerKind, is_claimed, minute_of, segment_of
+from jobsched.service.fairness import FairShare
 from jobsched.store.queues import Outgoing
 
 # An occurrence later than this is a misfire, handled by the job's misfirePolicy.
@@ -44,8 +45,9 @@ class HandOffReport:
 
 
 class HandOff:
-    def __init__(self, stores, clock: Clock, segments: int) -> None:
+    def __init__(self, stores, clock: Clock, segments: int, tenant_fires_per_second: int = 0) -> None:
         self._segments = segments
+        self._fair = FairShare(tenant_fires_per_second, segments)
         self._executions = stores.executions
         self._timers = stores.timers
         self._watermarks = stores.watermarks
@@ -167,7 +169,8 @@ class HandOff:
                 continue
             dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id,
                                 execution_id_for(job.job_id, occurrence), occurrence, job.generation)
-            outgoing.append(Outgoing(job.spec.priority, dispatch, occurrence))
+            # A tenant's herd enters the lane at its fair share a second (service/fairness.py).
+            outgoing.append(Outgoing(job.spec.priority, dispatch, self._fair.visible_at(job.tenant_id, occurrence)))
             if not schedule.recurring:
                 return None
             # RUN_ONCE: this late occurrence was the one catch-up; the schedule resumes after now.
