@@ -267,9 +267,11 @@ def test_cli_creates_a_job_with_steps_and_hooks_and_rotates_the_signing_secret(l
     runtime, echo = local_stack
     steps = json.dumps([{"name": "a", "target": {"type": "HTTP", "url": f"{echo.url}/a"}}])
     code, out = run_cli(runtime, "--json", "jobs", "create", "--name", "cli-flow", "--type", "CRON", "--schedule",
-                        "0 3 * * *", "--steps", steps, "--on-success-url", f"{echo.url}/done", "--retry-on-4xx")
+                        "0 3 * * *", "--steps", steps, "--on-success-url", f"{echo.url}/done", "--retry-on-4xx",
+                        "--flow-control", '{"key": "partner", "maxConcurrency": 2}')
     assert code == 0, out
     job = json.loads(out)
     assert job["steps"][0]["name"] == "a" and job["onSuccess"]["url"] == f"{echo.url}/done" and job["retryOn4xx"]
+    assert job["flowControl"] == {"key": "partner", "maxConcurrency": 2}
     code, out = run_cli(runtime, "signing", "rotate", "--grace-sec", "60")
     assert code == 0 and "whsec_" in out and "shown once" in out

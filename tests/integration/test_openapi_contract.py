@@ -158,3 +158,21 @@ def test_a_run_and_its_steps_validate_against_the_documented_models(harness):
     schemas.Execution.model_validate(run)
     assert [s["name"] for s in run["steps"]] == ["a", "b"]
     schemas.Execution.model_validate(harness.execution(run["steps"][1]["executionId"]))
+
+
+def section(title: str) -> str:
+    return contract_text().split(f"### {title}", 1)[1].split("\n### ", 1)[0]
+
+
+def test_signing_and_flow_control_match_the_contract(document):
+    signed = section("Signed calls")
+    assert "`X-Jobsched-Signature: t=<unix seconds>,v1=<hex>`" in signed
+    rotate = document["paths"]["/v1/signing-secrets/rotate"]["post"]
+    assert "201" in rotate["responses"]
+    answer = re.search(r"201 `\{(.*?)\}`", signed).group(1)
+    assert {name.strip().strip('"') for name in answer.split(",")} == props(document, "SigningSecret")
+    flow = section("Flow control")
+    fields = json.loads(re.search(r"`flowControl: (\{.*?\})`", flow).group(1))
+    assert set(fields) == props(document, "FlowControlModel")
+    assert "flowControl" in props(document, "JobRequest") and "flowControl" in props(document, "Job")
+    assert "`throttledMs`" in flow and "throttledMs" in props(document, "Execution")

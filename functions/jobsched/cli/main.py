@@ -123,6 +123,8 @@ def job_body(args, base: dict | None = None) -> dict:
         body["steps"] = _json_arg(args.steps, "--steps")
     if args.retry_on_4xx:
         body["retryOn4xx"] = True
+    if args.flow_control:
+        body["flowControl"] = _json_arg(args.flow_control, "--flow-control")
     for flag, field in ((args.on_success_url, "onSuccess"), (args.on_failure_url, "onFailure")):
         if flag:
             body[field] = {"type": "HTTP", "url": flag}
@@ -327,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--retry-on-4xx", action="store_true", help="retry an HTTP 4xx other than 408 and 429")
         cmd.add_argument("--on-success-url", help="HTTP hook called once per execution that succeeds")
         cmd.add_argument("--on-failure-url", help="HTTP hook called once per execution that ends DEAD")
+        cmd.add_argument("--flow-control", help='flow control as JSON: {"key": "partner-api", "maxConcurrency": 5, '
+                                                '"ratePerSecond": 10}')
     listing = jobs.add_parser("list", help="the tenant's jobs")
     listing.add_argument("--state", choices=["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"])
     _paging(listing)
