@@ -1,7 +1,11 @@
 """Drives the real handlers on moto with a fake clock: API → tick → SQS → worker."""
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
 
 from jobsched.domain.clock import FakeClock
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
@@ -78,6 +82,34 @@ class RecordingTarget:
 FAIL = AttemptOutcome(False, ExecutionStatus.FAILED, "HTTP 503: try later")
 ACCEPTED = AttemptOutcome(True, ExecutionStatus.RUNNING, None, None, accepted=True)
 TIMEOUT = AttemptOutcome(False, ExecutionStatus.TIMED_OUT, "no answer within 30 s")
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A loopback target for tests: subclasses record what they need in `on_post` and answer 200."""
+
+    def on_post(self, body: bytes) -> None:
+        raise NotImplementedError
+
+    def do_POST(self):  # noqa: N802
+        self.on_post(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@contextmanager
+def loopback(handler: type[BaseHTTPRequestHandler], path: str = "/hook") -> Iterator[str]:
+    """Serve `handler` on loopback (a thread per call, a backlog for bursts); yields its URL."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.request_queue_size = 64
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}{path}"
+    finally:
+        httpd.shutdown()
 
 
 class Harness(InProcessStack):

@@ -3,7 +3,6 @@ nor start more than ratePerSecond in a second; the excess waits without using an
 held by a dead worker comes back after its lease."""
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -11,20 +10,20 @@ from jobsched.domain.schedule import parse_instant
 from jobsched.handlers import worker
 from jobsched.local.events import Function, sqs_event
 
+from .harness import QuietHandler, loopback
 from .test_faults import take_messages
 
 ARN = "arn:aws:sqs:us-east-1:123456789012:lane"
 
 
-class Counting(BaseHTTPRequestHandler):
+class Counting(QuietHandler):
     """A partner API that counts the calls in flight at once."""
     lock = threading.Lock()
     in_flight = 0
     most = 0
     calls = 0
 
-    def do_POST(self):  # noqa: N802
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+    def on_post(self, body: bytes) -> None:
         with Counting.lock:
             Counting.in_flight += 1
             Counting.calls += 1
@@ -32,22 +31,13 @@ class Counting(BaseHTTPRequestHandler):
         time.sleep(0.3)
         with Counting.lock:
             Counting.in_flight -= 1
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture
 def partner():
     Counting.in_flight = Counting.most = Counting.calls = 0
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Counting)
-    httpd.request_queue_size = 64
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/api"
-    httpd.shutdown()
+    with loopback(Counting, "/api") as url:
+        yield url
 
 
 def trigger_all(harness, jobs):

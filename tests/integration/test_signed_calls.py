@@ -2,14 +2,13 @@
 with a replay window), across a rotation and its grace."""
 import hashlib
 import hmac
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from jobsched.handlers import worker
 from jobsched.local.events import Function, sqs_event
 
+from .harness import QuietHandler, loopback
 from .test_faults import take_messages
 
 ARN = "arn:aws:sqs:us-east-1:123456789012:lane"
@@ -25,27 +24,18 @@ def verify(header: str, body: bytes, secret: str, now_s: int, window_s: int = 30
     return any(key == "v1" and hmac.compare_digest(expected, value) for key, value in fields)
 
 
-class Target(BaseHTTPRequestHandler):
+class Target(QuietHandler):
     calls: list = []
 
-    def do_POST(self):  # noqa: N802
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+    def on_post(self, body: bytes) -> None:
         Target.calls.append((self.headers.get("X-Jobsched-Signature"), body))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture
 def target_url():
     Target.calls = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Target)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/hook"
-    httpd.shutdown()
+    with loopback(Target) as url:
+        yield url
 
 
 def call_once(harness, job_id):
