@@ -77,7 +77,8 @@ class JobschedStack(Stack):
 
         # Least privilege: each function gets the actions it calls, on the tables it uses.
         # The API also ends long-running attempts (complete, fail): job reads and completion.
-        storage.jobs.grant(api_fn, *DDB_READ, *DDB_PUT, *DDB_QUERY, *DDB_UPDATE)
+        # BatchWriteItem: the tag and name index entries beside each job (store/dynamo.py).
+        storage.jobs.grant(api_fn, *DDB_READ, *DDB_PUT, *DDB_QUERY, *DDB_UPDATE, *DDB_BATCH_PUT)
         storage.timers.grant(api_fn, *DDB_BATCH_PUT)
         # PutItem on segments: the dispatch key is made by whichever function needs it first.
         storage.segments.grant(api_fn, *DDB_READ, *DDB_PUT)

@@ -91,6 +91,7 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         retry_on_4xx=request.retryOn4xx,
         on_success=_target(request.onSuccess, "onSuccess", own) if request.onSuccess is not None else None,
         on_failure=_target(request.onFailure, "onFailure", own) if request.onFailure is not None else None,
+        tags=dict(request.tags),
         flow_control=FlowControl(request.flowControl.key, request.flowControl.maxConcurrency,
                                  request.flowControl.ratePerSecond) if request.flowControl is not None else None,
     )
@@ -256,6 +257,8 @@ def job_to_json(job: Job, now_ms: int) -> dict:
         "onSuccess": spec.on_success.to_item() if spec.on_success else None,
         "onFailure": spec.on_failure.to_item() if spec.on_failure else None,
         "flowControl": spec.flow_control.to_item() if spec.flow_control else None,
+        "tags": dict(spec.tags),
+        "pausedReason": job.paused_reason,
         "state": job.state.value,
         "nextFireAt": format_instant(next_fire_at(job, now_ms)),
         "createdAt": format_instant(job.created_ms),

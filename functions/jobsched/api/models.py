@@ -18,6 +18,7 @@ MAX_TIMEOUT_SEC = 840  # one attempt runs inside one worker invocation (15 min, 
 MAX_REPORT_BYTES = 64 * 1024
 # Target headers: few, small, and never one that the call itself must control.
 MAX_HEADERS = 32
+MAX_TAGS = 20
 MAX_HEADER_VALUE_CHARS = 4096
 MAX_HEADERS_TOTAL_BYTES = 8192
 RESERVED_HEADERS = frozenset({
@@ -149,6 +150,19 @@ class JobRequest(_Model):
     onSuccess: TargetModel | None = None  # called once per execution that succeeds, with its summary
     onFailure: TargetModel | None = None  # called once per execution that ends DEAD, with its summary
     flowControl: FlowControlModel | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_TAGS:
+            raise ValueError(f"at most {MAX_TAGS} tags")
+        for key, text in value.items():
+            if not 1 <= len(key) <= 64 or ":" in key:
+                raise ValueError(f"tag key {key[:70]!r}: 1 to 64 characters, no ':' (filters read key:value)")
+            if len(text) > 256:
+                raise ValueError(f"tag {key}: a value of at most 256 characters")
+        return value
 
     @model_validator(mode="after")
     def _target_or_steps(self) -> "JobRequest":
@@ -159,6 +173,28 @@ class JobRequest(_Model):
 
 class RotateSigningSecretRequest(_Model):
     graceSec: int = Field(86_400, ge=0, le=7 * 86_400)  # how long the previous secret keeps signing
+
+
+class PauseRequest(_Model):
+    reason: str | None = Field(None, max_length=500)
+
+
+class JobFilter(_Model):
+    tag: str | list[str] | None = None  # "key:value", all must match
+    state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"] | None = None
+    namePrefix: str | None = Field(None, min_length=1, max_length=128)
+
+
+class BulkRequest(_Model):
+    action: Literal["PAUSE", "RESUME", "CANCEL"]
+    filter: JobFilter
+    dryRun: bool = False
+    reason: str | None = Field(None, max_length=500)  # PAUSE: the reason each job shows
+
+
+class BackfillRequest(_Model):
+    from_: str = Field(alias="from", max_length=64)
+    to: str = Field(max_length=64)
 
 
 class HeartbeatRequest(_Model):

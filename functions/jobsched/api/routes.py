@@ -7,7 +7,16 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from jobsched.api import schemas
-from jobsched.api.models import CompleteRequest, FailRequest, HeartbeatRequest, JobRequest, RotateSigningSecretRequest
+from jobsched.api.models import (
+    BackfillRequest,
+    BulkRequest,
+    CompleteRequest,
+    FailRequest,
+    HeartbeatRequest,
+    JobRequest,
+    PauseRequest,
+    RotateSigningSecretRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -46,14 +55,21 @@ ROUTES: tuple[Route, ...] = (
     Route("create_job", "POST", "/v1/jobs", "Create a job", 201, schemas.Job, JobRequest, (IDEMPOTENCY,),
           errors=(400, 401, 409, 413, 422, 429)),
     Route("list_jobs", "GET", "/v1/jobs", "List the tenant's jobs", 200, schemas.JobList,
-          params=(Param("state", "query", "ACTIVE, PAUSED, COMPLETED or CANCELLED"), *PAGING)),
+          params=(Param("state", "query", "ACTIVE, PAUSED, COMPLETED or CANCELLED"),
+                  Param("tag", "query", "key:value; repeatable, all must match"),
+                  Param("namePrefix", "query", "names that start with this"), *PAGING)),
+    Route("bulk_jobs", "POST", "/v1/jobs/bulk", "One action (PAUSE, RESUME, CANCEL) on every matching job", 200,
+          schemas.BulkAnswer, BulkRequest, errors=(400, 401, 422)),
     Route("get_job", "GET", "/v1/jobs/{jobId}", "One job", 200, schemas.Job),
     Route("replace_job", "PUT", "/v1/jobs/{jobId}", "Replace schedule, target, payload and policies", 200,
           schemas.Job, JobRequest, (Param("If-Match", "header", "the version the change is based on", "integer"),),
           errors=(400, 401, 404, 409, 413, 422)),
     Route("cancel_job", "DELETE", "/v1/jobs/{jobId}", "Cancel: no future fires; history is kept", 200, schemas.Job),
-    Route("pause_job", "POST", "/v1/jobs/{jobId}/pause", "Pause a recurring job", 200, schemas.Job,
-          errors=(401, 404, 409)),
+    Route("pause_job", "POST", "/v1/jobs/{jobId}/pause", "Pause a recurring job (optional reason)", 200, schemas.Job,
+          PauseRequest, errors=(400, 401, 404, 409)),
+    Route("backfill_job", "POST", "/v1/jobs/{jobId}/backfill",
+          "Run the occurrences of [from, to) now, with the ids they had on time", 202, schemas.BackfillAnswer,
+          BackfillRequest, errors=(400, 401, 404, 409, 422)),
     Route("resume_job", "POST", "/v1/jobs/{jobId}/resume", "Resume a paused job from now", 200, schemas.Job,
           errors=(401, 404, 409)),
     Route("trigger_job", "POST", "/v1/jobs/{jobId}/trigger", "Run now, outside the schedule", 202,

@@ -37,6 +37,8 @@ class Job(_Out):
     onSuccess: dict[str, Any] | None = None
     onFailure: dict[str, Any] | None = None
     flowControl: dict[str, Any] | None = None
+    tags: dict[str, str] = {}
+    pausedReason: str | None = None
     state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"]
     nextFireAt: str | None
     createdAt: str
@@ -108,6 +110,17 @@ class JobList(_Out):
 class ExecutionList(_Out):
     items: list[Execution]
     nextCursor: str | None
+
+
+class BulkAnswer(_Out):
+    matched: int
+    applied: int
+    jobIds: list[str]  # the first 100 matched
+
+
+class BackfillAnswer(_Out):
+    count: int
+    executionIds: list[str]
 
 
 class Preview(_Out):

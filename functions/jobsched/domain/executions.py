@@ -15,6 +15,7 @@ class DispatchKind(str, Enum):
     SWEEP = "SWEEP"  # a trigger's or redrive's send, checked later: run it if it never arrived
     STEP = "STEP"  # the first attempt of a step of a run (its upstream steps have succeeded)
     HOOK = "HOOK"  # the first attempt of a completion hook's call (domain/hooks.py)
+    BACKFILL = "BACKFILL"  # a past occurrence run now (POST /jobs/{id}/backfill), with its own id
 
 
 class ExecutionStatus(str, Enum):

@@ -118,6 +118,8 @@ class JobSpec:
     on_success: Target | None = None
     on_failure: Target | None = None
     flow_control: FlowControl | None = None
+    # Tags (key → value) a tenant finds and acts on its jobs by (GET /v1/jobs?tag=, bulk actions).
+    tags: dict[str, str] = field(default_factory=dict)
     # A job whose fire runs a DAG of steps instead of calling one target.
     steps: Workflow | None = None
 
@@ -135,6 +137,7 @@ class Job:
     # Which shard of the tenant's active-jobs counter this job holds a place in (0: the unsharded
     # counter every job held before counters were sharded).
     quota_shard: int = 0
+    paused_reason: str | None = None  # why it was paused (shown on the job), while PAUSED
 
     def fires(self) -> bool:
         return self.state is JobState.ACTIVE
@@ -153,21 +156,21 @@ class Job:
     def _changed(self, now_ms: int, **changes) -> "Job":
         return replace(self, generation=self.generation + 1, version=self.version + 1, updated_ms=now_ms, **changes)
 
-    def paused(self, now_ms: int) -> "Job":
+    def paused(self, now_ms: int, reason: str | None = None) -> "Job":
         if self.state is JobState.PAUSED:
             return self
         if self.state is not JobState.ACTIVE:
             raise Conflict(f"job is {self.state.value}; only an ACTIVE job can be paused")
         if not self.spec.schedule.recurring:
             raise Conflict("only recurring (CRON, RATE) jobs can be paused; cancel a one-off job instead")
-        return self._changed(now_ms, state=JobState.PAUSED)
+        return self._changed(now_ms, state=JobState.PAUSED, paused_reason=reason)
 
     def resumed(self, now_ms: int) -> "Job":
         if self.state is JobState.ACTIVE:
             return self
         if self.state is not JobState.PAUSED:
             raise Conflict(f"job is {self.state.value}; only a PAUSED job can be resumed")
-        return self._changed(now_ms, state=JobState.ACTIVE)
+        return self._changed(now_ms, state=JobState.ACTIVE, paused_reason=None)
 
     def cancelled(self, now_ms: int) -> "Job":
         if self.state is JobState.CANCELLED:
@@ -223,6 +226,8 @@ class Job:
             **({"onSuccess": _json(spec.on_success.to_item())} if spec.on_success else {}),
             **({"onFailure": _json(spec.on_failure.to_item())} if spec.on_failure else {}),
             **({"flowControl": _json(spec.flow_control.to_item())} if spec.flow_control else {}),
+            **({"tags": dict(spec.tags)} if spec.tags else {}),
+            **({"pausedReason": self.paused_reason} if self.paused_reason else {}),
             "state": self.state.value,
             "generation": self.generation,
             "version": self.version,
@@ -251,6 +256,7 @@ class Job:
             on_success=Target.from_item(_parsed(item["onSuccess"])) if "onSuccess" in item else None,
             on_failure=Target.from_item(_parsed(item["onFailure"])) if "onFailure" in item else None,
             flow_control=FlowControl.from_item(_parsed(item["flowControl"])) if "flowControl" in item else None,
+            tags={str(k): str(v) for k, v in (item.get("tags") or {}).items()},
         )
         return cls(
             tenant_id=item["tenantId"],
@@ -262,6 +268,7 @@ class Job:
             created_ms=int(item["createdMs"]),
             updated_ms=int(item["updatedMs"]),
             quota_shard=int(item.get("quotaShard", 0)),
+            paused_reason=item.get("pausedReason"),
         )
 
 

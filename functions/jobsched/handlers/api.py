@@ -11,10 +11,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from jobsched.api.mapping import OwnResources, execution_to_json, job_to_json
 from jobsched.api.models import (
+    BackfillRequest,
+    BulkRequest,
     CompleteRequest,
     FailRequest,
     HeartbeatRequest,
     JobRequest,
+    PauseRequest,
     RotateSigningSecretRequest,
     check_report_size,
     parse_body,
@@ -102,6 +105,14 @@ def _idempotency_key(value: str | None) -> str | None:
     return value
 
 
+def _tag(text: str, field: str = "tag") -> tuple[str, str]:
+    """'key:value' → (key, value); the value may hold ':' itself."""
+    key, separator, value = text.partition(":")
+    if not separator or not key:
+        raise InvalidRequest(f"{field}: key:value", [FieldProblem(field, "key:value")])
+    return key, value
+
+
 def _state(value: str | None) -> JobState | None:
     if not value:
         return None
@@ -175,8 +186,23 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     def list_jobs():
         tenant_id = tenant()
-        page = service.list(tenant_id, _state(query("state")), _limit(query("limit")), query("cursor"))
+        tags = [_tag(text) for text in (app.current_event.multi_value_query_string_parameters or {}).get("tag") or []]
+        page = service.list(tenant_id, _state(query("state")), _limit(query("limit")), query("cursor"), tags,
+                            query("namePrefix") or None)
         return ok(200, page_body(page, job_body))
+
+    def bulk_jobs():
+        tenant_id = tenant()
+        body = parse_body(BulkRequest, app.current_event.decoded_body)
+        wanted = body.filter.tag if isinstance(body.filter.tag, list) else [body.filter.tag] if body.filter.tag else []
+        return ok(200, service.bulk(tenant_id, body.action, [_tag(t, "filter.tag") for t in wanted],
+                                    _state(body.filter.state), body.filter.namePrefix, body.dryRun, body.reason))
+
+    def backfill_job(jobId: str):  # noqa: N803
+        tenant_id = tenant()
+        body = parse_body(BackfillRequest, app.current_event.decoded_body)
+        ids = service.backfill(tenant_id, jobId, parse_instant(body.from_, "from"), parse_instant(body.to, "to"))
+        return ok(202, {"count": len(ids), "executionIds": ids})
 
     def get_job(jobId: str):  # noqa: N803 - path parameter names follow the API contract
         return ok(200, job_body(service.get(tenant(), jobId)))
@@ -190,7 +216,9 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         return ok(200, job_body(service.cancel(tenant(), jobId)))
 
     def pause_job(jobId: str):  # noqa: N803
-        return ok(200, job_body(service.pause(tenant(), jobId)))
+        tenant_id = tenant()
+        body = parse_body(PauseRequest, app.current_event.decoded_body or "{}")
+        return ok(200, job_body(service.pause(tenant_id, jobId, body.reason)))
 
     def resume_job(jobId: str):  # noqa: N803
         return ok(200, job_body(service.resume(tenant(), jobId)))

@@ -9,18 +9,21 @@ from dataclasses import dataclass
 from jobsched.api.mapping import OwnResources, preview_schedule, to_spec
 from jobsched.api.models import JobRequest
 from jobsched.domain.clock import Clock
-from jobsched.domain.errors import ConditionLost, Conflict, NotFound, QuotaExceeded
+from jobsched.domain.errors import ConditionLost, Conflict, NotFound, QuotaExceeded, UnprocessableRequest
 from jobsched.domain.executions import (
     Dispatch,
     DispatchKind,
     Execution,
     ExecutionStatus,
+    execution_id_for,
     job_id_of,
     manual_execution_id,
 )
 from jobsched.domain.jobs import Job, JobState, new_job_id
 from jobsched.domain.timers import Timer, TimerKind, segment_of
 from jobsched.service.handoff import HandOff
+from jobsched.store.dynamo import name_prefix as name_prefix_of
+from jobsched.store.dynamo import tag_prefix
 from jobsched.service.outcomes import Outcomes
 from jobsched.store.dynamo import Page, active_counter, sharded_counter
 from jobsched.store.queues import Outgoing
@@ -65,6 +68,18 @@ class Quotas:
 
 def _shards(writes_per_second: int, limit: int) -> int:
     return max(1, min(limit, -(-writes_per_second // QUOTA_SHARD_WRITES_PER_SECOND)))
+
+
+MAX_BACKFILL = 1000
+
+
+def _can(action: str, job: Job) -> bool:
+    """Whether the action applies to the job at all (a bulk action passes over the rest)."""
+    if action == "PAUSE":
+        return job.state is JobState.ACTIVE and job.spec.schedule.recurring
+    if action == "RESUME":
+        return job.state is JobState.PAUSED
+    return job.state in (JobState.ACTIVE, JobState.PAUSED)
 
 
 class JobsService:
@@ -147,8 +162,75 @@ class JobsService:
             raise NotFound(f"no job {job_id}")
         return job
 
-    def list(self, tenant_id: str, state: JobState | None, limit: int, cursor: str | None) -> Page:
-        return self._jobs.list_for_tenant(tenant_id, state, limit, cursor)
+    def list(self, tenant_id: str, state: JobState | None, limit: int, cursor: str | None,
+             tags: list[tuple[str, str]] = (), name_prefix: str | None = None) -> Page:
+        """The tenant's jobs; with tags (all must match) or a name prefix, read through the index
+        of the first one (store/dynamo.py), each job checked against all the filters."""
+        if not tags and not name_prefix:
+            return self._jobs.list_for_tenant(tenant_id, state, limit, cursor)
+        prefix = tag_prefix(*tags[0]) if tags else name_prefix_of(name_prefix)
+
+        def keep(job: Job) -> bool:
+            return (all(job.spec.tags.get(k) == v for k, v in tags)
+                    and (name_prefix is None or job.spec.name.startswith(name_prefix))
+                    and (state is None or job.state is state))
+
+        return self._jobs.list_indexed(tenant_id, prefix, keep, limit, cursor)
+
+    def bulk(self, tenant_id: str, action: str, tags: list[tuple[str, str]], state: JobState | None,
+             name_prefix: str | None, dry_run: bool, reason: str | None = None) -> dict:
+        """One action on every matching job: each job's change is the single-job route's own
+        conditional write, and a job already in the asked state is left as it is, so a bulk
+        action interrupted halfway and repeated applies each job once. Pages through the index
+        (or the tenant's jobs when only a state is given)."""
+        change = {"PAUSE": lambda job_id: self.pause(tenant_id, job_id, reason),
+                  "RESUME": lambda job_id: self.resume(tenant_id, job_id),
+                  "CANCEL": lambda job_id: self.cancel(tenant_id, job_id)}[action]
+        wanted = {"PAUSE": JobState.PAUSED, "RESUME": JobState.ACTIVE, "CANCEL": JobState.CANCELLED}[action]
+        matched, applied, ids = 0, 0, []
+        cursor = None
+        while True:
+            page = self.list(tenant_id, state, 100, cursor, tags, name_prefix)
+            for job in page.items:
+                matched += 1
+                if len(ids) < 100:
+                    ids.append(job.job_id)
+                if dry_run or job.state is wanted or not _can(action, job):
+                    continue
+                try:
+                    change(job.job_id)
+                    applied += 1
+                except Conflict:
+                    pass  # changed meanwhile (or not applicable): left as it is
+            cursor = page.next_cursor
+            if not cursor:
+                return {"matched": matched, "applied": applied, "jobIds": ids}
+
+    def backfill(self, tenant_id: str, job_id: str, from_ms: int, to_ms: int) -> list[str]:
+        """Run the schedule's occurrences in [from, to) now, one execution each, with the ids
+        they had when fired on time: an occurrence that already ran (or a repeated backfill) is a
+        duplicate that its claim absorbs, never a second run."""
+        job = self.get(tenant_id, job_id)
+        if job.state is JobState.CANCELLED:
+            raise Conflict("job is CANCELLED; a cancelled job does not run")
+        if to_ms <= from_ms:
+            raise UnprocessableRequest.for_field("to", "must be after from")
+        if to_ms > self._clock.now_ms():
+            # A future occurrence run now would take its on-time id: it would not run on time.
+            raise UnprocessableRequest.for_field("to", "must not be in the future")
+        occurrences = []
+        nominal = job.spec.schedule.next_fire_after(job.nominal_of(from_ms) - 1)
+        while nominal is not None and job.fire_at(nominal) < to_ms:
+            if len(occurrences) == MAX_BACKFILL:
+                raise UnprocessableRequest.for_field("to", f"the window holds more than {MAX_BACKFILL} occurrences")
+            occurrences.append(job.fire_at(nominal))
+            nominal = job.spec.schedule.next_fire_after(nominal)
+        outgoing = [Outgoing(job.spec.priority, Dispatch(DispatchKind.BACKFILL, tenant_id, job_id,
+                                                         execution_id_for(job_id, at), at, job.generation), 0)
+                    for at in occurrences]
+        if outgoing:
+            self._lanes.send(outgoing)
+        return [o.dispatch.execution_id for o in outgoing]
 
     def replace(self, tenant_id: str, job_id: str, request: JobRequest, if_match: int | None) -> Job:
         """New schedule, target, payload and policies. The generation moves on, so the old
@@ -171,9 +253,9 @@ class JobsService:
             self._jobs.give_back_quota(tenant_id, active_counter(job.quota_shard))
         return cancelled
 
-    def pause(self, tenant_id: str, job_id: str) -> Job:
+    def pause(self, tenant_id: str, job_id: str, reason: str | None = None) -> Job:
         job = self.get(tenant_id, job_id)
-        paused = job.paused(self._clock.now_ms())
+        paused = job.paused(self._clock.now_ms(), reason)
         self._jobs.save(job, paused)
         return paused
 

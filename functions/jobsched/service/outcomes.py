@@ -175,7 +175,7 @@ class Outcomes:
     def _complete_if_last(self, job: Job | None, dispatch: Dispatch, now_ms: int) -> None:
         """A job whose schedule has no occurrence after this one (a one-off, or a recurring job
         past its endAt) is COMPLETED once that occurrence has ended."""
-        if job is None or dispatch.kind is DispatchKind.MANUAL or job.state is not JobState.ACTIVE:
+        if job is None or dispatch.kind in (DispatchKind.MANUAL, DispatchKind.BACKFILL) or job.state is not JobState.ACTIVE:
             return
         if job.spec.schedule.next_fire_after(job.nominal_of(dispatch.due_ms)) is None:
             if self._jobs.mark_completed(job, now_ms):

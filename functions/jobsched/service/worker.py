@@ -259,7 +259,7 @@ def _as_attempt(dispatch: Dispatch, scheduled_ms: int) -> Dispatch:
 def _still_wanted(job: Job | None, dispatch: Dispatch) -> bool:
     if job is None:
         return False
-    if dispatch.kind is DispatchKind.MANUAL:
+    if dispatch.kind in (DispatchKind.MANUAL, DispatchKind.BACKFILL):
         return job.state is not JobState.CANCELLED
     if job.generation != dispatch.generation:
         return False  # updated, paused, resumed or cancelled since this was dispatched

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Iterator
+from urllib.parse import quote
 
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
@@ -155,6 +156,30 @@ class Page:
         return Page(self.items[:count], self.cursor_after(self.items[count - 1]), self.cursor_after)
 
 
+TAG_INDEX = "tag#"
+NAME_INDEX = "name#"
+
+
+def _part(text: str) -> str:
+    return quote(text, safe="")
+
+
+def tag_prefix(key: str, value: str) -> str:
+    return f"{TAG_INDEX}{_part(key)}={_part(value)}#"
+
+
+def name_prefix(prefix: str) -> str:
+    """Entries of the names that start with `prefix` (percent-encoding keeps prefixes)."""
+    return f"{NAME_INDEX}{_part(prefix)}"
+
+
+def index_keys(job: Job) -> set[str]:
+    """The index entries of a job: one per tag, one for its name."""
+    keys = {f"{tag_prefix(k, v)}{job.job_id}" for k, v in job.spec.tags.items()}
+    keys.add(f"{NAME_INDEX}{_part(job.spec.name)}#{job.job_id}")
+    return keys
+
+
 class JobsStore:
     def __init__(self, dynamodb, table_name: str, sleep: Callable[[float], None] = time.sleep, client=None) -> None:
         self._table = dynamodb.Table(table_name)
@@ -166,10 +191,66 @@ class JobsStore:
         self._sleep = sleep
 
     def put_new(self, job: Job) -> None:
+        self._index(job.tenant_id, index_keys(job))  # index first: see index_keys
         try:
             self._table.put_item(Item=job.to_item(), ConditionExpression="attribute_not_exists(jobId)")
         except ClientError as exc:
             raise (_condition_lost(exc, "job exists") or exc) from exc
+
+    # --- the tag and name index: items beside the tenant's jobs, "tag#k=v#<jobId>" and
+    # "name#<name>#<jobId>" (each part percent-encoded). Written before the job and removed after
+    # it, so a crash leaves an extra entry (a list reads each job and keeps only those that
+    # match), never a missing one. A filtered page reads the index entries it needs and their
+    # jobs: its cost grows with the page, never with the tenant's jobs. ------------------------
+    def _index(self, tenant_id: str, keys: set[str]) -> None:
+        self._batch_index(tenant_id, keys, "PutRequest")
+
+    def _unindex(self, tenant_id: str, keys: set[str]) -> None:
+        self._batch_index(tenant_id, keys, "DeleteRequest")
+
+    def _batch_index(self, tenant_id: str, keys: set[str], kind: str) -> None:
+        ordered = sorted(keys)
+        for start in range(0, len(ordered), 25):
+            requests = [{kind: {"Item" if kind == "PutRequest" else "Key":
+                                {"tenantId": {"S": tenant_id}, "jobId": {"S": key}}}}
+                        for key in ordered[start:start + 25]]
+            batch_until_done(lambda r: self._client.batch_write_item(RequestItems=r), {self._name: requests},
+                             "UnprocessedItems", self._sleep)
+
+    def list_indexed(self, tenant_id: str, prefix: str, keep: Callable[[Job], bool], limit: int,
+                     cursor: str | None) -> Page:
+        """The tenant's jobs whose index entries start with `prefix` and that `keep` accepts (the
+        job as it now is: an entry left by a crash, or a job changed since, is passed over)."""
+        start = decode_cursor(cursor, {"tenantId": str, "jobId": str})
+        if start and (start["tenantId"] != tenant_id or not start["jobId"].startswith(prefix)):
+            raise InvalidRequest("cursor: belongs to another list", [FieldProblem("cursor", "belongs to another list")])
+        items: list[Job] = []
+        positions: dict[str, str] = {}
+
+        def after(job: Job) -> str | None:
+            return encode_cursor({"tenantId": tenant_id, "jobId": positions[job.job_id]})
+
+        while True:
+            kwargs: dict[str, Any] = {
+                "KeyConditionExpression": Key("tenantId").eq(tenant_id) & Key("jobId").begins_with(prefix),
+                "Limit": max(limit - len(items), 10),
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            answer = self._table.query(**kwargs)
+            entries = [raw["jobId"] for raw in answer.get("Items", [])]
+            found = self.get_many([(tenant_id, entry.rsplit("#", 1)[1]) for entry in entries], whole=True)
+            for entry in entries:
+                job = found.get((tenant_id, entry.rsplit("#", 1)[1]))
+                if job is None or not keep(job):
+                    continue
+                positions[job.job_id] = entry
+                items.append(job)
+                if len(items) == limit:
+                    return Page(items, after(job), after)
+            start = answer.get("LastEvaluatedKey")
+            if not start:
+                return Page(items, None, after)
 
     def get(self, tenant_id: str, job_id: str, consistent: bool = False) -> Job | None:
         item = self._client.get_item(TableName=self._name, Key={"tenantId": {"S": tenant_id}, "jobId": {"S": job_id}},
@@ -219,6 +300,8 @@ class JobsStore:
         """Write a changed job, only if nobody changed it since it was read (optimistic lock)."""
         if after is before:
             return
+        old_keys, new_keys = index_keys(before), index_keys(after)
+        self._index(after.tenant_id, new_keys - old_keys)
         try:
             self._table.put_item(Item=after.to_item(), ConditionExpression="#ver = :read",
                                  ExpressionAttributeNames={"#ver": "version"},
@@ -227,6 +310,7 @@ class JobsStore:
             if _condition_lost(exc, "job changed"):
                 raise Conflict(f"job {before.job_id} was changed concurrently; read it again and retry") from exc
             raise
+        self._unindex(after.tenant_id, old_keys - new_keys)
 
     def list_for_tenant(self, tenant_id: str, state: JobState | None, limit: int, cursor: str | None) -> Page:
         """In creation order (job ids are time-ordered). A cursor is the last key returned, so
