@@ -36,7 +36,7 @@ class Client:
         if query:
             clean = {k: v for k, v in query.items() if v is not None}
             if clean:
-                url += "?" + urllib.parse.urlencode(clean)
+                url += "?" + urllib.parse.urlencode(clean, doseq=True)  # a list: the parameter repeated
         all_headers = {"Accept": "application/json", **(headers or {})}
         if self.api_key:
             all_headers["Authorization"] = f"Bearer {self.api_key}"

@@ -165,7 +165,8 @@ def run_command(args, client: Client, out) -> int:
             job = client.call("POST", "/v1/jobs", job_body(args), headers=headers)
             return show(job, lambda: details(job, JOB_KEYS, out))
         if command == "list":
-            page = _collect(client, "/v1/jobs", {"state": args.state}, args.limit, args.all)
+            page = _collect(client, "/v1/jobs", {"state": args.state, "tag": args.tag or None,
+                                                 "namePrefix": args.name_prefix}, args.limit, args.all)
             return show(page, lambda: table(page["items"], JOB_COLUMNS, out))
         if command == "get":
             job = client.call("GET", f"/v1/jobs/{args.job_id}")
@@ -180,8 +181,21 @@ def run_command(args, client: Client, out) -> int:
             return show(job, lambda: details(job, JOB_KEYS, out))
         if command in ("delete", "pause", "resume"):
             method, suffix = ("DELETE", "") if command == "delete" else ("POST", f"/{command}")
-            job = client.call(method, f"/v1/jobs/{args.job_id}{suffix}")
+            body = {"reason": args.reason} if command == "pause" and args.reason else None
+            job = client.call(method, f"/v1/jobs/{args.job_id}{suffix}", body)
             return show(job, lambda: print(f"{job['jobId']} {job['state']}", file=out))
+        if command == "bulk":
+            answer = client.call("POST", "/v1/jobs/bulk", {
+                "action": args.action.upper(), "dryRun": args.dry_run, "reason": args.reason,
+                "filter": {"tag": args.tag or None, "state": args.state, "namePrefix": args.name_prefix}})
+            return show(answer, lambda: print(
+                f"{'would apply to' if args.dry_run else 'applied to'} "
+                f"{answer['matched'] if args.dry_run else answer['applied']} of {answer['matched']} matching jobs",
+                *answer["jobIds"], sep="\n", file=out))
+        if command == "backfill":
+            answer = client.call("POST", f"/v1/jobs/{args.job_id}/backfill", {"from": args.from_, "to": args.to})
+            return show(answer, lambda: print(f"{answer['count']} occurrences sent", *answer["executionIds"],
+                                              sep="\n", file=out))
         if command == "trigger":
             headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
             execution = client.call("POST", f"/v1/jobs/{args.job_id}/trigger", headers=headers)
@@ -226,6 +240,12 @@ def run_command(args, client: Client, out) -> int:
             "after": args.after})
         return show(answer, lambda: print("\n".join(answer["fireTimes"]) or "(no fire times)", file=out))
     raise UsageError("unknown command")
+
+
+def _filters(parser) -> None:
+    parser.add_argument("--tag", action="append", help="key:value (repeatable: all must match)")
+    parser.add_argument("--state", choices=["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"])
+    parser.add_argument("--name-prefix")
 
 
 def _collect(client: Client, path: str, query: dict, limit: int, all_pages: bool) -> dict:
@@ -332,11 +352,23 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--flow-control", help='flow control as JSON: {"key": "partner-api", "maxConcurrency": 5, '
                                                 '"ratePerSecond": 10}')
     listing = jobs.add_parser("list", help="the tenant's jobs")
-    listing.add_argument("--state", choices=["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"])
+    _filters(listing)
     _paging(listing)
     for name, text in (("get", "one job"), ("delete", "cancel: no future fires"), ("pause", "pause a recurring job"),
                        ("resume", "resume from now")):
-        jobs.add_parser(name, help=text).add_argument("job_id")
+        one = jobs.add_parser(name, help=text)
+        one.add_argument("job_id")
+        if name == "pause":
+            one.add_argument("--reason", help="why (shown on the job as pausedReason)")
+    bulk = jobs.add_parser("bulk", help="pause, resume or cancel every matching job")
+    bulk.add_argument("action", choices=["pause", "resume", "cancel"])
+    _filters(bulk)
+    bulk.add_argument("--dry-run", action="store_true", help="count and list the matches, change nothing")
+    bulk.add_argument("--reason", help="pause: the reason each job shows")
+    backfill = jobs.add_parser("backfill", help="run the occurrences of a past window now (no duplicates)")
+    backfill.add_argument("job_id")
+    backfill.add_argument("--from", dest="from_", required=True, help="RFC 3339 instant (inclusive)")
+    backfill.add_argument("--to", required=True, help="RFC 3339 instant (exclusive, not in the future)")
     trigger = jobs.add_parser("trigger", help="run now, outside the schedule")
     trigger.add_argument("job_id")
     trigger.add_argument("--idempotency-key")
