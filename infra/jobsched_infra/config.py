@@ -42,10 +42,11 @@ class StackConfig:
     lane_max_concurrency: tuple[tuple[str, int], ...] = (("HIGH", 400), ("NORMAL", 200), ("LOW", 100))
     # Tenant fairness (functions/jobsched/service/fairness.py): per tenant, FIRE dispatches that
     # may enter the lanes in one second across the segments; a herd beyond it is spread in time.
-    # 1,000 is half the NORMAL lane's drain rate at its default cap (200 invocations of 10
-    # messages, calls of about a second): a herd takes half the lane, the rest stays on time
-    # (bench fairness, docs/performance.md). 0 turns it off.
-    tenant_fires_per_second: int = 1000
+    # Off by default (0): a static share also caps a deployment whose jobs are all one tenant's,
+    # below the rate it is sized for. A multi-tenant deployment sets it to about half the NORMAL
+    # lane's drain rate (1,000 at the default cap: 200 invocations of 10 messages, calls of about
+    # a second), which keeps another tenant's jobs on time beside a herd (bench fairness).
+    tenant_fires_per_second: int = 0
 
     @classmethod
     def from_context(cls, node) -> "StackConfig":
@@ -69,7 +70,7 @@ class StackConfig:
             max_creates_per_second=int(get("maxCreatesPerSecondPerTenant", 50)),
             api_reserved_concurrency=_int_in(get("apiReservedConcurrency", 50), 0, 1000, "apiReservedConcurrency"),
             execution_retention_days=_int_in(get("executionRetentionDays", 30), 1, 3650, "executionRetentionDays"),
-            tenant_fires_per_second=_int_in(get("tenantFiresPerSecond", 1000), 0, 1_000_000, "tenantFiresPerSecond"),
+            tenant_fires_per_second=_int_in(get("tenantFiresPerSecond", 0), 0, 1_000_000, "tenantFiresPerSecond"),
             lane_max_concurrency=tuple(
                 (lane, _int_in(value, 2, 1000, f"laneMaxConcurrency.{lane}"))
                 for lane, value in {**dict(cls.lane_max_concurrency), **get("laneMaxConcurrency", {})}.items()),
