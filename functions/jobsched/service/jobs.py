@@ -344,14 +344,15 @@ class JobsService:
         one is asked to stop: its next heartbeat answers "cancelled" and it ends CANCELLED, and
         it is not retried. A run: what has not ended is cancelled (service/runs.py). Safe to
         repeat and to race."""
-        execution = self.execution(tenant_id, execution_id)
+        execution = self.execution(tenant_id, execution_id)  # another tenant's answers 404 here
         job = self._job_with_steps(tenant_id, execution)
         if job is not None and execution.run_id is None:
             if execution.status is not ExecutionStatus.CANCELLED:
                 self._runs.cancel(job, execution)
-            return self.execution(tenant_id, execution_id)
-        for _ in range(3):
-            execution = self.execution(tenant_id, execution_id)
+            return self._executions.get(execution.job_id, execution_id) or execution
+        for attempt in range(3):
+            if attempt:  # it moved on meanwhile: look again
+                execution = self._executions.get(execution.job_id, execution_id) or execution
             try:
                 if execution.status in (ExecutionStatus.PENDING, ExecutionStatus.FAILED):
                     cancelled = self._executions.cancel_waiting(execution.job_id, execution_id, self._clock.now_ms())
@@ -363,7 +364,7 @@ class JobsService:
                         return execution
                     return self._executions.request_cancel(execution.job_id, execution_id, execution.attempt)
             except ConditionLost:
-                continue  # it moved on meanwhile: look again
+                continue
             if execution.status is ExecutionStatus.CANCELLED:
                 return execution
             raise Conflict(f"execution is {execution.status.value}; only a pending or running one can be cancelled")
