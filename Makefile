@@ -13,13 +13,20 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 LOCAL_AWS := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_SESSION_TOKEN=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: run test synth deploy install layer bench clean
+.PHONY: run test synth deploy install layer bench clean browser
 
 run: $(INSTALLED) $(LAYER_STAMP)  ## the whole scheduler locally, on an embedded AWS emulator (RESET=1: start empty)
 	$(LOCAL_AWS) JOBSCHED_RESET=$(RESET) $(BIN)/python -m jobsched.local
 
-test: $(INSTALLED) $(LAYER_STAMP)  ## the whole test suite
+test: $(INSTALLED) $(LAYER_STAMP) browser  ## the whole test suite
 	$(LOCAL_AWS) $(BIN)/python -m pytest
+
+# The console's browser test drives Debian's Chromium headless through its ChromeDriver.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		{ echo "installing Debian's chromium and chromium-driver (the console's browser test)"; \
+		  (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) || \
+		  (sudo apt-get update -qq && sudo apt-get install -y -qq chromium chromium-driver >/dev/null); }
 
 synth: $(INSTALLED) $(LAYER_STAMP) $(CDK)  ## CloudFormation template into cdk.out/, offline
 	AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet

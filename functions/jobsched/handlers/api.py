@@ -37,6 +37,7 @@ from jobsched.domain.errors import (
     Unauthorized,
     UnprocessableRequest,
 )
+from jobsched import console
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.auth import Authenticator
 from jobsched.service.callbacks import Callbacks
@@ -305,6 +306,17 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     for route in ROUTES:
         app.route(route.resolver_path, route.method)(named(route.name, functions[route.name]))
+
+    def console_file(name: str) -> Response:
+        """The web console (jobsched/console): no key to load it; it asks for one."""
+        found = console.asset(name)
+        if found is None:
+            raise NotFound(f"no console file {name}")
+        content_type, text = found
+        return Response(status_code=200, content_type=content_type, body=text, headers=dict(console.HEADERS))
+
+    app.route("/console", "GET")(named("console", lambda: console_file("index.html")))
+    app.route("/console/<name>", "GET")(named("console", console_file))
 
     @app.exception_handler(DomainError)
     def domain_error(exc: DomainError):
