@@ -35,7 +35,8 @@ MUTATIONS = [
   "                self._executions.join_step(job.job_id, below_id, name)\n                if True:",
   "tests/integration/test_workflows.py::test_a_join_whose_two_upstream_steps_finish_at_once_starts_once"),
  ("a step's end delivered again does what follows it", "functions/jobsched/service/worker.py",
-  "            self._runs.step_ended(job, dispatch.execution_id)\n            return WorkResult(Outcome.DUPLICATE, int(",
+  "            self._runs.step_ended(job, dispatch.execution_id, ExecutionStatus(status))\n"
+  "            return WorkResult(Outcome.DUPLICATE, int(",
   "            return WorkResult(Outcome.DUPLICATE, int(",
   "tests/integration/test_workflows.py::test_a_worker_dying_after_a_steps_success_is_recorded_loses_nothing"),
  ("a join is recorded whatever the downstream step's state", "functions/jobsched/store/dynamo.py",
@@ -66,8 +67,9 @@ MUTATIONS = [
   "if late and schedule.recurring and policy is MisfirePolicy.SKIP:", "if late and policy is MisfirePolicy.SKIP:",
   "tests/integration/test_safeguards.py::test_a_late_one_time_job_runs_even_with_misfire_skip"),
  ("tenant check before cancelling an execution", "functions/jobsched/service/jobs.py",
-  "        execution = self.execution(tenant_id, execution_id)  # another tenant's answers 404 here",
-  "        execution = self._executions.get(job_id_of(execution_id), execution_id)",
+  "        execution, job = self._owned(tenant_id, execution_id)  # another tenant's answers 404 here",
+  "        execution = self._executions.get(job_id_of(execution_id), execution_id)\n"
+  "        job = self._jobs.get(execution.tenant_id, execution.job_id)",
   "tests/integration/test_safeguards.py::test_another_tenant_cannot_cancel_an_execution_by_its_id"),
  ("Idempotency-Key on trigger", "functions/jobsched/handlers/api.py",
   'service.trigger(tenant_id, jobId, _idempotency_key(header("Idempotency-Key")))', 'service.trigger(tenant_id, jobId, None)',

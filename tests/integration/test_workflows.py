@@ -151,11 +151,11 @@ def test_a_worker_dying_after_a_steps_success_is_recorded_loses_nothing(harness,
     original = Runs.step_ended
     died = []
 
-    def die_once(self, job_, step_id):
+    def die_once(self, job_, step_id, status=None):
         if step_id.endswith(".step.A") and not died:
             died.append(step_id)
             raise WorkerDied("the worker died after A's success was recorded, before B and C were sent")
-        return original(self, job_, step_id)
+        return original(self, job_, step_id, status)
 
     monkeypatch.setattr(Runs, "step_ended", die_once)
     harness.advance(200)  # the message of A comes back after its visibility timeout

@@ -150,7 +150,6 @@ class Execution:
     step_name: str | None = None
     upstream_done: frozenset = frozenset()
     redriving: bool = False
-    accepted: bool = False
     throttled_ms: int | None = None  # how long flow control held its start back
 
     @property
@@ -190,7 +189,6 @@ class Execution:
             step_name=item.get("stepName"),
             upstream_done=frozenset(item.get("upstreamDone") or ()),
             redriving=bool(item.get("redriving")),
-            accepted=bool(item.get("accepted")),
             throttled_ms=int(item["throttledMs"]) if item.get("throttledMs") is not None else None,
         )
 

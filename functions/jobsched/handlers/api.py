@@ -233,16 +233,17 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         page = service.executions(tenant_id, jobId, _limit(query("limit")), query("cursor"))
         return ok(200, page_body(page, execution_to_json))
 
-    def with_steps(execution):
-        """An execution's answer; a run's carries its steps."""
-        run = service.run_of(tenant(), execution)
+    def with_steps(execution, run):
+        """An execution's answer; a run's carries its steps (service.run_of)."""
         return execution_to_json(execution, *run) if run else execution_to_json(execution)
 
     def get_execution(executionId: str):  # noqa: N803
-        return ok(200, with_steps(service.execution(tenant(), executionId)))
+        return ok(200, with_steps(*service.execution_view(tenant(), executionId)))
 
     def cancel_execution(executionId: str):  # noqa: N803
-        return ok(202, with_steps(service.cancel_execution(tenant(), executionId)))
+        tenant_id = tenant()
+        execution = service.cancel_execution(tenant_id, executionId)
+        return ok(202, with_steps(execution, service.run_of(tenant_id, execution)))
 
     def heartbeat_execution(executionId: str):  # noqa: N803
         body = parse_body(HeartbeatRequest, app.current_event.decoded_body or "{}")
@@ -265,7 +266,9 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
                                  execution_to_json))
 
     def redrive_execution(executionId: str):  # noqa: N803
-        return ok(202, with_steps(service.redrive(tenant(), executionId)))
+        tenant_id = tenant()
+        execution = service.redrive(tenant_id, executionId)
+        return ok(202, with_steps(execution, service.run_of(tenant_id, execution)))
 
     def schedule_preview():
         tenant()

@@ -18,7 +18,7 @@ from jobsched.domain.executions import (
 )
 from jobsched.domain.jobs import Job
 from jobsched.service.outcomes import Outcome, Outcomes
-from jobsched.service.worker import callback_token_hash
+from jobsched.service.worker import LEASE_MARGIN_MS, callback_token_hash
 
 
 class Callbacks:
@@ -37,7 +37,7 @@ class Callbacks:
                                                  deadline, now)
         except ConditionLost:
             raise Conflict("this attempt no longer holds the execution (it was taken over or ended)") from None
-        self._outcomes.flow.extend(job, execution_id, deadline + 60_000)  # a long attempt keeps its slot
+        self._outcomes.flow.extend(job, execution_id, deadline + LEASE_MARGIN_MS)  # a long attempt keeps its slot
         if updated.cancel_requested:
             record = AttemptRecord(execution.attempt, ExecutionStatus.CANCELLED, execution.attempt_started_ms or now,
                                    now, "cancelled on request")

@@ -316,36 +316,40 @@ class JobsService:
         self.get(tenant_id, job_id)
         return self._executions.list_for_job(job_id, limit, cursor)
 
-    def execution(self, tenant_id: str, execution_id: str) -> Execution:
+    def _owned(self, tenant_id: str, execution_id: str) -> tuple[Execution, Job]:
+        """The execution and its job, read once; another tenant's execution answers 404 exactly
+        like a missing one."""
         job_id = job_id_of(execution_id)
-        # Another tenant's execution answers 404 exactly like a missing one.
-        if job_id is None or self._jobs.get(tenant_id, job_id) is None:
-            raise NotFound(f"no execution {execution_id}")
-        execution = self._executions.get(job_id, execution_id)
+        job = self._jobs.get(tenant_id, job_id) if job_id is not None else None
+        execution = self._executions.get(job_id, execution_id) if job is not None else None
         if execution is None or execution.tenant_id != tenant_id:
             raise NotFound(f"no execution {execution_id}")
-        return execution
+        return execution, job
+
+    def execution(self, tenant_id: str, execution_id: str) -> Execution:
+        return self._owned(tenant_id, execution_id)[0]
+
+    def execution_view(self, tenant_id: str, execution_id: str) -> tuple[Execution, tuple | None]:
+        """An execution and, for a run, its steps and the job's step order (one job read)."""
+        execution, job = self._owned(tenant_id, execution_id)
+        return execution, self._steps_of(job, execution)
 
     def run_of(self, tenant_id: str, execution: Execution) -> tuple[list[Execution], list[str]] | None:
         """A run's steps (and the job's step order), or None for any other execution."""
-        if execution.run_id is not None:
-            return None
-        job = self._jobs.get(tenant_id, execution.job_id)
-        if job is None or job.spec.steps is None:
+        return self._steps_of(self._jobs.get(tenant_id, execution.job_id), execution)
+
+    def _steps_of(self, job: Job | None, execution: Execution) -> tuple[list[Execution], list[str]] | None:
+        if execution.run_id is not None or job is None or job.spec.steps is None:
             return None
         return self._executions.run_steps(execution.job_id, execution.execution_id), job.spec.steps.names
-
-    def _job_with_steps(self, tenant_id: str, execution: Execution) -> Job | None:
-        job = self._jobs.get(tenant_id, execution.job_id, consistent=True)
-        return job if job is not None and job.spec.steps is not None else None
 
     def cancel_execution(self, tenant_id: str, execution_id: str) -> Execution:
         """A waiting execution (PENDING, or FAILED until its retry) never starts again; a running
         one is asked to stop: its next heartbeat answers "cancelled" and it ends CANCELLED, and
         it is not retried. A run: what has not ended is cancelled (service/runs.py). Safe to
         repeat and to race."""
-        execution = self.execution(tenant_id, execution_id)  # another tenant's answers 404 here
-        job = self._job_with_steps(tenant_id, execution)
+        execution, job = self._owned(tenant_id, execution_id)  # another tenant's answers 404 here
+        job = job if job.spec.steps is not None else None  # a job with steps: a run, or one of its steps
         if job is not None and execution.run_id is None:
             if execution.status is not ExecutionStatus.CANCELLED:
                 self._runs.cancel(job, execution)
@@ -357,7 +361,7 @@ class JobsService:
                 if execution.status in (ExecutionStatus.PENDING, ExecutionStatus.FAILED):
                     cancelled = self._executions.cancel_waiting(execution.job_id, execution_id, self._clock.now_ms())
                     if job is not None:  # a step: what is below it never runs, and its run may end
-                        self._runs.step_ended(job, execution_id)
+                        self._runs.step_ended(job, execution_id, ExecutionStatus.CANCELLED)
                     return cancelled
                 if execution.status is ExecutionStatus.RUNNING:
                     if execution.cancel_requested:
@@ -376,8 +380,7 @@ class JobsService:
     def redrive(self, tenant_id: str, execution_id: str) -> Execution:
         """Run a DEAD execution again, as a new attempt of the same execution. A DEAD run runs its
         DEAD and UPSTREAM_FAILED steps again and keeps what succeeded."""
-        execution = self.execution(tenant_id, execution_id)
-        job = self.get(tenant_id, execution.job_id)
+        execution, job = self._owned(tenant_id, execution_id)
         if job.state is JobState.CANCELLED:
             raise Conflict("job is CANCELLED; a cancelled job does not run")
         if job.spec.steps is not None:

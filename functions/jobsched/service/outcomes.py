@@ -112,7 +112,7 @@ class Outcomes:
         """After an execution's end is recorded: a step moves its run on; anything else may
         complete its job and call its completion hook."""
         if step:
-            self.runs.step_ended(job, dispatch.execution_id)
+            self.runs.step_ended(job, dispatch.execution_id, status)
         else:
             self.after_end(job, dispatch, status, now_ms)
 
@@ -151,7 +151,7 @@ class Outcomes:
             return Outcome.STALE_RESULT
         self.flow.give_back(job, dispatch.execution_id)
         if job is not None and job.spec.steps is not None and step_of(dispatch.execution_id) is not None:
-            self.runs.step_ended(job, dispatch.execution_id)
+            self.runs.step_ended(job, dispatch.execution_id, ExecutionStatus.CANCELLED)
         return Outcome.CANCELLED
 
     def schedule_retry(self, job: Job, dispatch: Dispatch, attempt: int, retry_at_ms: int) -> None:

@@ -78,17 +78,20 @@ class Runs:
                 for name in names])
 
     # --- a step ended ----------------------------------------------------------------------
-    def step_ended(self, job: Job, step_id: str) -> None:
-        """After a step's end was recorded: start what now can, or mark what never will, then end
-        the run if every step has. Safe to repeat (see the module's crash points)."""
+    def step_ended(self, job: Job, step_id: str, status: ExecutionStatus | None = None) -> None:
+        """After a step's end was recorded (`status`, which the caller knows when it wrote or
+        read it; otherwise it is read): start what now can, or mark what never will, then end the
+        run if every step has. Safe to repeat (see the module's crash points)."""
         run_id, name = step_of(step_id) or (None, None)
         workflow = job.spec.steps
         if run_id is None or workflow is None:
             return
-        step = self._executions.get(job.job_id, step_id)
-        if step is None:
-            return
-        if step.status is ExecutionStatus.SUCCEEDED:
+        if status is None:
+            step = self._executions.get(job.job_id, step_id)
+            if step is None:
+                return
+            status = step.status
+        if status is ExecutionStatus.SUCCEEDED:
             ready: list[str] = []
             for below in workflow.downstream(name):
                 below_id = step_execution_id(run_id, below.name)
@@ -99,8 +102,8 @@ class Runs:
                     continue  # it started, ended, or never will (UPSTREAM_FAILED, CANCELLED)
                 if set(below.depends_on) <= joined.upstream_done:
                     ready.append(below.name)
-            self._send(job, run_id, step.scheduled_ms, ready)
-        elif step.status in (ExecutionStatus.DEAD, ExecutionStatus.CANCELLED, ExecutionStatus.UPSTREAM_FAILED):
+            self._send(job, run_id, scheduled_ms_of(run_id), ready)
+        elif status in (ExecutionStatus.DEAD, ExecutionStatus.CANCELLED, ExecutionStatus.UPSTREAM_FAILED):
             now = self._clock.now_ms()
             for below in workflow.below(name):
                 self._executions.mark_upstream_failed(job.job_id, step_execution_id(run_id, below.name), now)

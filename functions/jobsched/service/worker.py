@@ -215,7 +215,7 @@ class Worker:
                 and ExecutionStatus(status) in STEP_ENDED):
             # A step that ended, delivered again: what follows its end may not have happened yet
             # (a crash after its end was recorded). Doing it again is safe: service/runs.py.
-            self._runs.step_ended(job, dispatch.execution_id)
+            self._runs.step_ended(job, dispatch.execution_id, ExecutionStatus(status))
             return WorkResult(Outcome.DUPLICATE, int(current.get("attempt", 0)))
         if status in (ExecutionStatus.SUCCEEDED.value, ExecutionStatus.DEAD.value) and step_of(
                 dispatch.execution_id) is None and hook_of(dispatch.execution_id) is None:
