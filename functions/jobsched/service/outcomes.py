@@ -82,31 +82,35 @@ class Outcomes:
         retry = job.spec.retry if job else None
         try:
             if outcome.ok:
-                self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.SUCCEEDED, records, now, None,
-                                                outcome.output)
-                self.flow.give_back(job, dispatch.execution_id)
+                self._record_end(job, dispatch, attempt, ExecutionStatus.SUCCEEDED, records, now, None,
+                                 output=outcome.output)
                 self._ended(job, dispatch, ExecutionStatus.SUCCEEDED, now, step)
                 return Outcome.SUCCEEDED
             if retry is None or retry.exhausted(attempt) or job.state is JobState.CANCELLED or not outcome.retryable:
-                self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.DEAD, records, now, outcome.error,
-                                                lease_expired_by=lease_expired_by, dead_letter=not step)
-                self.flow.give_back(job, dispatch.execution_id)
+                self._record_end(job, dispatch, attempt, ExecutionStatus.DEAD, records, now, outcome.error,
+                                 lease_expired_by=lease_expired_by, dead_letter=not step)
                 self._ended(job, dispatch, ExecutionStatus.DEAD, now, step)
                 return Outcome.DEAD
             retry_at = now + retry_delay(retry, attempt + 1, self._random(), outcome.retry_after_ms)
-            self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.FAILED, records, now, outcome.error,
-                                            retry_at_ms=retry_at, lease_expired_by=lease_expired_by)
+            self._record_end(job, dispatch, attempt, ExecutionStatus.FAILED, records, now, outcome.error,
+                             retry_at_ms=retry_at, lease_expired_by=lease_expired_by)
         except ConditionLost as lost:
             current = lost.current or {}
             if (current.get("status") == ExecutionStatus.RUNNING.value and int(current.get("attempt", 0)) == attempt
                     and current.get("cancelRequested")):
                 return self.cancel_running(dispatch, attempt, records, outcome.error, job)
             return Outcome.STALE_RESULT  # another attempt holds it now (and its flow-control slot)
-        self.flow.give_back(job, dispatch.execution_id)  # the attempt ended: its slot is free
         # Crash here: FAILED is recorded with its retryAt; the redelivered message finds it and
         # sends the retry (Worker._claim_lost), so the retry is never lost.
         self.schedule_retry(job, dispatch, attempt + 1, retry_at)
         return Outcome.RETRY_SCHEDULED
+
+    def _record_end(self, job: Job | None, dispatch: Dispatch, attempt: int, status: ExecutionStatus,
+                    records: list[AttemptRecord], now_ms: int, error: str | None, **details) -> None:
+        """The attempt's fenced end (ConditionLost if it no longer holds the execution), then its
+        flow-control slot, if any, is free (the attempt is over, whatever follows)."""
+        self._executions.finish_attempt(dispatch, attempt, status, records, now_ms, error, **details)
+        self.flow.give_back(job, dispatch.execution_id)
 
     def _ended(self, job: Job | None, dispatch: Dispatch, status: ExecutionStatus, now_ms: int, step: bool) -> None:
         """After an execution's end is recorded: a step moves its run on; anything else may
@@ -145,11 +149,10 @@ class Outcomes:
         cancelled = [AttemptRecord(r.attempt, ExecutionStatus.CANCELLED if r.attempt == attempt else r.status,
                                    r.started_ms, r.finished_ms, r.error) for r in records]
         try:
-            self._executions.finish_attempt(dispatch, attempt, ExecutionStatus.CANCELLED, cancelled, now,
-                                            error or "cancelled on request")
+            self._record_end(job, dispatch, attempt, ExecutionStatus.CANCELLED, cancelled, now,
+                             error or "cancelled on request")
         except ConditionLost:
             return Outcome.STALE_RESULT
-        self.flow.give_back(job, dispatch.execution_id)
         if job is not None and job.spec.steps is not None and step_of(dispatch.execution_id) is not None:
             self.runs.step_ended(job, dispatch.execution_id, ExecutionStatus.CANCELLED)
         return Outcome.CANCELLED

@@ -131,7 +131,7 @@ class Worker:
         now = self._clock.now_ms()
         late_ms = now - dispatch.due_ms if claim.attempt == 1 and dispatch.kind in (
             DispatchKind.FIRE, DispatchKind.MANUAL) else None
-        if job.spec.steps is not None and step_of(dispatch.execution_id) is None:
+        if run:
             # A run: its steps are the work. Crash before its start is marked: see service/runs.py.
             self._runs.start(job, dispatch, claim.attempt)
             return WorkResult(Outcome.RUN_STARTED, claim.attempt, late_ms)
