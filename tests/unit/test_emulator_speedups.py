@@ -267,3 +267,17 @@ def test_a_batch_delete_answers_as_one_delete_per_handle():
                        "Message": 'The input receipt handle "not-a-handle" is not a valid receipt handle.'}]
     left = backend.get_queue("lane")._messages
     assert sorted(m.body for m in left) == sorted(m.body for m in received[3:])
+
+
+def test_the_pinned_moto_is_the_version_the_patches_were_checked_against():
+    """The patches replace moto internals; pyproject.toml pins the version they were checked
+    against, and the emulator refuses to patch another one."""
+    import pathlib
+
+    import moto
+
+    from jobsched.local.emulator import MOTO_PATCHED_VERSION
+
+    pyproject = (pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert f'cloudformation]=={MOTO_PATCHED_VERSION}"' in pyproject
+    assert moto.__version__ == MOTO_PATCHED_VERSION

@@ -11,6 +11,7 @@ import json
 import threading
 from collections import Counter
 import time
+import warnings
 from typing import Callable, Iterator
 
 EMULATOR_LOCK = threading.RLock()
@@ -27,6 +28,10 @@ def operation_of(environ: dict) -> str:
     """The AWS operation of a request to the emulator (JSON protocols name it in X-Amz-Target)."""
     target = environ.get("HTTP_X_AMZ_TARGET", "")
     return target.rsplit(".", 1)[-1] if target else ""
+
+
+# The moto version speed_up_moto's patches were checked against (pinned in pyproject.toml).
+MOTO_PATCHED_VERSION = "5.2.5"
 
 
 def speed_up_moto() -> None:
@@ -53,6 +58,12 @@ def speed_up_moto() -> None:
     from moto.sqs.models import Queue, SQSBackend
 
     if getattr(moto.backends, "_jobsched_fast", False):
+        return
+    if moto.__version__ != MOTO_PATCHED_VERSION:
+        # The patches replace moto internals that may have moved: on another version the emulator
+        # runs unpatched (slower, still correct) rather than patched wrongly.
+        warnings.warn(f"moto {moto.__version__} is not {MOTO_PATCHED_VERSION}, the version the emulator's "
+                      "speed-ups were checked against: running without them", stacklevel=2)
         return
     modules = tuple(moto.backends.list_of_moto_modules())
     moto.backends.list_of_moto_modules = lambda: iter(modules)
