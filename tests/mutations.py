@@ -147,6 +147,20 @@ MUTATIONS = [
  ("a step of a cancelled job never runs", "functions/jobsched/service/worker.py",
   "        if step is None or job.state is JobState.CANCELLED:", "        if step is None:",
   "tests/integration/test_workflow_safeguards.py::test_a_step_of_a_cancelled_job_never_runs"),
+
+ ("a delivery that loses its claim gives back the slot it took", "functions/jobsched/service/worker.py",
+  "            if took_slot:  # not ours to run after all: the slot goes back\n"
+  "                self._flow.give_back(job, dispatch.execution_id)",
+  "            if took_slot:  # not ours to run after all: the slot goes back\n"
+  "                pass",
+  "tests/integration/test_flow_control_safeguards.py::test_a_delivery_that_loses_its_claim_gives_back_the_slot_it_took"),
+ ("an accepted long-running attempt extends its slot's lease", "functions/jobsched/service/worker.py",
+  "            self._flow.extend(job, dispatch.execution_id, deadline + LEASE_MARGIN_MS)\n", "",
+  "tests/integration/test_flow_control_safeguards.py::test_an_accepted_attempt_keeps_its_slot_past_its_calls_lease"),
+ ("a heartbeat extends its attempt's slot lease", "functions/jobsched/service/callbacks.py",
+  "        self._outcomes.flow.extend(job, execution_id, deadline + LEASE_MARGIN_MS)  # a long attempt keeps its slot\n",
+  "",
+  "tests/integration/test_flow_control_safeguards.py::test_a_heartbeat_extends_the_slot_of_a_long_running_attempt"),
 ]
 
 
