@@ -161,6 +161,22 @@ MUTATIONS = [
   "        self._outcomes.flow.extend(job, execution_id, deadline + LEASE_MARGIN_MS)  # a long attempt keeps its slot\n",
   "",
   "tests/integration/test_flow_control_safeguards.py::test_a_heartbeat_extends_the_slot_of_a_long_running_attempt"),
+ ("HTTP connects to the checked address (no second resolution: DNS rebinding)",
+  "functions/jobsched/adapters/http_target.py",
+  "        self.sock = socket.create_connection(self._sockaddr[:2], self.timeout)",
+  "        self.sock = socket.create_connection((self.host, self.port), self.timeout)",
+  "tests/unit/test_http_target_pinning.py::test_the_call_connects_to_the_checked_address_though_the_name_answers_loopback_later[http]"),
+ ("HTTPS connects to the checked address (no second resolution: DNS rebinding)",
+  "functions/jobsched/adapters/http_target.py",
+  "        sock = socket.create_connection(self._sockaddr[:2], self.timeout)\n"
+  "        self.sock = self._context.wrap_socket(",
+  "        sock = socket.create_connection((self.host, self.port), self.timeout)\n"
+  "        self.sock = self._context.wrap_socket(",
+  "tests/unit/test_http_target_pinning.py::test_the_call_connects_to_the_checked_address_though_the_name_answers_loopback_later[https]"),
+ ("a host's blocked addresses are never a fallback for its public ones", "functions/jobsched/adapters/http_target.py",
+  "    return passed\n",
+  "    return passed + [info[4] for info in infos if info[4] not in passed]\n",
+  "tests/unit/test_http_target_pinning.py::test_a_name_with_a_public_and_a_blocked_address_never_falls_back_to_the_blocked_one"),
 ]
 
 
