@@ -1,14 +1,14 @@
 """Workflow safeguards a mutation pass found untested (issue 26): a failure reaches every step
 below it, a redrive that is reopening a run keeps it open, an interrupted redrive re-sends what it
 reopened, a run's cancel stops steps waiting for a retry, a cancelled job's steps never run."""
-from jobsched.domain.executions import Dispatch, DispatchKind
+from jobsched.domain.executions import Dispatch, DispatchKind, scheduled_ms_of
 from jobsched.domain.steps import step_execution_id
 from jobsched.handlers import worker
 from jobsched.local.events import Function, sqs_event
 from jobsched.service.runs import Runs
 from jobsched.store.queues import LaneQueues, Outgoing
 
-from .harness import ACCEPTED, FAIL, TENANT_A, WorkerDied
+from .harness import FAIL, TENANT_A, WorkerDied
 from .test_faults import take_messages
 from .test_workflows import ARN, HOOK, create_flow, dead_b, effects_by_step, the_run
 
@@ -36,8 +36,6 @@ def send_again(harness, job, step_id):
     """What SQS may do at any time: deliver a step's message once more."""
     stored = harness.stores.jobs.get(TENANT_A, job["jobId"])
     run_id = step_id.rsplit(".step.", 1)[0]
-    from jobsched.domain.executions import scheduled_ms_of
-
     harness.stores.lanes.send([Outgoing(stored.spec.priority, Dispatch(
         DispatchKind.STEP, TENANT_A, job["jobId"], step_id, scheduled_ms_of(run_id), stored.generation), 0)])
 
