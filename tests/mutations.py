@@ -4,7 +4,8 @@
     .venv/bin/python tests/mutations.py fence      # those whose name contains "fence"
 
 Each entry names a safeguard, the exact text that implements it, the same text without it, and
-the test that must fail without it. The file is restored after each run. Prints CAUGHT or MISSED
+the test that must fail without it (several edits: a list of (old, new) pairs in one file, or,
+with the path None, of (path, old, new) triples). The file is restored after each run. Prints CAUGHT or MISSED
 per safeguard and exits non-zero if any is missed or its text is no longer found (so that a
 refactoring that moves a safeguard updates this list too). Not collected by pytest: each
 mutation reruns tests, which is too slow for `make test`."""
@@ -122,33 +123,112 @@ MUTATIONS = [
    ("        except Exception:  # raised outside any route", "        except ZeroDivisionError:  # raised outside any route")],
   None,
   "tests/integration/test_fuzz_http_surface.py::test_an_exception_inside_a_route_is_a_500_in_the_error_shape_and_counted"),
+
+ ("a DEAD step fails every step below it, not only its children", "functions/jobsched/service/runs.py",
+  "            for below in workflow.below(name):", "            for below in workflow.downstream(name):",
+  "tests/integration/test_workflow_safeguards.py::test_a_dead_step_fails_its_grandchildren_too_and_the_run_ends"),
+ ("a run being redriven cannot end (both redriving guards: the read and the condition)", None,
+  [("functions/jobsched/service/runs.py",
+    "        if run is None or run.status is not ExecutionStatus.RUNNING or run.redriving:",
+    "        if run is None or run.status is not ExecutionStatus.RUNNING:"),
+   ("functions/jobsched/store/dynamo.py",
+    'ConditionExpression="#st = :running AND attribute_not_exists(redriving)"',
+    'ConditionExpression="#st = :running"')],
+  None,
+  "tests/integration/test_workflow_safeguards.py::test_a_step_delivered_again_while_a_redrive_reopens_the_run_does_not_end_it"),
+ ("an interrupted redrive sends the steps it reopened (PENDING after an attempt)", "functions/jobsched/service/runs.py",
+  "            elif step.status is ExecutionStatus.PENDING and step.attempt > 0:",
+  "            elif False:",
+  "tests/integration/test_workflow_safeguards.py::test_a_redrive_interrupted_before_its_send_is_sent_by_its_sweep"),
+ ("a run's cancel cancels its steps waiting for a retry (FAILED)", "functions/jobsched/service/runs.py",
+  "                if step.status in (ExecutionStatus.PENDING, ExecutionStatus.FAILED):",
+  "                if step.status in (ExecutionStatus.PENDING,):",
+  "tests/integration/test_workflow_safeguards.py::test_cancelling_a_run_cancels_a_step_waiting_for_its_retry"),
+ ("a step of a cancelled job never runs", "functions/jobsched/service/worker.py",
+  "        if step is None or job.state is JobState.CANCELLED:", "        if step is None:",
+  "tests/integration/test_workflow_safeguards.py::test_a_step_of_a_cancelled_job_never_runs"),
+
+ ("a delivery that loses its claim gives back the slot it took", "functions/jobsched/service/worker.py",
+  "            if took_slot:  # not ours to run after all: the slot goes back\n"
+  "                self._flow.give_back(job, dispatch.execution_id)",
+  "            if took_slot:  # not ours to run after all: the slot goes back\n"
+  "                pass",
+  "tests/integration/test_flow_control_safeguards.py::test_a_delivery_that_loses_its_claim_gives_back_the_slot_it_took"),
+ ("an accepted long-running attempt extends its slot's lease", "functions/jobsched/service/worker.py",
+  "            self._flow.extend(job, dispatch.execution_id, deadline + LEASE_MARGIN_MS)\n", "",
+  "tests/integration/test_flow_control_safeguards.py::test_an_accepted_attempt_keeps_its_slot_past_its_calls_lease"),
+ ("a heartbeat extends its attempt's slot lease", "functions/jobsched/service/callbacks.py",
+  "        self._outcomes.flow.extend(job, execution_id, deadline + LEASE_MARGIN_MS)  # a long attempt keeps its slot\n",
+  "",
+  "tests/integration/test_flow_control_safeguards.py::test_a_heartbeat_extends_the_slot_of_a_long_running_attempt"),
+ ("HTTP connects to the checked address (no second resolution: DNS rebinding)",
+  "functions/jobsched/adapters/http_target.py",
+  "        self.sock = socket.create_connection(self._sockaddr[:2], self.timeout)",
+  "        self.sock = socket.create_connection((self.host, self.port), self.timeout)",
+  "tests/unit/test_http_target_pinning.py::test_the_call_connects_to_the_checked_address_though_the_name_answers_loopback_later[http]"),
+ ("HTTPS connects to the checked address (no second resolution: DNS rebinding)",
+  "functions/jobsched/adapters/http_target.py",
+  "        sock = socket.create_connection(self._sockaddr[:2], self.timeout)\n"
+  "        self.sock = self._context.wrap_socket(",
+  "        sock = socket.create_connection((self.host, self.port), self.timeout)\n"
+  "        self.sock = self._context.wrap_socket(",
+  "tests/unit/test_http_target_pinning.py::test_the_call_connects_to_the_checked_address_though_the_name_answers_loopback_later[https]"),
+ ("a host's blocked addresses are never a fallback for its public ones", "functions/jobsched/adapters/http_target.py",
+  "    return passed\n",
+  "    return passed + [info[4] for info in infos if info[4] not in passed]\n",
+  "tests/unit/test_http_target_pinning.py::test_a_name_with_a_public_and_a_blocked_address_never_falls_back_to_the_blocked_one"),
+ ("a trigger's Idempotency-Key is scoped to its job", "functions/jobsched/service/jobs.py",
+  'self._jobs.remember_request(tenant_id, f"trigger#{job_id}", idempotency_key',
+  'self._jobs.remember_request(tenant_id, "trigger", idempotency_key',
+  "tests/integration/test_keys_quotas_backfill_safeguards.py::test_an_idempotency_key_reused_on_another_job_triggers_that_job"),
+ ("a cancelled job gives its quota place back to its own shard", "functions/jobsched/service/jobs.py",
+  "            self._jobs.give_back_quota(tenant_id, active_counter(job.quota_shard))\n        return cancelled",
+  "            self._jobs.give_back_quota(tenant_id, active_counter(0))\n        return cancelled",
+  "tests/integration/test_keys_quotas_backfill_safeguards.py::test_a_cancelled_job_gives_its_place_back_to_its_own_shard"),
+ ("backfill's lower bound: the occurrence at `from` is in", "functions/jobsched/service/jobs.py",
+  "next_fire_after(job.nominal_of(from_ms) - 1)", "next_fire_after(job.nominal_of(from_ms))",
+  "tests/integration/test_keys_quotas_backfill_safeguards.py::test_a_backfill_takes_the_occurrence_at_from_and_leaves_the_one_at_to"),
+ ("backfill's upper bound: the occurrence at `to` is out", "functions/jobsched/service/jobs.py",
+  "while nominal is not None and job.fire_at(nominal) < to_ms:",
+  "while nominal is not None and job.fire_at(nominal) <= to_ms:",
+  "tests/integration/test_keys_quotas_backfill_safeguards.py::test_a_backfill_takes_the_occurrence_at_from_and_leaves_the_one_at_to"),
+ ("backfill's bound on a window's size", "functions/jobsched/service/jobs.py",
+  "            if len(occurrences) == MAX_BACKFILL:\n", "            if False:\n",
+  "tests/integration/test_keys_quotas_backfill_safeguards.py::test_a_backfill_window_of_more_than_the_bound_is_refused_naming_to"),
 ]
 
 
 def main(selected: list[str]) -> int:
     failures = 0
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+           # This tree's code, mutated, not whichever tree the shared venv's editable install names.
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "functions"), str(ROOT / "infra"),
+                                                        os.environ.get("PYTHONPATH")]))}
     for name, path, old, new, test in MUTATIONS:
         if selected and not any(word in name for word in selected):
             continue
-        source = ROOT / path
-        text = source.read_text()
-        pairs = old if isinstance(old, list) else [(old, new)]  # several edits make one mutation
-        stale = [o for o, _ in pairs if text.count(o) != 1]
+        # Several edits make one mutation: (old, new) pairs in `path`, or, with path None,
+        # (path, old, new) triples (a safeguard made of guards in several files).
+        edits = [(p, o, n) for p, o, n in old] if path is None else \
+            [(path, o, n) for o, n in (old if isinstance(old, list) else [(old, new)])]
+        originals = {p: (ROOT / p).read_text() for p, _, _ in edits}
+        stale = [(p, o) for p, o, _ in edits if originals[p].count(o) != 1]
         if stale:
-            print(f"STALE   {name}: {stale[0][:60]!r} is not found exactly once in {path}", flush=True)
+            print(f"STALE   {name}: {stale[0][1][:60]!r} is not found exactly once in {stale[0][0]}", flush=True)
             failures += 1
             continue
-        mutated = text
-        for o, n in pairs:
-            mutated = mutated.replace(o, n)
-        source.write_text(mutated)
+        mutated = dict(originals)
+        for p, o, n in edits:
+            mutated[p] = mutated[p].replace(o, n)
         try:
+            for p, text in mutated.items():
+                (ROOT / p).write_text(text)
             run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test],
                                  cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
         finally:
-            source.write_text(text)
+            for p, text in originals.items():
+                (ROOT / p).write_text(text)
         caught = run.returncode != 0
         failures += not caught
         print(("CAUGHT  " if caught else "MISSED  ") + name, flush=True)
