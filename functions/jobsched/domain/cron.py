@@ -171,6 +171,7 @@ class _Field:
     high: int
     names: tuple[str, ...] = ()
     name_base: int = 0  # the number of names[0]
+    max_step: int | None = None  # AWS (Quartz): a step past the field's span is refused, not read as "once"
 
 
 _DEBIAN_FIELDS = (
@@ -178,8 +179,8 @@ _DEBIAN_FIELDS = (
     _Field("month", 1, 12, MONTH_NAMES, 1), _Field("day-of-week", 0, 7, DAY_NAMES, 0),
 )
 _AWS_FIELDS = (
-    _Field("minutes", 0, 59), _Field("hours", 0, 23), _Field("day-of-month", 1, 31),
-    _Field("month", 1, 12, MONTH_NAMES, 1), _Field("day-of-week", 1, 7, DAY_NAMES, 1),
+    _Field("minutes", 0, 59, max_step=59), _Field("hours", 0, 23, max_step=23),
+    _Field("day-of-month", 1, 31, max_step=31), _Field("month", 1, 12, MONTH_NAMES, 1, max_step=12), _Field("day-of-week", 1, 7, DAY_NAMES, 1),
     _Field("year", *AWS_YEARS),
 )
 
@@ -208,6 +209,8 @@ def _values(term: str, spec: _Field, text: str) -> set[int]:
         if not _NUMBER.fullmatch(step_text) or int(step_text) == 0:
             raise _bad(text, f"'{term}': a step in the {spec.name} field is a whole number of 1 or more")
         step = int(step_text)
+        if spec.max_step is not None and step > spec.max_step:
+            raise _bad(text, f"'{term}': a step in the {spec.name} field is at most {spec.max_step}")
     if body == "*":
         low, high = spec.low, spec.high
     elif "-" in body:
