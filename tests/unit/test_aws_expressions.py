@@ -79,7 +79,7 @@ def test_documented_expressions_fire_as_aws_says(source, expression, after, expe
     ("cron(0 0 1 1 ? 2200)", "1970-2199"),      # AWS cron reference: years 1970-2199
     ("cron(0 0 1 1 ? 2030-2200)", "1970-2199"),
     ("cron(0 0 1 1 ? 1969)", "1970-2199"),
-    ("cron(0 0 ? * 3#1,6#3 *)", "'#'"),         # AWS cron reference: "3#1,6#3" is not valid
+    ("cron(0 0 ? * 3#1,6#3 *)", "one expression"),         # AWS cron reference: "3#1,6#3" is not valid
     ("cron(0 0 ? * 1/2 *)", "'/'"),             # AWS cron reference: day-of-week takes , - * ? L #
     ("cron(0 0 ? * SAT,SUN,L *)", "stands alone"),  # Quartz QUARTZ-640: L with other days
     ("cron(0 0 32W * ? *)", "day-of-month"),    # Quartz QTZ-96: W past 31
