@@ -17,7 +17,7 @@ from __future__ import annotations
 import calendar
 import re
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
 from functools import lru_cache
@@ -172,6 +172,7 @@ class _Field:
     names: tuple[str, ...] = ()
     name_base: int = 0  # the number of names[0]
     max_step: int | None = None  # AWS (Quartz): a step past the field's span is refused, not read as "once"
+    wraps: bool = False  # legacy reading only: a backwards range wraps around, as croniter read it
 
 
 _DEBIAN_FIELDS = (
@@ -216,6 +217,8 @@ def _values(term: str, spec: _Field, text: str) -> set[int]:
     elif "-" in body:
         first, _, last = body.partition("-")
         low, high = _value(first, spec, text), _value(last, spec, text)
+        if high < low and spec.wraps:
+            return set(range(low, spec.high + 1, step)) | set(range(spec.low, high + 1, step))
         if high < low:
             raise _bad(text, f"'{term}': a range in the {spec.name} field runs from low to high; "
                              f"write {first}-{spec.high},{spec.low}-{last} for one that wraps around")
@@ -243,25 +246,40 @@ def _cached(parse):
     return lru_cache(maxsize=4096)(parse)
 
 
+def _legacy(fields: tuple[_Field, ...]) -> tuple[_Field, ...]:
+    return tuple(replace(spec, wraps=True, max_step=None) for spec in fields)
+
+
+_DEBIAN_LEGACY = _legacy(_DEBIAN_FIELDS)
+_AWS_LEGACY = _legacy(_AWS_FIELDS[:5]) + (replace(_AWS_FIELDS[5], high=LAST_YEAR_SEARCHED),)
+
+
 @_cached
-def parse_debian(expression: str) -> CronSpec:
-    """minute hour day-of-month month day-of-week, as Debian cron (and cronsim) read them."""
+def parse_debian(expression: str, legacy: bool = False) -> CronSpec:
+    """minute hour day-of-month month day-of-week, as Debian cron (and cronsim) read them.
+
+    `legacy` reads a schedule stored before this grammar as it was accepted then (croniter
+    wrapped a backwards range, `L5` was the last Friday): a stored job keeps firing instead of
+    failing the tick. New input is never read this way."""
+    specs = _DEBIAN_LEGACY if legacy else _DEBIAN_FIELDS
     fields = expression.split()
     if len(fields) != 5:
         raise _bad(expression, f"has {len(fields)} fields; a cron schedule has 5: minute hour day-of-month "
                                "month day-of-week (for example '0 3 * * *')")
     minute, hour, dom, month, dow = fields
-    minutes = _list(minute, _DEBIAN_FIELDS[0], expression)
-    hours = _list(hour, _DEBIAN_FIELDS[1], expression)
-    months = _list(month, _DEBIAN_FIELDS[3], expression)
-    days = DaySpec(**_debian_dom(dom, expression), **_debian_dow(dow, expression),
+    if legacy:
+        dow = re.sub(r"(?i)\bL([0-7])\b", r"\1L", dow)
+    minutes = _list(minute, specs[0], expression)
+    hours = _list(hour, specs[1], expression)
+    months = _list(month, specs[3], expression)
+    days = DaySpec(**_debian_dom(dom, expression, specs[2]), **_debian_dow(dow, expression, specs[4]),
                    both=dom.startswith("*") or dow.startswith("*"))
     spec = CronSpec(Dialect.DEBIAN, _sorted(minutes), _sorted(hours), _sorted(months), days,
                     fixed_time=not minute.startswith("*") and not hour.startswith("*"))
     return _matching(spec, expression)
 
 
-def _debian_dom(text: str, expression: str) -> dict:
+def _debian_dom(text: str, expression: str, spec: _Field) -> dict:
     days: set[int] = set()
     last = last_weekday = False
     for term in text.split(","):
@@ -271,14 +289,13 @@ def _debian_dom(text: str, expression: str) -> dict:
         elif upper == "LW":
             last_weekday = True
         elif term:
-            days |= _values(term, _DEBIAN_FIELDS[2], expression)
+            days |= _values(term, spec, expression)
         else:
             raise _bad(expression, "an empty element in the day-of-month field")
     return {"dom": frozenset(days), "dom_last": last, "dom_last_weekday": last_weekday}
 
 
-def _debian_dow(text: str, expression: str) -> dict:
-    spec = _DEBIAN_FIELDS[4]
+def _debian_dow(text: str, expression: str, spec: _Field) -> dict:
     days: set[int] = set()
     last: set[int] = set()
     nth: set[tuple[int, int]] = set()
@@ -303,8 +320,11 @@ def _occurrence(text: str, term: str, expression: str) -> int:
 
 
 @_cached
-def parse_aws(inner: str) -> CronSpec:
-    """The six fields inside cron(...), as EventBridge documents them."""
+def parse_aws(inner: str, legacy: bool = False) -> CronSpec:
+    """The six fields inside cron(...), as EventBridge documents them. `legacy` reads a schedule
+    stored before this grammar as it was accepted then ('/' and several '#' items in
+    day-of-week, years past 2199, backwards ranges wrapped); new input is never read this way."""
+    specs = _AWS_LEGACY if legacy else _AWS_FIELDS
     text = f"cron({inner})"
     fields = inner.split()
     if len(fields) != 6:
@@ -313,20 +333,19 @@ def parse_aws(inner: str) -> CronSpec:
     minute, hour, dom, month, dow, year = fields
     if (dom == "?") == (dow == "?"):
         raise _bad(text, "use '?' in exactly one of day-of-month and day-of-week")
-    if "/" in dow:
+    if "/" in dow and not legacy:
         raise _bad(text, "the day-of-week field takes , - * ? L # and no '/' step (AWS's field table)")
-    days = DaySpec(**_aws_dom(dom, text), **_aws_dow(dow, text))
-    years = None if year == "*" else _sorted(_list(year, _AWS_FIELDS[5], text))
-    spec = CronSpec(Dialect.AWS, _sorted(_list(minute, _AWS_FIELDS[0], text)),
-                    _sorted(_list(hour, _AWS_FIELDS[1], text)), _sorted(_list(month, _AWS_FIELDS[3], text)),
-                    days, years=years)
+    days = DaySpec(**_aws_dom(dom, text, specs[2]), **_aws_dow(dow, text, specs[4], legacy))
+    years = None if year == "*" else _sorted(_list(year, specs[5], text))
+    spec = CronSpec(Dialect.AWS, _sorted(_list(minute, specs[0], text)), _sorted(_list(hour, specs[1], text)),
+                    _sorted(_list(month, specs[3], text)), days, years=years)
     return _matching(spec, text)
 
 
 _AWS_NEAREST_WEEKDAY = re.compile(r"([0-9]{1,2})W", re.IGNORECASE)
 
 
-def _aws_dom(text: str, expression: str) -> dict:
+def _aws_dom(text: str, expression: str, spec: _Field) -> dict:
     upper = text.upper()
     if upper == "?":
         return {"dom": frozenset(), "dom_any": True}
@@ -335,20 +354,23 @@ def _aws_dom(text: str, expression: str) -> dict:
     if upper == "LW":
         return {"dom": frozenset(), "dom_last_weekday": True}
     if nearest := _AWS_NEAREST_WEEKDAY.fullmatch(text):
-        return {"dom": frozenset(), "dom_nearest_weekday": _value(nearest.group(1), _AWS_FIELDS[2], expression)}
+        return {"dom": frozenset(), "dom_nearest_weekday": _value(nearest.group(1), spec, expression)}
     if "L" in upper or "W" in upper:
         # Quartz, whose grammar AWS's follows: L, LW and nW stand alone, never in a list or range.
         raise _bad(expression, "in day-of-month, L, LW and nW (such as 15W) stand alone")
-    return {"dom": frozenset(_list(text, _AWS_FIELDS[2], expression))}
+    return {"dom": frozenset(_list(text, spec, expression))}
 
 
-def _aws_dow(text: str, expression: str) -> dict:
-    spec = _AWS_FIELDS[4]
+def _aws_dow(text: str, expression: str, spec: _Field, legacy: bool = False) -> dict:
     upper = text.upper()
     if upper == "?":
         return {"dow_any": True}
     if upper == "L":  # L alone is the last day of the week: Saturday
         return {"dow": frozenset({6})}
+    if "#" in text and legacy:
+        nth = {(_value(day, spec, expression) - 1, _occurrence(k, item, expression))
+               for item in text.split(",") for day, _, k in [item.partition("#")]}
+        return {"dow": frozenset(), "dow_nth": frozenset(nth)}
     if "#" in text:
         if "," in text:  # AWS: "3#1,6#3" is two expressions and not valid
             raise _bad(expression, "with '#', the day-of-week field holds that one expression only")

@@ -188,14 +188,25 @@ class Schedule:
             else:
                 candidate = self.anchor_ms + ((after_ms - self.anchor_ms) // self.period_ms + 1) * self.period_ms
             return self._bounded(candidate)
-        return self._bounded(_next_cron(self.cron_spec(), load_zone(self.timezone), after_ms))
+        spec = self.cron_spec()
+        return self._bounded(_next_cron(spec, load_zone(self.timezone), after_ms) if spec is not None else None)
 
-    def cron_spec(self) -> CronSpec:
+    def cron_spec(self) -> CronSpec | None:
         """The parsed expression. An AWS cron() is read from its text in AWS's grammar (items stored
-        before this reading kept a translated 5-field form in `cron`; the text is what was asked)."""
-        if self.text is not None and is_aws_expression(self.text):
-            return parse_aws(aws_cron_fields(self.text))
-        return parse_debian(self.cron or "")
+        before this reading kept a translated 5-field form in `cron`; the text is what was asked).
+        A stored expression the grammar now refuses was accepted when it was stored: it is read as
+        it was then, so that the job keeps firing and the tick never fails on it; None when even
+        that reading finds nothing (the schedule has no more fires)."""
+        aws = self.text is not None and is_aws_expression(self.text)
+        expression = aws_cron_fields(self.text or "") if aws else (self.cron or "")
+        parse = parse_aws if aws else parse_debian
+        try:
+            return parse(expression)
+        except UnprocessableRequest:
+            try:
+                return parse(expression, legacy=True)
+            except UnprocessableRequest:
+                return None
 
     def _bounded(self, candidate: int | None) -> int | None:
         if candidate is None or candidate > END_OF_TIME_MS:
@@ -404,7 +415,8 @@ def cron_schedule(
         origin_ms=created_ms,
         text=normalized(expression),
     )
-    if _next_cron(schedule.cron_spec(), load_zone(tz), created_ms) is None:
+    spec = parse_aws(cron) if is_aws_expression(expression) else parse_debian(cron)  # strict: new input
+    if _next_cron(spec, load_zone(tz), created_ms) is None:
         raise UnprocessableRequest.for_field("schedule", f"'{expression}' has no fire time before the end of time")
     return schedule
 
