@@ -5,11 +5,16 @@ Sources on each case: "AWS cron reference" is
 https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-cron-expressions.html (field table,
 wildcards, limits, examples); "AWS schedule types" is
 https://docs.aws.amazon.com/scheduler/latest/UserGuide/schedule-types.html (rate(), DST)."""
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jobsched.domain.aws_expressions import rate_to_duration
 from jobsched.domain.errors import UnprocessableRequest
-from jobsched.domain.schedule import cron_schedule, local_instant, rate_schedule
+from jobsched.domain.schedule import cron_schedule, format_instant, local_instant, rate_schedule
 
 from .test_schedule import at, fires
 
@@ -176,3 +181,49 @@ def test_bad_rate_expressions(bad):
     with pytest.raises(UnprocessableRequest) as error:
         rate_to_duration(bad)
     assert error.value.details[0].field == "schedule"
+
+
+# AWS's DST rule against a brute-force reading of its text: walk every real minute around each
+# transition; a minute fires when its wall time matches and it is that wall time's first pass
+# (Python marks the second pass fold=1). A skipped wall time is no real minute's, so it never fires.
+def _transitions(zone_name: str) -> list:
+    zone, found = ZoneInfo(zone_name), []
+    t, end = datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2028, 1, 1, tzinfo=timezone.utc)
+    while t < end:
+        step = t + timedelta(hours=1)
+        if step.astimezone(zone).utcoffset() != t.astimezone(zone).utcoffset():
+            found.append((zone_name, t))
+        t = step
+    return found
+
+
+_AWS_DST_CASES = [case for zone in ("America/New_York", "Europe/London", "Australia/Lord_Howe", "Australia/Sydney")
+                  for case in _transitions(zone)]
+_MINUTE_FORMS = {"0": {0}, "30": {30}, "0/15": {0, 15, 30, 45}, "10-40/10": {10, 20, 30, 40}, "*": set(range(60)),
+                 "45-45": {45}}
+_HOUR_FORMS = {"*": set(range(24)), "1": {1}, "2": {2}, "1-3": {1, 2, 3}, "0/2": set(range(0, 24, 2)), "2-2": {2}}
+
+
+def _brute_force(minutes: set, hours: set, zone_name: str, start, end) -> list[str]:
+    zone, out, t = ZoneInfo(zone_name), [], start + timedelta(minutes=1)
+    while t <= end:
+        local = t.astimezone(zone)
+        if local.minute in minutes and local.hour in hours and local.fold == 0:
+            out.append(t.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        t += timedelta(minutes=1)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=st.sampled_from(_AWS_DST_CASES), minute=st.sampled_from(sorted(_MINUTE_FORMS)),
+       hour=st.sampled_from(sorted(_HOUR_FORMS)), lead_minutes=st.integers(30, 300))
+def test_cron_fires_by_awss_dst_rule_around_every_transition(case, minute, hour, lead_minutes):
+    zone_name, transition = case
+    start = (transition - timedelta(minutes=lead_minutes)).replace(second=0, microsecond=0)
+    end = transition + timedelta(hours=4)
+    expected = _brute_force(_MINUTE_FORMS[minute], _HOUR_FORMS[hour], zone_name, start, end)
+    schedule = cron_schedule(f"cron({minute} {hour} * * ? *)", zone_name, at("2025-01-01T00:00:00Z"))
+    got, cursor = [], int(start.timestamp() * 1000)
+    while (cursor := schedule.next_fire_after(cursor)) is not None and cursor <= int(end.timestamp() * 1000):
+        got.append(format_instant(cursor))
+    assert got == expected, (minute, hour, zone_name, transition.isoformat())
