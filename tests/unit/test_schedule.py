@@ -204,3 +204,33 @@ class TestSpanOfTime:
     def test_an_expression_that_never_matches_is_refused(self):
         with pytest.raises(UnprocessableRequest):
             cron_schedule("0 0 30 2 *", "UTC", at("2030-01-01T00:00:00Z"))
+
+
+class TestStoredBeforeTheGrammar:
+    """A job stored when croniter read its expression keeps firing as it was accepted, and never
+    fails the tick, even where the grammar now refuses its expression as new input."""
+
+    @staticmethod
+    def stored(item: dict):
+        from jobsched.domain.schedule import Schedule
+
+        return Schedule.from_item({"type": "CRON", "timezone": "UTC", "originMs": at("2029-01-01T00:00:00Z"), **item})
+
+    def test_a_backwards_range_keeps_wrapping_around(self):
+        schedule = self.stored({"cron": "58-1 * * * *", "text": "58-1 * * * *"})
+        assert fires(schedule, "2030-01-01T00:30:00Z", 4) == [
+            "2030-01-01T00:58:00Z", "2030-01-01T00:59:00Z", "2030-01-01T01:00:00Z", "2030-01-01T01:01:00Z"]
+
+    def test_an_aws_expression_stored_with_its_old_translation_is_read_from_its_text(self):
+        schedule = self.stored({"cron": "0 10 * * L5", "text": "cron(0 10 ? * 6L *)"})
+        assert fires(schedule, "2030-01-01T00:00:00Z", 1) == ["2030-01-25T10:00:00Z"]
+
+    def test_aws_forms_refused_now_keep_their_old_reading(self):
+        steps = self.stored({"cron": "0 0 * * 0/2", "text": "cron(0 0 ? * 1/2 *)"})  # Sun, Tue, Thu, Sat
+        assert fires(steps, "2030-01-01T00:00:00Z", 3) == [
+            "2030-01-03T00:00:00Z", "2030-01-05T00:00:00Z", "2030-01-06T00:00:00Z"]
+        two = self.stored({"cron": "0 0 * * 2#1,5#3", "text": "cron(0 0 ? * 3#1,6#3 *)"})
+        assert fires(two, "2030-01-01T12:00:00Z", 2) == ["2030-01-18T00:00:00Z", "2030-02-05T00:00:00Z"]
+
+    def test_a_stored_expression_that_cannot_be_read_at_all_has_no_fire(self):
+        assert self.stored({"cron": "0 0 30 2 *", "text": "0 0 30 2 *"}).next_fire_after(0) is None

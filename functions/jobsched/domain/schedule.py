@@ -12,15 +12,8 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadDateError, croniter
-
-from jobsched.domain.aws_expressions import (
-    is_aws_expression,
-    last_year,
-    rate_to_duration,
-    translate_cron,
-    year_allowed,
-)
+from jobsched.domain.aws_expressions import aws_cron_fields, is_aws_expression, rate_to_duration
+from jobsched.domain.cron import CronSpec, Dialect, next_wall_match, normalized, parse_aws, parse_debian
 from jobsched.domain.errors import UnprocessableRequest
 
 MS_PER_SECOND = 1000
@@ -34,9 +27,6 @@ END_OF_TIME_MS = 253_370_764_800_000  # 9999-01-01T00:00:00Z
 BEGINNING_OF_TIME_MS = 0  # 1970-01-01T00:00:00Z
 # The longest fixed rate (about 10 years); a longer period is a one-time job.
 MAX_RATE_MS = 3653 * 86_400_000
-# Any pattern of days, weekdays and months repeats every 400 Gregorian years: an expression that
-# matches nothing in that span never matches. (The year field of AWS cron is searched apart.)
-CRON_CYCLE_YEARS = 401
 
 
 class ScheduleType(str, Enum):
@@ -150,17 +140,10 @@ def parse_duration_ms(text: str, field_name: str = "schedule") -> int:
 
 
 def validate_cron(expression: str, field_name: str = "schedule") -> str:
-    """A standard 5-field cron expression (minute hour day-of-month month day-of-week)."""
-    fields = expression.split()
-    if len(fields) != 5:
-        raise UnprocessableRequest.for_field(
-            field_name,
-            f"'{expression}' has {len(fields)} fields; a cron schedule has 5: "
-            "minute hour day-of-month month day-of-week (for example '0 3 * * *')",
-        )
-    if not croniter.is_valid(expression):
-        raise UnprocessableRequest.for_field(field_name, f"'{expression}' is not a valid cron expression")
-    return " ".join(fields)
+    """A standard 5-field cron expression (minute hour day-of-month month day-of-week), read as
+    Debian cron reads it; refused (naming the field) when malformed or when it never matches."""
+    parse_debian(normalized(expression))
+    return normalized(expression)
 
 
 @dataclass(frozen=True)
@@ -178,7 +161,7 @@ class Schedule:
     origin_ms: int = 0  # CRON without startAt: fires after this instant (its creation)
     text: str | None = None  # the `schedule` string as the client sent it (cron or duration)
     delay_seconds: int | None = None  # DELAYED, as the client sent it
-    years: str | None = None  # CRON from an AWS cron() with a year field: "2030,2032-2034"
+    years: str | None = None  # CRON from an AWS cron() with a year field, as written: "2030/2"
 
     @property
     def recurring(self) -> bool:
@@ -205,7 +188,25 @@ class Schedule:
             else:
                 candidate = self.anchor_ms + ((after_ms - self.anchor_ms) // self.period_ms + 1) * self.period_ms
             return self._bounded(candidate)
-        return self._bounded(_next_cron(self.cron or "", load_zone(self.timezone), after_ms, self.years))
+        spec = self.cron_spec()
+        return self._bounded(_next_cron(spec, load_zone(self.timezone), after_ms) if spec is not None else None)
+
+    def cron_spec(self) -> CronSpec | None:
+        """The parsed expression. An AWS cron() is read from its text in AWS's grammar (items stored
+        before this reading kept a translated 5-field form in `cron`; the text is what was asked).
+        A stored expression the grammar now refuses was accepted when it was stored: it is read as
+        it was then, so that the job keeps firing and the tick never fails on it; None when even
+        that reading finds nothing (the schedule has no more fires)."""
+        aws = self.text is not None and is_aws_expression(self.text)
+        expression = aws_cron_fields(self.text or "") if aws else (self.cron or "")
+        parse = parse_aws if aws else parse_debian
+        try:
+            return parse(expression)
+        except UnprocessableRequest:
+            try:
+                return parse(expression, legacy=True)
+            except UnprocessableRequest:
+                return None
 
     def _bounded(self, candidate: int | None) -> int | None:
         if candidate is None or candidate > END_OF_TIME_MS:
@@ -252,60 +253,51 @@ class Schedule:
         )
 
 
-def _next_cron(expression: str, zone: ZoneInfo, after_ms: int, years: str | None = None) -> int | None:
-    """Next instant strictly after `after_ms` whose wall time in `zone` matches `expression`,
-    or None when there is none before the end of time.
+def _next_cron(spec: CronSpec, zone: ZoneInfo, after_ms: int) -> int | None:
+    """Next instant strictly after `after_ms` whose wall time in `zone` matches `spec`, or None
+    when there is none before the end of time. Two DST rules, by dialect (docs/architecture.md,
+    "Time"):
 
-    Across DST this follows Debian cron. An expression whose minute and hour fields are both
-    fixed (neither starts with `*`) is read on the wall clock: a wall time skipped by a
-    spring-forward fires right after the jump (several skipped ones fire once), a wall time that
-    a fall-back repeats fires once, at its first pass. An expression whose minute or hour field is
-    a wildcard (`*`, `*/n`) follows real time: it fires in the repeated hour a second time and
-    not at all in the skipped one."""
-    fields = expression.split()
-    fixed_time = not fields[0].startswith("*") and not fields[1].startswith("*")
-    if zone.key == "UTC" or fixed_time:
-        step = _next_wall_match
-    else:
-        step = _next_real_match
-    cursor = after_ms
-    while True:
-        found = step(expression, zone, cursor)
-        if found is None or found > END_OF_TIME_MS:
-            return None
-        year = to_datetime(found).astimezone(zone).year
-        if year_allowed(years, year):
-            return found
-        following = next((y for y in range(year + 1, min(last_year(years) or 0, 9998) + 1)
-                          if year_allowed(years, y)), None)
-        if following is None:
-            return None
-        # Resume just before 1 January of the next allowed year, wall time in the zone.
-        cursor = max(cursor, _wall_to_ms(datetime(following, 1, 1), zone) - MS_PER_MINUTE)
+    - AWS cron() follows EventBridge Scheduler: a wall time that does not exist (skipped by a
+      spring-forward) does not fire; a wall time that a fall-back repeats fires once, at its first
+      pass. So every matching wall time that exists fires exactly once.
+    - 5-field cron follows Debian cron. An expression whose minute and hour fields are both fixed
+      (neither starts with `*`) is read on the wall clock: a skipped wall time fires right after
+      the jump (several skipped ones fire once), a repeated one fires once, at its first pass. An
+      expression whose minute or hour field starts with `*` follows real time: it fires in the
+      repeated hour a second time and not at all in the skipped one."""
+    if spec.dialect is Dialect.AWS:
+        return _next_existing_wall_match(spec, zone, after_ms)
+    if zone.key == "UTC" or spec.fixed_time:
+        return _next_wall_match(spec, zone, after_ms)
+    return _next_real_match(spec, zone, after_ms)
 
 
-def _matches_after(expression: str, wall: datetime):
-    """Naive wall times matching `expression`, strictly after `wall`, in order (Debian's day
-    rule: day-of-month and day-of-week are OR-ed only when neither starts with `*`)."""
-    iterator = croniter(expression, wall, max_years_between_matches=CRON_CYCLE_YEARS, implement_cron_bug=True)
-    while True:
-        try:
-            found = iterator.get_next(datetime)
-        except (CroniterBadDateError, OverflowError, ValueError):  # no match at all, or past year 9999
-            return
-        if found.year > 9998:
-            return
-        yield found
+def _local_wall(after_ms: int, zone: ZoneInfo) -> datetime:
+    return to_datetime(after_ms).astimezone(zone).replace(tzinfo=None, fold=0)
 
 
-def _next_wall_match(expression: str, zone: ZoneInfo, after_ms: int) -> int | None:
-    """Fixed-time expressions: the wall clock decides. A skipped wall time moves to the first real
-    minute after the gap; a repeated one is taken at its first pass (fold 0)."""
-    wall = to_datetime(after_ms).astimezone(zone).replace(tzinfo=None, fold=0)
-    for match in _matches_after(expression, wall.replace(microsecond=0)):
+def _next_existing_wall_match(spec: CronSpec, zone: ZoneInfo, after_ms: int) -> int | None:
+    """AWS's rule: skipped wall times are passed over; a repeated one counts at its first pass
+    only, so a search that starts inside the second pass moves on to the next wall time."""
+    wall = _local_wall(after_ms, zone)
+    while (match := next_wall_match(spec, wall)) is not None:
+        local = match.replace(tzinfo=zone, fold=0)
+        if not _is_imaginary(local) and to_ms(local) > after_ms:
+            return to_ms(local)
+        wall = match
+    return None
+
+
+def _next_wall_match(spec: CronSpec, zone: ZoneInfo, after_ms: int) -> int | None:
+    """Debian, fixed-time expressions: the wall clock decides. A skipped wall time moves to the
+    first real minute after the gap; a repeated one is taken at its first pass (fold 0)."""
+    wall = _local_wall(after_ms, zone)
+    while (match := next_wall_match(spec, wall)) is not None:
         ms = _wall_to_ms(match, zone)
         if ms > after_ms:
             return ms
+        wall = match
     return None
 
 
@@ -322,16 +314,16 @@ def _is_imaginary(local: datetime) -> bool:
     return local.astimezone(timezone.utc).astimezone(local.tzinfo).replace(tzinfo=None) != local.replace(tzinfo=None)
 
 
-def _next_real_match(expression: str, zone: ZoneInfo, after_ms: int) -> int | None:
-    """Wildcard expressions: walk real time in spans of one UTC offset. Inside a span the wall
-    clock and real time move together, so the span's first wall match is its first fire; when
-    the match lies past the span's end, the search starts again at the next span."""
+def _next_real_match(spec: CronSpec, zone: ZoneInfo, after_ms: int) -> int | None:
+    """Debian, wildcard expressions: walk real time in spans of one UTC offset. Inside a span the
+    wall clock and real time move together, so the span's first wall match is its first fire;
+    when the match lies past the span's end, the search starts again at the next span."""
     bound = after_ms  # fires lie strictly after `bound` ...
     inclusive = False  # ... or at it, once a span starts exactly there
     while bound <= END_OF_TIME_MS:
         offset = _offset_ms(zone, bound)
         wall = to_datetime(bound + offset).replace(tzinfo=None, microsecond=0)
-        match = next(_matches_after(expression, wall - timedelta(seconds=1) if inclusive else wall), None)
+        match = next_wall_match(spec, wall - timedelta(seconds=1) if inclusive else wall)
         if match is None:
             return None
         candidate = to_ms(match.replace(tzinfo=timezone.utc)) - offset
@@ -374,7 +366,9 @@ def one_time_schedule(run_at_ms: int, text: str | None = None, tz: str = "UTC") 
 
 
 def local_instant(local: str, tz: str, field_name: str) -> int:
-    """A wall-clock date-time without offset (from at(...)), read in the given zone."""
+    """A wall-clock date-time without offset (from at(...)), read in the given zone by AWS's DST
+    rule: a repeated time is its first pass; a time that a spring-forward skips never happens, so
+    it is refused here rather than accepted as a job that would never fire."""
     zone = load_zone(tz)
     try:
         naive = datetime.strptime(local, "%Y-%m-%dT%H:%M:%S")
@@ -382,7 +376,11 @@ def local_instant(local: str, tz: str, field_name: str) -> int:
             raise ValueError("outside the span of time")
     except ValueError:
         raise UnprocessableRequest.for_field(field_name, f"'{local}' is not a date-time within 1970-9998") from None
-    return check_instant(_wall_to_ms(naive, zone), field_name)
+    if _is_imaginary(naive.replace(tzinfo=zone, fold=0)):
+        raise UnprocessableRequest.for_field(
+            field_name, f"'{local}' does not exist in {tz}: daylight saving time skips it (AWS's rule skips "
+            "such a time; give the time after the change)")
+    return check_instant(to_ms(naive.replace(tzinfo=zone, fold=0)), field_name)
 
 
 def delayed_schedule(delay_seconds: int, created_ms: int) -> Schedule:
@@ -399,22 +397,27 @@ def cron_schedule(
     load_zone(tz)
     _check_bounds(start_ms, end_ms)
     years = None
-    standard = expression
     if is_aws_expression(expression):
-        translated = translate_cron(expression)
-        standard, years = translated.cron, translated.years
+        fields = aws_cron_fields(expression)
+        parse_aws(fields)  # refuses what AWS refuses, and what never matches
+        cron = fields
+        year = fields.split()[5]
+        years = None if year == "*" else year
+    else:
+        cron = validate_cron(expression)
     schedule = Schedule(
         type=ScheduleType.CRON,
-        cron=validate_cron(standard),
+        cron=cron,
         years=years,
         timezone=tz,
         start_ms=start_ms,
         end_ms=end_ms,
         origin_ms=created_ms,
-        text=" ".join(expression.split()),
+        text=normalized(expression),
     )
-    if _next_cron(schedule.cron or "", load_zone(tz), created_ms, years) is None:
-        raise UnprocessableRequest.for_field("schedule", f"'{expression}' never matches a date")
+    spec = parse_aws(cron) if is_aws_expression(expression) else parse_debian(cron)  # strict: new input
+    if _next_cron(spec, load_zone(tz), created_ms) is None:
+        raise UnprocessableRequest.for_field("schedule", f"'{expression}' has no fire time before the end of time")
     return schedule
 
 
