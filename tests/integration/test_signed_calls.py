@@ -257,3 +257,48 @@ def test_the_secret_is_stored_encrypted_and_never_shown_again(harness):
     assert status in (404, 405)  # there is no route that reads a secret back
     assert harness.request("POST", "/v1/signing-secrets/rotate", {"graceSec": -1})[0] == 400
     assert harness.request("POST", "/v1/signing-secrets/rotate", {"graceSec": 10 ** 9})[0] == 400
+
+
+def test_a_secret_made_before_copies_existed_keeps_signing_and_a_rotation_replaces_it_at_once(harness, target_url):
+    """A tenant whose secret is in the record alone (made by the previous release, whose API may
+    still write it during a deploy): it signs the deprecated header, read at most once a minute
+    per container; the first rotation takes effect for the next call."""
+    table = harness.session.resource("dynamodb").Table(harness.settings.jobs_table)
+    store = harness.stores.signing
+
+    def written_by_the_previous_release(secret):
+        table.put_item(Item={"tenantId": "tenant-a", "jobId": "signing#secrets", "createdMs": 1,
+                             "current": store._seal("tenant-a", secret)})
+
+    job = http_job(harness, target_url)
+    container = new_worker(harness)
+    written_by_the_previous_release("whsec_legacy-secret_made-in-round-2")
+    headers, body = call_once(harness, job["jobId"], container)
+    assert "webhook-signature" not in headers  # not a whsec_<base64> secret
+    assert verified_deprecated(headers["x-jobsched-signature"], body, "whsec_legacy-secret_made-in-round-2")
+    written_by_the_previous_release("whsec_legacy-secret_made-again")
+    harness.clock.set_ms(harness.clock.now_ms() + 61_000)
+    headers, body = call_once(harness, job["jobId"], container)
+    assert verified_deprecated(headers["x-jobsched-signature"], body, "whsec_legacy-secret_made-again")
+
+    rotated = rotate(harness, graceSec=600)
+    headers, body = call_once(harness, job["jobId"], container)
+    assert verified(headers, body, rotated["secret"], now_s(harness))
+    assert verified_deprecated(headers["x-jobsched-signature"], body, rotated["secret"])
+    assert verified_deprecated(headers["x-jobsched-signature"], body, "whsec_legacy-secret_made-again")  # in grace
+
+
+def test_a_late_copy_write_of_an_older_rotation_changes_nothing(harness, target_url):
+    """Two rotations at once: the older one's copies may land after the newer one's."""
+    from jobsched.store.signing import COPIES, SealedSecrets
+    job = http_job(harness, target_url)
+    rotate(harness)
+    newest = rotate(harness, graceSec=0)
+    table = harness.session.resource("dynamodb").Table(harness.settings.jobs_table)
+    record = table.get_item(Key={"tenantId": "tenant-a", "jobId": "signing#secrets"})["Item"]
+    harness.stores.signing._write_copies("tenant-a", SealedSecrets(1, record["previous"], None, None))  # late
+    for k in range(COPIES):
+        copy = table.get_item(Key={"tenantId": f"tenant-a#signing#{k}", "jobId": "signing#copy"})["Item"]
+        assert copy["version"] == 2 and copy["current"] == record["current"]
+    headers, body = call_once(harness, job["jobId"])
+    assert verified(headers, body, newest["secret"], now_s(harness))
