@@ -3,6 +3,7 @@ Standard Webhooks reference verifier (`standardwebhooks`), across rotations, the
 that share one worker container, and KMS faults."""
 import hashlib
 import hmac
+import json
 from datetime import datetime
 
 import boto3
@@ -302,3 +303,34 @@ def test_a_late_copy_write_of_an_older_rotation_changes_nothing(harness, target_
         assert copy["version"] == 2 and copy["current"] == record["current"]
     headers, body = call_once(harness, job["jobId"])
     assert verified(headers, body, newest["secret"], now_s(harness))
+
+
+@pytest.mark.parametrize("name", ["webhook-id", "Webhook-Signature", "WEBHOOK-TIMESTAMP"])
+def test_a_job_cannot_set_the_signed_call_headers(harness, name):
+    status, answer = harness.request("POST", "/v1/jobs", {"name": "n", "type": "RATE", "schedule": "PT1M",
+                                                          "target": {"type": "HTTP", "url": "http://127.0.0.1:9/hook",
+                                                                     "headers": {name: "v1,forged"}}})
+    assert status == 400 and [d["field"] for d in answer["error"]["details"]] == ["target.headers"], answer
+
+
+def test_a_job_stored_with_a_signed_call_header_never_sends_it(harness, target_url):
+    """A job stored before the names were reserved: its header is dropped, ours is sent."""
+    job = http_job(harness, target_url)
+    table = harness.session.resource("dynamodb").Table(harness.settings.jobs_table)
+    item = table.get_item(Key={"tenantId": "tenant-a", "jobId": job["jobId"]})["Item"]
+    [(name, text)] = [(k, v) for k, v in item.items() if isinstance(v, str) and target_url in v]  # the spec's JSON
+
+    def with_headers(node):
+        if isinstance(node, dict):
+            if node.get("url") == target_url:
+                return {**node, "headers": {"Webhook-Signature": "v1,forged", "X-Kept": "yes"}}
+            return {k: with_headers(v) for k, v in node.items()}
+        return node
+
+    table.update_item(Key={"tenantId": "tenant-a", "jobId": job["jobId"]}, UpdateExpression="SET #n = :t",
+                      ExpressionAttributeNames={"#n": name},
+                      ExpressionAttributeValues={":t": json.dumps(with_headers(json.loads(text)))})
+    secret = rotate(harness)["secret"]
+    headers, body = call_once(harness, job["jobId"])
+    assert headers["x-kept"] == "yes" and "v1,forged" not in headers["webhook-signature"]
+    assert verified(headers, body, secret, now_s(harness))

@@ -30,9 +30,11 @@ from jobsched.domain.clock import Clock
 from jobsched.domain.errors import UnprocessableRequest
 from jobsched.store.signing import COPIES, SealedSecrets, SigningUnavailable
 
-__all__ = ["SigningUnavailable", "SigningSecrets", "Rotation", "standard_headers", "signature_header"]
+__all__ = ["SigningUnavailable", "SigningSecrets", "Rotation", "standard_headers", "signature_header",
+           "SIGNED_CALL_HEADERS"]
 
 SIGNATURE_HEADER = "X-Jobsched-Signature"  # round 2's, deprecated: sent until v2
+SIGNED_CALL_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
 DEFAULT_GRACE_SEC = 86_400
 MAX_GRACE_SEC = 7 * 86_400
 SECRET_PREFIX = "whsec_"

@@ -21,7 +21,8 @@ from jobsched.store.dynamo import _condition_lost
 
 SIGNING_ITEM = "signing#secrets"
 COPY_ITEM = "signing#copy"
-COPIES = 8
+COPIES = 16
+SIGNING_PURPOSE = "signing"  # the encryption context's purpose; the API may Encrypt only under it
 
 
 class SigningUnavailable(Exception):
@@ -62,7 +63,7 @@ class SigningSecretsStore:
 
     @staticmethod
     def _context(tenant_id: str) -> dict:
-        return {"tenantId": tenant_id, "purpose": "signing"}
+        return {"tenantId": tenant_id, "purpose": SIGNING_PURPOSE}
 
     def _seal(self, tenant_id: str, secret: str) -> str:
         if not self._key_id:
