@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from jobsched.domain.jobs import Priority
 from jobsched.settings import WORKER_BATCH_SIZE, Env
+from jobsched.store.signing import SIGNING_PURPOSE
 from jobsched.sizing import TICK_MEMORY_MB
 from jobsched_infra.alarms import Alarms
 from jobsched_infra.compliance import acknowledge_findings
@@ -106,7 +108,11 @@ class JobschedStack(Stack):
                 # sending to the encrypted lanes, decryption for reading tables and messages.
                 storage.key.grant(fn, "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey")
         if storage.key:
-            storage.key.grant(api_fn, "kms:Encrypt")  # a tenant's new signing secret
+            # A tenant's new signing secret, and nothing else: only under the signing purpose's
+            # encryption context (store/signing.py), so the API cannot encrypt other data with it.
+            api_fn.add_to_role_policy(iam.PolicyStatement(
+                actions=["kms:Encrypt"], resources=[storage.key.key_arn],
+                conditions={"StringEquals": {"kms:EncryptionContext:purpose": SIGNING_PURPOSE}}))
         lane_caps = dict(config.lane_max_concurrency)
         for priority, queue in lanes.queues.items():
             worker_fn.add_event_source(sources.SqsEventSource(

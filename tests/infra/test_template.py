@@ -343,3 +343,16 @@ def test_no_bytecode_ships_in_the_layer_or_the_code(template, tmp_path_factory):
         compiled = list(folder.rglob("*.pyc"))
         assert compiled == [], (folder.name, compiled[:3])
         assert any(folder.rglob("*.py"))
+
+
+def test_the_api_encrypts_only_signing_secrets_and_the_worker_decrypts_them(template):
+    by_name = {function_name(r["Properties"]["Handler"]): k for k, r in resources(template, "AWS::Lambda::Function").items()}
+
+    def with_action(name, action):
+        return [s for s in _statements(template, by_name[name])
+                if action in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
+
+    [encrypt] = with_action("api", "kms:Encrypt")
+    assert encrypt["Condition"] == {"StringEquals": {"kms:EncryptionContext:purpose": "signing"}}
+    assert not with_action("worker", "kms:Encrypt") and not with_action("tick", "kms:Encrypt")
+    assert with_action("worker", "kms:Decrypt") and with_action("worker", "dynamodb:GetItem")

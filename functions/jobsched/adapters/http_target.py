@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
-from jobsched.service.signing import SIGNATURE_HEADER, signature_header
+from jobsched.service.signing import (SIGNATURE_HEADER, SIGNED_CALL_HEADERS, SigningUnavailable, signature_header,
+                                      standard_headers)
 
 MAX_OUTPUT_BYTES = 4096
 MAX_PROGRESS_HEADER_BYTES = 4096
@@ -165,7 +166,9 @@ class HttpTargetInvoker:
                progress=None) -> AttemptOutcome:
         config = job.spec.target.config
         url = urlsplit(str(config["url"]))
-        headers = {str(k): str(v) for k, v in (config.get("headers") or {}).items()}
+        # A job stored before webhook-* headers were reserved cannot pass off its own as ours.
+        headers = {str(k): str(v) for k, v in (config.get("headers") or {}).items()
+                   if str(k).lower() not in SIGNED_CALL_HEADERS}
         headers.update({
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
@@ -181,9 +184,16 @@ class HttpTargetInvoker:
                 headers["X-Progress"] = text
         method = str(config.get("method", "POST")).upper()
         body = None if method in ("GET", "DELETE", "HEAD") else compact(job.spec.payload).encode()
-        secrets_in_use = self._signing_secrets(job.tenant_id) if self._signing_secrets else []
+        try:
+            secrets_in_use = self._signing_secrets(job.tenant_id) if self._signing_secrets else []
+        except SigningUnavailable as exc:
+            # After the claim: a failed attempt, retried under the job's policy (never a RUNNING
+            # execution left to its lease). The target was not called.
+            return AttemptOutcome(False, ExecutionStatus.FAILED, f"not called: signing secret unavailable ({exc})")
         if secrets_in_use:
-            headers[SIGNATURE_HEADER] = signature_header(secrets_in_use, int(self._now_s()), body or b"")
+            now_s = int(self._now_s())
+            headers.update(standard_headers(secrets_in_use, f"{dispatch.execution_id}:{attempt}", now_s, body or b""))
+            headers[SIGNATURE_HEADER] = signature_header(secrets_in_use, now_s, body or b"")  # deprecated
         timeout = min(float(job.spec.timeout_sec), self._max_timeout_sec)
         port = url.port or (443 if url.scheme == "https" else 80)
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")

@@ -25,6 +25,7 @@ RESERVED_HEADERS = frozenset({
     "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
     "proxy-authorization", "proxy-connection", "content-type", "user-agent", "expect",
     "x-execution-id", "x-attempt", "x-job-id", "x-callback-token", "x-progress", "x-run-id", "x-step",
+    "webhook-id", "webhook-timestamp", "webhook-signature",  # signed calls: a job must not forge them
 })
 RESERVED_HEADER_PREFIX = "x-jobsched-"
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
