@@ -30,6 +30,13 @@ class WorkerDied(Exception):
     pass
 
 
+class ProcessDied(BaseException):
+    """The worker's process dies in the middle of an attempt (a Lambda timeout, out of memory): no
+    code of the worker sees it, so nothing is recorded; the invocation fails and SQS returns its
+    batch after the visibility timeout. (A BaseException: the worker records every Exception
+    raised while calling a target as that attempt's failure.)"""
+
+
 @dataclass
 class RecordingTarget:
     """A target that dedupes nothing: every call is a side effect. Outcomes are scripted per
@@ -50,7 +57,7 @@ class RecordingTarget:
                progress=None) -> AttemptOutcome:
         if self.crash_before_call:
             self.crash_before_call -= 1
-            raise WorkerDied("the worker process died after its claim")
+            raise ProcessDied("the worker process died after its claim")
         step = (job.spec.target.config.get("headers") or {}).get("X-Step")
         self.calls.append(Call(dispatch.execution_id, attempt, self.clock.now_ms(), job.job_id, job.spec.payload, step))
         if callback_token:
@@ -116,6 +123,15 @@ class Harness(InProcessStack):
     def __init__(self, template: dict, clock: FakeClock) -> None:
         self.target = RecordingTarget(clock)
         super().__init__(template, clock, invoker=self.target, keys={TENANT_A: KEY_A, TENANT_B: KEY_B})
+        inner = self.worker._handler
+
+        def invocation(event, context):
+            try:
+                return inner(event, context)
+            except ProcessDied as died:  # the invocation fails as a whole, as a dead process's does
+                raise RuntimeError("the worker's process died") from died
+
+        self.worker._handler = invocation
 
     def create_job(self, body: dict, key: str = KEY_A) -> dict:
         status, answer = self.request("POST", "/v1/jobs", body, key)

@@ -28,7 +28,12 @@ RESERVED_HEADERS = frozenset({
     "webhook-id", "webhook-timestamp", "webhook-signature",  # signed calls: a job must not forge them
 })
 RESERVED_HEADER_PREFIX = "x-jobsched-"
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+# Patterns are matched with fullmatch: `$` also matches before a final newline ("X-Tenant\n").
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")  # an RFC 9110 token
+# Keys a job stores and is found by (tag keys, flow-control keys): printable text only, so that
+# a key can be written in a filter, a header or a log line and read back as it was given.
+_TAG_KEY = re.compile(r"[^\x00-\x1f\x7f-\x9f:]{1,64}")
+_FLOW_KEY = re.compile(r"[^\x00-\x1f\x7f-\x9f]{1,128}")
 
 
 class _Model(BaseModel):
@@ -56,7 +61,7 @@ class HttpTarget(_Model):
             raise ValueError(f"at most {MAX_HEADERS} headers")
         total = 0
         for name, text in value.items():
-            if not _HEADER_NAME.match(name):
+            if not _HEADER_NAME.fullmatch(name):
                 raise ValueError(f"{name[:64]!r} is not a valid header name")
             lowered = name.lower()
             if lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_HEADER_PREFIX):
@@ -112,6 +117,13 @@ class FlowControlModel(_Model):
     maxConcurrency: int | None = Field(None, ge=1, le=10_000)
     ratePerSecond: int | None = Field(None, ge=1, le=10_000)
 
+    @field_validator("key")
+    @classmethod
+    def _printable_key(cls, value: str) -> str:
+        if not _FLOW_KEY.fullmatch(value):
+            raise ValueError("1 to 128 characters without control characters")
+        return value
+
     @model_validator(mode="after")
     def _a_limit(self) -> "FlowControlModel":
         if self.maxConcurrency is None and self.ratePerSecond is None:
@@ -159,8 +171,9 @@ class JobRequest(_Model):
         if len(value) > MAX_TAGS:
             raise ValueError(f"at most {MAX_TAGS} tags")
         for key, text in value.items():
-            if not 1 <= len(key) <= 64 or ":" in key:
-                raise ValueError(f"tag key {key[:70]!r}: 1 to 64 characters, no ':' (filters read key:value)")
+            if not _TAG_KEY.fullmatch(key):
+                raise ValueError(f"tag key {key[:70]!r}: 1 to 64 characters, no ':' (filters read key:value) "
+                                 "and no control characters")
             if len(text) > 256:
                 raise ValueError(f"tag {key}: a value of at most 256 characters")
         return value

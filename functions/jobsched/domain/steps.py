@@ -14,7 +14,8 @@ from jobsched.domain.executions import ExecutionStatus
 from jobsched.domain.retry import RetryPolicy
 
 MAX_STEPS = 100
-STEP_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Matched with fullmatch: `$` also matches before a final newline, which "extract\n" would pass.
+STEP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 STEP_SEPARATOR = ".step."
 # A step that will not change again. UPSTREAM_FAILED: a step below a DEAD or CANCELLED one.
 STEP_ENDED = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.DEAD, ExecutionStatus.CANCELLED,
@@ -28,7 +29,7 @@ def step_execution_id(run_id: str, name: str) -> str:
 def step_of(execution_id: str) -> tuple[str, str] | None:
     """(run id, step name) of a step's execution id; None for any other execution."""
     run_id, separator, name = execution_id.rpartition(STEP_SEPARATOR)
-    if not separator or not run_id or not STEP_NAME.match(name):
+    if not separator or not run_id or not STEP_NAME.fullmatch(name):
         return None
     return run_id, name
 
@@ -102,7 +103,7 @@ def check_dag(steps: tuple[Step, ...]) -> None:
         raise problem(f"at most {MAX_STEPS} steps ({len(steps)} given)")
     names: set[str] = set()
     for step in steps:
-        if not STEP_NAME.match(step.name):
+        if not STEP_NAME.fullmatch(step.name):
             raise problem(f"step name {step.name[:80]!r} must be 1-64 of A-Z a-z 0-9 _ -")
         if step.name in names:
             raise problem(f"duplicate step name {step.name!r}")

@@ -9,7 +9,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.metrics import MetricUnit
 
-from jobsched.api.mapping import OwnResources, execution_to_json, job_to_json
+from jobsched.api.mapping import OwnResources, execution_to_json, job_to_json, preview_schedule, to_spec
 from jobsched.api.models import (
     BackfillRequest,
     BulkRequest,
@@ -24,7 +24,7 @@ from jobsched.api.models import (
 )
 from jobsched.api.openapi import openapi_document
 from jobsched.api.routes import ROUTES
-from jobsched.domain.jobs import JobState
+from jobsched.domain.jobs import JobSpec, JobState
 from jobsched.domain.schedule import format_instant, parse_instant
 from jobsched.domain.errors import (
     Conflict,
@@ -41,7 +41,7 @@ from jobsched import console
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.auth import Authenticator
 from jobsched.service.callbacks import Callbacks
-from jobsched.service.jobs import JobsService, Quotas
+from jobsched.service.jobs import JobsService, Quotas, body_hash
 from jobsched.service.outcomes import Outcomes
 from jobsched.service.signing import SigningSecrets
 
@@ -130,7 +130,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     own = OwnResources(f"{parts.settings.stack_name}-" if parts.settings.stack_name else "",
                        frozenset(url for _, url in parts.settings.lane_urls))
     service = JobsService(parts.stores, parts.handoff, parts.clock,
-                          Quotas(parts.settings.max_active_jobs, parts.settings.max_creates_per_second), own)
+                          Quotas(parts.settings.max_active_jobs, parts.settings.max_creates_per_second))
     callbacks = Callbacks(parts.stores, Outcomes(parts.stores, parts.handoff, parts.clock), parts.clock)
     auth = Authenticator(parts.stores.api_keys, parts.clock)
     signing = SigningSecrets(parts.stores.signing, parts.clock)
@@ -176,10 +176,16 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     def request_body() -> JobRequest:
         return parse_body(JobRequest, app.current_event.decoded_body)
 
+    def job_spec(request: JobRequest) -> JobSpec:
+        """The HTTP boundary mapped to the domain here: the use cases take a JobSpec."""
+        return to_spec(request, parts.clock.now_ms(), own)
+
     # One function per entry of api/routes.py; registered from that table below.
     def create_job():
         tenant_id = tenant()
-        job, created = service.create(tenant_id, request_body(), _idempotency_key(header("Idempotency-Key")))
+        request = request_body()
+        job, created = service.create(tenant_id, job_spec(request), body_hash(request.model_dump(mode="json")),
+                                      _idempotency_key(header("Idempotency-Key")))
         if created:
             logger.info("job created", extra={"jobId": job.job_id, "type": job.spec.schedule.type.value})
             metrics.add_metric(name="JobsCreated", unit=MetricUnit.Count, value=1)
@@ -210,7 +216,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     def replace_job(jobId: str):  # noqa: N803
         tenant_id = tenant()
-        job = service.replace(tenant_id, jobId, request_body(), _int_param(header("If-Match"), "If-Match", None))
+        job = service.replace(tenant_id, jobId, job_spec(request_body()), _int_param(header("If-Match"), "If-Match",
+                                                                                        None))
         return ok(200, job_body(job))
 
     def cancel_job(jobId: str):  # noqa: N803
@@ -273,12 +280,12 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     def schedule_preview():
         tenant()
         after = query("after")
-        fire_times = service.preview(
+        fire_times = preview_schedule(
             query("type") or "CRON",
             _required_query(query("schedule"), "schedule"),
             query("timezone") or "UTC",
             _int_param(query("count"), "count", 10),
-            parse_instant(after, "after") if after else None,
+            parse_instant(after, "after") if after else parts.clock.now_ms(),
         )
         return ok(200, {"fireTimes": [format_instant(t) for t in fire_times]})
 

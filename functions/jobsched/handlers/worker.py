@@ -17,7 +17,7 @@ from jobsched.domain.dispatch_seal import ForgedDispatch
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.signing import SigningSecrets
-from jobsched.service.worker import UNREAD, RedeliverLater, Worker, reads_its_job
+from jobsched.service.worker import UNREAD, RedeliverLater, Worker, early_ms, reads_its_job
 from jobsched.settings import WORKER_BATCH_SIZE
 from jobsched.store.targets import AwsTargetInvoker
 
@@ -80,7 +80,10 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
                 opened[record.message_id] = parts.stores.lanes.open(record.body)
             except Exception:  # noqa: BLE001 - attempt() opens it again and reports why
                 continue
-        keys = [(d.tenant_id, d.job_id) for d in opened.values() if reads_its_job(d)]
+        # A FIRE that waits for its due instant reads its job after the wait (Worker.process):
+        # read here, it would be read twice.
+        now = parts.clock.now_ms()
+        keys = [(d.tenant_id, d.job_id) for d in opened.values() if reads_its_job(d) and not early_ms(d, now)]
         if len(keys) < 2:
             return opened, {}
         try:

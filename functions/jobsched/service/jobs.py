@@ -6,8 +6,6 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from jobsched.api.mapping import OwnResources, preview_schedule, to_spec
-from jobsched.api.models import JobRequest
 from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost, Conflict, NotFound, QuotaExceeded, UnprocessableRequest
 from jobsched.domain.executions import (
@@ -19,7 +17,7 @@ from jobsched.domain.executions import (
     job_id_of,
     manual_execution_id,
 )
-from jobsched.domain.jobs import Job, JobState, new_job_id
+from jobsched.domain.jobs import Job, JobSpec, JobState, new_job_id
 from jobsched.domain.timers import Timer, TimerKind, segment_of
 from jobsched.service.handoff import HandOff
 from jobsched.store.dynamo import name_prefix as name_prefix_of
@@ -83,10 +81,8 @@ def _can(action: str, job: Job) -> bool:
 
 
 class JobsService:
-    def __init__(self, stores, handoff: HandOff, clock: Clock, quotas: Quotas = Quotas(),
-                 own: OwnResources = OwnResources()) -> None:
+    def __init__(self, stores, handoff: HandOff, clock: Clock, quotas: Quotas = Quotas()) -> None:
         self._quotas = quotas
-        self._own = own
         self._jobs = stores.jobs
         self._executions = stores.executions
         self._lanes = stores.lanes
@@ -95,18 +91,18 @@ class JobsService:
         self._runs = Outcomes(stores, handoff, clock).runs
 
     # --- jobs ------------------------------------------------------------------------------
-    def create(self, tenant_id: str, request: JobRequest, idempotency_key: str | None = None) -> tuple[Job, bool]:
-        """Returns the job and whether this call created it (False: an idempotent repeat)."""
+    def create(self, tenant_id: str, spec: JobSpec, request_hash: str,
+               idempotency_key: str | None = None) -> tuple[Job, bool]:
+        """Returns the job and whether this call created it (False: an idempotent repeat).
+        `request_hash`: the request's body_hash, which an Idempotency-Key's repeat must match."""
         now = self._clock.now_ms()
-        spec = to_spec(request, now, self._own)
         job_id = new_job_id(now)
         if idempotency_key:
-            earlier = self._jobs.remember_request(tenant_id, "create", idempotency_key, job_id,
-                                                  body_hash(request.model_dump(mode="json")),
+            earlier = self._jobs.remember_request(tenant_id, "create", idempotency_key, job_id, request_hash,
                                                   now // 1000, IDEMPOTENCY_TTL_SECONDS)
             if earlier is not None:
                 earlier_id, earlier_hash = earlier
-                if earlier_hash != body_hash(request.model_dump(mode="json")):
+                if earlier_hash != request_hash:
                     raise Conflict("Idempotency-Key was already used with a different request body")
                 existing = self._jobs.get(tenant_id, earlier_id, consistent=True)
                 if existing is not None:
@@ -232,14 +228,14 @@ class JobsService:
             self._lanes.send(outgoing)
         return [o.dispatch.execution_id for o in outgoing]
 
-    def replace(self, tenant_id: str, job_id: str, request: JobRequest, if_match: int | None) -> Job:
+    def replace(self, tenant_id: str, job_id: str, spec: JobSpec, if_match: int | None) -> Job:
         """New schedule, target, payload and policies. The generation moves on, so the old
         schedule's timers and in-flight messages are dropped; the new one starts from now."""
         job = self.get(tenant_id, job_id)
         if if_match is not None and if_match != job.version:
             raise Conflict(f"If-Match {if_match} does not match the job's version {job.version}")
         now = self._clock.now_ms()
-        updated = job.replaced(to_spec(request, now, self._own), now)
+        updated = job.replaced(spec, now)
         self._jobs.save(job, updated)
         if updated.state is JobState.ACTIVE:
             self._place_first_timer(updated, updated.spec.schedule.first_fire())
@@ -402,8 +398,3 @@ class JobsService:
                             job.generation, reopened.attempt + 1)
         self._lanes.send([Outgoing(job.spec.priority, dispatch, 0)])
         return reopened
-
-    # --- preview ---------------------------------------------------------------------------
-    def preview(self, job_type: str, schedule: str, timezone: str, count: int, after_ms: int | None) -> list[int]:
-        return preview_schedule(job_type, schedule, timezone, count, after_ms if after_ms is not None
-                                else self._clock.now_ms())

@@ -22,7 +22,8 @@ LEASE_MARGIN_MS = 60_000
 # SQS delays are whole seconds rounded down: wait out at most this much before calling the target.
 MAX_PRECISION_WAIT_MS = 1_500
 
-__all__ = ["Outcome", "RedeliverLater", "UNREAD", "WorkResult", "Worker", "callback_token_hash", "reads_its_job"]
+__all__ = ["Outcome", "RedeliverLater", "UNREAD", "WorkResult", "Worker", "callback_token_hash", "early_ms",
+           "reads_its_job"]
 
 # Worker.process's `job` when the caller did not read it.
 UNREAD = object()
@@ -31,6 +32,13 @@ UNREAD = object()
 def reads_its_job(dispatch: Dispatch) -> bool:
     """Whether processing this dispatch starts by reading its job (a batch can read them at once)."""
     return dispatch.kind not in (DispatchKind.LEASE, DispatchKind.SWEEP)
+
+
+def early_ms(dispatch: Dispatch, now_ms: int) -> int:
+    """How long a FIRE that SQS made visible before its due instant (delays are whole seconds,
+    rounded down) waits before its job is read: 0 when it does not wait."""
+    early = dispatch.due_ms - now_ms
+    return early if dispatch.kind is DispatchKind.FIRE and 0 < early <= MAX_PRECISION_WAIT_MS else 0
 
 
 class RedeliverLater(Exception):
@@ -70,6 +78,14 @@ class Worker:
             return self._check_lease(dispatch)
         if dispatch.kind is DispatchKind.SWEEP:
             return self._sweep(dispatch)
+        wait_ms = early_ms(dispatch, self._clock.now_ms())
+        if wait_ms:
+            # Wait out the sub-second rest first, then read the job: a pause or delete answered
+            # during the wait is seen, and its fire does not run. (Read before the wait, a pause
+            # answered 0.5 s before the due second still fired.) A job read before the wait is
+            # read again: the last look at the job must follow the wait.
+            self._clock.sleep(wait_ms / 1000)
+            job = UNREAD
         if job is UNREAD:
             job = self._jobs.get(dispatch.tenant_id, dispatch.job_id, consistent=True)
         assert job is None or isinstance(job, Job)
@@ -102,9 +118,8 @@ class Worker:
     def _attempt(self, job: Job, dispatch: Dispatch) -> WorkResult:
         """Claim the execution, call the target (a job with steps: start its run), record the end."""
         now = self._clock.now_ms()
-        # Claim first, then wait out the sub-second rest: the job read and the claim are off the
-        # critical path, and the target is called at the due instant. An attempt claimed early
-        # is recorded as starting at its due instant, when the call is made.
+        # A FIRE waited for its due instant before its job was read (process), so the claim
+        # follows the last look at the job; a FIRE is never claimed before its due instant.
         starts_at = max(now, dispatch.due_ms) if dispatch.kind is DispatchKind.FIRE else now
         token = secrets.token_urlsafe(24)
         lease_until = starts_at + job.spec.timeout_sec * 1000 + LEASE_MARGIN_MS
@@ -125,9 +140,6 @@ class Worker:
             return self._claim_lost(job, dispatch, lost.current)
         if job.spec.flow_control is not None and not took_slot:
             self._flow.extend(job, dispatch.execution_id, lease_until)  # a takeover: the slot has its lease
-        early_ms = dispatch.due_ms - self._clock.now_ms()
-        if dispatch.kind is DispatchKind.FIRE and 0 < early_ms <= MAX_PRECISION_WAIT_MS:
-            self._clock.sleep(early_ms / 1000)
         now = self._clock.now_ms()
         late_ms = now - dispatch.due_ms if claim.attempt == 1 and dispatch.kind in (
             DispatchKind.FIRE, DispatchKind.MANUAL) else None
@@ -137,7 +149,7 @@ class Worker:
             return WorkResult(Outcome.RUN_STARTED, claim.attempt, late_ms)
         # Crash from here until the result is written: SQS redelivers after the visibility
         # timeout, by then the lease has expired, and the next delivery takes over (LOST).
-        outcome = self._invoker.invoke(job, dispatch, claim.attempt, callback_token=token, progress=claim.progress)
+        outcome = self._call(job, dispatch, claim.attempt, token, claim.progress)
         if outcome.accepted:
             deadline = self._clock.now_ms() + job.spec.heartbeat_timeout_sec * 1000
             try:
@@ -152,6 +164,17 @@ class Worker:
         records = [r for r in (claim.taken_over,) if r is not None]
         records.append(AttemptRecord(claim.attempt, outcome.status, now, self._clock.now_ms(), outcome.error))
         return WorkResult(self._outcomes.finish(job, dispatch, claim.attempt, records, outcome), claim.attempt, late_ms)
+
+    def _call(self, job: Job, dispatch: Dispatch, attempt: int, token: str, progress) -> AttemptOutcome:
+        """The target's call. An exception raised while making it (a KMS or DynamoDB failure while
+        signing, a bug in an adapter) is this attempt's failure, recorded with its reason and
+        retried under the job's policy: left unrecorded, the execution would stay RUNNING until
+        its lease expired (minutes), and every delivery meanwhile would be handed back."""
+        try:
+            return self._invoker.invoke(job, dispatch, attempt, callback_token=token, progress=progress)
+        except Exception as exc:  # noqa: BLE001 - recorded on the attempt, not lost
+            return AttemptOutcome(False, ExecutionStatus.FAILED, f"the call could not be made: "
+                                  f"{type(exc).__name__}: {str(exc)[:500]}")
 
     def _run_step(self, dispatch: Dispatch, job: Job | None, run_id: str, name: str) -> WorkResult:
         """One attempt of one step of a run: as any execution's, with the step's target and
@@ -182,10 +205,18 @@ class Worker:
     def _end_waiting(self, dispatch: Dispatch) -> None:
         """The job changed or went away while this execution waited for its message: end it
         CANCELLED rather than leave it PENDING or FAILED forever."""
+        now = self._clock.now_ms()
         try:
-            self._executions.cancel_waiting(dispatch.job_id, dispatch.execution_id, self._clock.now_ms())
-        except ConditionLost:
-            pass  # not waiting (never recorded, already ended, or another delivery got there first)
+            self._executions.cancel_waiting(dispatch.job_id, dispatch.execution_id, now)
+        except ConditionLost as lost:
+            # A backfill's ids were handed out by the API without a record (the claim writes it):
+            # one that never ran gets its CANCELLED record here, so that every id the API answered
+            # with ends with a record. Conditional on absence: an execution that exists keeps it.
+            if lost.current is None and dispatch.kind is DispatchKind.BACKFILL:
+                self._executions.put_cancelled(dispatch.tenant_id, dispatch.job_id, dispatch.execution_id,
+                                               dispatch.due_ms, dispatch.generation,
+                                               "cancelled: the job was deleted before this backfill ran", now)
+            # Otherwise not waiting: already ended, or another delivery got there first.
 
     def _sweep(self, dispatch: Dispatch) -> WorkResult:
         """A trigger or a redrive armed this before recording its PENDING execution and sending

@@ -759,8 +759,20 @@ class ExecutionsStore:
                     reason: str, now_ms: int) -> bool:
         """Record an occurrence that did not run (overlap or misfire policy). False if the
         execution already exists (it ran, or was recorded before)."""
+        return self._put_unrun(ExecutionStatus.SKIPPED, tenant_id, job_id, execution_id, scheduled_ms, generation,
+                               reason, now_ms)
+
+    def put_cancelled(self, tenant_id: str, job_id: str, execution_id: str, scheduled_ms: int, generation: int,
+                      reason: str, now_ms: int) -> bool:
+        """Record CANCELLED an execution whose id the API handed out (a backfill's) and that never
+        ran because its job went away first. False if the execution already exists."""
+        return self._put_unrun(ExecutionStatus.CANCELLED, tenant_id, job_id, execution_id, scheduled_ms, generation,
+                               reason, now_ms)
+
+    def _put_unrun(self, status: ExecutionStatus, tenant_id: str, job_id: str, execution_id: str, scheduled_ms: int,
+                   generation: int, reason: str, now_ms: int) -> bool:
         item = {"jobId": job_id, "executionId": execution_id, "tenantId": tenant_id, "scheduledMs": scheduled_ms,
-                "status": ExecutionStatus.SKIPPED.value, "attempt": 0, "generation": generation, "attempts": [],
+                "status": status.value, "attempt": 0, "generation": generation, "attempts": [],
                 "error": reason, "finishedMs": now_ms, "expiresAt": self._expires_at(now_ms)}
         return self._put_new(item)
 

@@ -1,0 +1,176 @@
+"""Issue 26, "Hardening 2": every id the API hands out ends with a record; names are checked up to
+their true end; an exception inside an attempt is that attempt's failure; a pause or delete
+answered before the due second stops the fire."""
+import threading
+
+import pytest
+
+from jobsched.domain.schedule import format_instant, parse_instant
+from jobsched.service.handoff import HandOff
+from jobsched.service.outcomes import Outcome, Outcomes
+from jobsched.service.worker import Worker
+from jobsched.store.aws import build_stores
+
+from .harness import TENANT_A
+from .test_faults import take_messages
+
+HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/hook"}
+MINUTE = 60_000
+
+
+def fields(answer):
+    return [d["field"] for d in answer["error"]["details"]]
+
+
+# Item 5 -----------------------------------------------------------------------------------------
+
+def test_a_backfill_followed_at_once_by_a_delete_ends_every_id_it_answered_cancelled(harness):
+    # Given a job whose three past occurrences were backfilled (202 with their ids)
+    job = harness.create_job({"name": "hourly", "type": "RATE", "schedule": "PT1H", "target": HOOK})
+    created = parse_instant(job["createdAt"], "createdAt")
+    harness.request("POST", f"/v1/jobs/{job['jobId']}/pause")
+    harness.advance(3 * 3600 + 60, step_ms=60_000)
+    window = {"from": format_instant(created), "to": format_instant(harness.clock.now_ms())}
+    status, filled = harness.request("POST", f"/v1/jobs/{job['jobId']}/backfill", window)
+    assert status == 202 and filled["count"] == 3, filled
+    # When the job is deleted before the backfill's messages are delivered
+    assert harness.request("DELETE", f"/v1/jobs/{job['jobId']}")[0] == 200
+    harness.advance(5)
+    # Then each id answered has a record, CANCELLED, and the target was never called
+    for execution_id in filled["executionIds"]:
+        execution = harness.execution(execution_id)
+        assert execution["status"] == "CANCELLED" and execution["attempts"] == [], execution
+    assert harness.target.calls_for(job["jobId"]) == []
+
+
+# Item 6 -----------------------------------------------------------------------------------------
+
+TRAILING_NEWLINE = [
+    ("steps", lambda name: {"steps": [{"name": name, "target": HOOK}]}),
+    ("target.headers", lambda name: {"target": {**HOOK, "headers": {name: "v"}}}),
+    ("tags", lambda name: {"target": HOOK, "tags": {name: "v"}}),
+    ("flowControl.key", lambda name: {"target": HOOK, "flowControl": {"key": name, "maxConcurrency": 1}}),
+]
+
+
+@pytest.mark.parametrize("field,body", TRAILING_NEWLINE, ids=[f for f, _ in TRAILING_NEWLINE])
+def test_a_name_ending_in_a_newline_is_refused_naming_its_field(harness, field, body):
+    base = {"name": "n", "type": "RATE", "schedule": "PT1H"}
+    # Given a name that is valid: accepted
+    assert harness.request("POST", "/v1/jobs", {**base, **body("X-Partner")})[0] == 201
+    # When the same name ends in a newline (or carries one): refused, naming the field, never stored
+    for bad in ("X-Partner\n", "X-Par\ntner"):
+        status, answer = harness.request("POST", "/v1/jobs", {**base, **body(bad)})
+        assert status in (400, 422), (bad, status, answer)
+        assert any(f == field or f.startswith(field + ".") for f in fields(answer)), answer
+
+
+# Item 7 -----------------------------------------------------------------------------------------
+
+def test_an_exception_inside_an_attempt_is_recorded_failed_and_retried_under_the_policy(harness, monkeypatch):
+    # Given a target whose first call raises inside the worker (a KMS failure while signing)
+    job = harness.create_job({"name": "d", "type": "DELAYED", "delaySeconds": 10, "target": HOOK,
+                              "retryPolicy": {"maxAttempts": 3, "backoff": "FIXED", "initialDelayMs": 30_000}})
+    real_invoke = harness.target.invoke
+    raised = []
+
+    def kms_fails_once(*args, **kwargs):
+        if not raised:
+            raised.append(True)
+            raise RuntimeError("KMS Decrypt: ThrottlingException")
+        return real_invoke(*args, **kwargs)
+
+    monkeypatch.setattr(harness.target, "invoke", kms_fails_once)
+    # When the job fires
+    harness.advance(12)
+    # Then the attempt is recorded FAILED with the reason and a retry is scheduled (no lease wait)
+    [execution] = harness.executions_of(job["jobId"])
+    assert execution["status"] == "FAILED", execution
+    assert "KMS Decrypt: ThrottlingException" in execution["attempts"][0]["error"]
+    harness.advance(35)  # the policy's 30 s, not the lease's 6 minutes
+    [execution] = harness.executions_of(job["jobId"])
+    assert execution["status"] == "SUCCEEDED" and [a["status"] for a in execution["attempts"]] == \
+        ["FAILED", "SUCCEEDED"], execution
+    assert len(harness.target.calls_for(job["jobId"])) == 1
+
+
+def test_an_exception_on_the_last_attempt_ends_dead(harness, monkeypatch):
+    job = harness.create_job({"name": "d", "type": "DELAYED", "delaySeconds": 10, "target": HOOK,
+                              "retryPolicy": {"maxAttempts": 1}})
+
+    def always_fails(*args, **kwargs):
+        raise RuntimeError("KMS Decrypt: AccessDeniedException")
+
+    monkeypatch.setattr(harness.target, "invoke", always_fails)
+    harness.advance(12)
+    [execution] = harness.executions_of(job["jobId"])
+    assert execution["status"] == "DEAD" and "AccessDeniedException" in execution["error"], execution
+
+
+# Item 8 -----------------------------------------------------------------------------------------
+
+def test_a_pause_or_delete_answered_before_the_due_second_stops_its_fire(harness, monkeypatch):
+    start = harness.clock.now_ms()
+    due = (start // MINUTE + 3) * MINUTE  # 00:03:00
+    every_minute = {"type": "CRON", "schedule": "* * * * *", "target": HOOK}
+    paused = harness.create_job({"name": "paused", **every_minute})
+    kept = harness.create_job({"name": "kept", **every_minute})
+    deleted = harness.create_job({"name": "once", "type": "ONE_TIME", "runAt": format_instant(due), "target": HOOK})
+    # Given the tick that hands off 00:03's bucket runs 0.56 s into its minute, so that SQS
+    # (whole-second delays, rounded down) makes the fires visible at 00:02:59.56
+    harness.advance((due - 2 * MINUTE - start) / 1000 - 0.001)
+    harness.clock.set_ms(due - 2 * MINUTE + 560)
+    harness.tick_all()
+    harness.clock.set_ms(due - 440)
+    # When the messages are delivered and, while the worker waits for the due second, the API
+    # answers a pause of one job and a delete of another (at 00:02:59.56)
+    answered = []
+    real_sleep = harness.clock.sleep
+    lock = threading.Lock()
+
+    def pause_and_delete_during_the_wait(seconds):
+        with lock:
+            if not answered:
+                answered.append(harness.request("POST", f"/v1/jobs/{paused['jobId']}/pause")[0])
+                answered.append(harness.request("DELETE", f"/v1/jobs/{deleted['jobId']}")[0])
+        real_sleep(seconds)
+
+    monkeypatch.setattr(harness.clock, "sleep", pause_and_delete_during_the_wait)
+    harness.deliver()
+    assert answered == [200, 200]
+    # Then neither fires, and the job left alone fires at its due instant
+    assert [c.at_ms for c in harness.target.calls_for(paused["jobId"]) if c.at_ms >= due] == []
+    assert harness.target.calls_for(deleted["jobId"]) == []
+    assert [c.at_ms for c in harness.target.calls_for(kept["jobId"]) if c.at_ms >= due] == [due]
+    # and nothing of theirs is left RUNNING
+    assert all(e["status"] != "RUNNING" for e in harness.executions_of(paused["jobId"]))
+    assert harness.executions_of(deleted["jobId"]) == []
+
+
+def test_a_job_read_before_the_wait_is_read_again_after_it(harness, monkeypatch):
+    # Given a fire visible 0.44 s early, and its job as a batch read found it before the wait
+    start = harness.clock.now_ms()
+    due = (start // MINUTE + 3) * MINUTE
+    job = harness.create_job({"name": "paused", "type": "CRON", "schedule": "* * * * *", "target": HOOK})
+    harness.advance((due - 2 * MINUTE - start) / 1000 - 0.001)
+    harness.clock.set_ms(due - 2 * MINUTE + 560)
+    harness.tick_all()
+    harness.clock.set_ms(due - 440)
+    [message] = take_messages(harness)
+    dispatch = harness.stores.lanes.open(message["Body"])
+    read_before = harness.stores.jobs.get(TENANT_A, job["jobId"], consistent=True)
+    stores = build_stores(harness.settings, harness.session, harness.clock)
+    worker = Worker(stores, Outcomes(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock),
+                    harness.target, harness.clock)
+    real_sleep = harness.clock.sleep
+
+    def pause_during_the_wait(seconds):
+        assert harness.request("POST", f"/v1/jobs/{job['jobId']}/pause")[0] == 200
+        real_sleep(seconds)
+
+    monkeypatch.setattr(harness.clock, "sleep", pause_during_the_wait)
+    # When the worker processes it with that job
+    result = worker.process(dispatch, read_before)
+    # Then the pause answered during the wait stops it
+    assert result.outcome is Outcome.STALE_MESSAGE
+    assert harness.target.calls_for(job["jobId"]) == []
