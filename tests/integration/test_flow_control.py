@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from jobsched.domain.schedule import parse_instant
+from jobsched.domain.schedule import format_instant, parse_instant
 from jobsched.handlers import worker
 from jobsched.local.events import Function, sqs_event
 
@@ -118,3 +118,18 @@ def test_a_slot_held_by_a_dead_worker_comes_back_after_its_lease(harness):
     [done] = harness.executions_of(second["jobId"])
     assert (done["status"], done["attempt"]) == ("SUCCEEDED", 1) and done["throttledMs"] > 60_000
     assert harness.stores.flow.held("tenant-a", "one-at-a-time", 0) == {}  # the dead attempt's slot was reclaimed
+
+
+def test_a_backfill_of_a_flow_controlled_job_is_sent_at_the_pace_its_key_admits(harness):
+    job = harness.create_job({"name": "minutely", "type": "RATE", "schedule": "PT1M",
+                              "target": {"type": "HTTP", "url": "http://127.0.0.1:9/b"},
+                              "flowControl": {"key": "backfilled", "ratePerSecond": 2}})
+    created = parse_instant(job["createdAt"], "createdAt")
+    harness.request("POST", f"/v1/jobs/{job['jobId']}/pause", {"reason": "catch up later"})
+    harness.advance(20 * 60 + 30, step_ms=60_000)
+    window = {"from": format_instant(created), "to": format_instant(harness.clock.now_ms())}
+    status, filled = harness.request("POST", f"/v1/jobs/{job['jobId']}/backfill", window)
+    assert status == 202 and filled["count"] == 20, filled
+    # Not all twenty at once, to be held back together: two a second, as the key admits them
+    assert len(take_messages(harness)) <= 2
+    assert harness.queue_depth() >= 18

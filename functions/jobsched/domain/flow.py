@@ -34,3 +34,18 @@ def slot_shard(execution_id: str, max_concurrency: int) -> int:
     """The slot item an execution always uses (take, extend, give back): fixed by its id, so a
     give-back finds the slot without a read."""
     return zlib.crc32(execution_id.encode()) % shard_count(max_concurrency, SLOTS_PER_ITEM)
+
+
+# SQS's longest delay: a backfill's sends are spread over at most this.
+MAX_SPREAD_MS = 900_000
+
+
+def backfill_spread_ms(index: int, count: int, max_concurrency: int | None, rate_per_second: int | None) -> int:
+    """When occurrence `index` of a backfill of `count` should become visible, after the first: at
+    about the pace the key admits (ratePerSecond, or maxConcurrency starts a second), so that a
+    backfill does not send all its executions at once to be held back together; squeezed into
+    SQS's 15-minute delay when that pace would take longer (the rest are held back as usual)."""
+    per_second = min(x for x in (max_concurrency, rate_per_second) if x is not None)
+    if count * 1000 // per_second > MAX_SPREAD_MS:
+        return index * MAX_SPREAD_MS // count
+    return index * 1000 // per_second
