@@ -248,3 +248,24 @@ class CapacityMeter:
     def peak_reads(self, table: str | None = None) -> tuple[float, str]:
         return max(((units, part) for (t, part, _), units in self.reads.items() if table in (None, t)),
                    default=(0.0, ""))
+
+
+class RetriedAfterReadTimeout:
+    """A low-level DynamoDB client whose UpdateItem calls reach the table twice, the caller seeing
+    only the second answer: botocore's retry after a read time-out, when the first request had
+    been applied and only its answer was lost."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+        self.repeated = 0
+
+    def update_item(self, **kwargs) -> dict:
+        try:
+            self._client.update_item(**kwargs)
+        except Exception:  # noqa: BLE001 - the first answer is lost whatever it was
+            pass
+        self.repeated += 1
+        return self._client.update_item(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)

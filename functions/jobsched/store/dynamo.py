@@ -643,7 +643,16 @@ class ExecutionsStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            raise (_condition_lost(exc, "execution claimed") or exc) from exc
+            lost = _condition_lost(exc, "execution claimed")
+            current = lost.current if lost is not None else None
+            if (current and current.get("status") == ExecutionStatus.RUNNING.value
+                    and current.get("callbackTokenHash") == token_hash):
+                # Our own claim: botocore sent the call again after a read time-out, and the first
+                # one had been applied. The token is new per attempt, so no other claim has it.
+                # (What the first answer said of a taken-over attempt is lost: it is not recorded.)
+                return Claim(attempt=int(current["attempt"]), taken_over=None,
+                             progress=json.loads(current["progress"]) if current.get("progress") else None)
+            raise (lost or exc) from exc
         old = item_from_wire(answer.get("Attributes")) or {}
         if not old:
             return Claim(attempt=1, taken_over=None)
