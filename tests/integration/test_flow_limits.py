@@ -69,7 +69,7 @@ def test_a_rate_above_what_one_item_takes_is_met_without_a_hot_key(harness):
     assert peak < WU_PER_PARTITION, (peak, key)
 
 
-def test_a_full_slot_map_is_not_read_again_to_find_expired_leases(harness):
+def test_a_full_slot_map_costs_no_read_and_one_failed_write_per_container(harness):
     # Given a key whose one slot is held by an attempt whose lease has not passed
     job = flow_job(harness, {"key": "one", "maxConcurrency": 1})
     stores, meter = metered(harness)
@@ -77,8 +77,13 @@ def test_a_full_slot_map_is_not_read_again_to_find_expired_leases(harness):
     lease = harness.clock.now_ms() + 600_000
     first, *waiting = dispatches(job, 21)
     assert gate.admit(job, first, lease) == (True, True)
-    # When 20 others ask for it
+    # When 20 others reach the same container within the second
     assert not any(gate.admit(job, d, lease)[0] for d in waiting)
-    # Then each costs its failed condition, and no read: the map comes back with the failure
+    # Then no read (the map comes back with the failed condition) and one failed write: the
+    # container remembers the map full for a second instead of writing again for each
     assert sum(meter.reads.values()) == 0
-    assert meter.failed_conditions == 1 + 20  # the first found no map yet, then made it
+    assert meter.failed_conditions == 1 + 1  # the first found no map yet and made it; one full
+    # A second later the map is tried again
+    harness.clock.set_ms(harness.clock.now_ms() + 1_000)
+    assert gate.admit(job, waiting[0], lease) == (False, False)
+    assert meter.failed_conditions == 3

@@ -49,8 +49,8 @@ def test_a_held_execution_backs_off_instead_of_coming_back_every_second():
     job = held_job()
     dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id, f"{job.job_id}.{START_MS}", START_MS, 1)
     times = rounds_held(gate, lanes, clock, job, dispatch, START_MS + 3_600_000)
-    # An hour held: about 30 rounds at the bound (2 minutes), not 3,600 at one a second
-    assert len(times) <= 45, len(times)
+    # An hour held: about 140 rounds at the bound (22 to 30 s), not 3,200 at one a second
+    assert len(times) <= 180, len(times)
     gaps = [b - a for a, b in zip([START_MS] + times, times)]
     assert gaps[0] >= 1_000 and max(gaps) <= HOLD_MAX_MS
     assert all(d.dispatch.throttled_from_ms == START_MS for d in lanes.sent)  # throttledMs counts from the first
@@ -60,12 +60,12 @@ def test_a_crowd_held_together_spreads_out():
     lanes, unit_random = SentLater(), random.Random(9).random
     job = held_job()
     crowd = [Dispatch(DispatchKind.BACKFILL, job.tenant_id, job.job_id, f"{job.job_id}.{n}", n, 1) for n in range(200)]
-    # Held at the same instant, each held again whenever it comes back: where is each after 5 rounds?
+    # Held at the same instant, each held again whenever it comes back: where is each after 8 rounds?
     fifth = []
     for dispatch in crowd:
         clock = FakeClock(START_MS)
         gate = FlowGate(SimpleNamespace(flow=None, jobs=None, lanes=lanes), clock, unit_random)
-        fifth.append(rounds_held(gate, lanes, clock, job, dispatch, START_MS + 3_600_000)[4])
+        fifth.append(rounds_held(gate, lanes, clock, job, dispatch, START_MS + 3_600_000)[7])
     per_second = Counter(t // 1000 for t in fifth)
     # 200 back within one second every second would be 200 failed writes a second on one key
     assert max(per_second.values()) <= 20, per_second.most_common(3)

@@ -28,11 +28,15 @@ from jobsched.domain.jobs import Job
 from jobsched.store.queues import Outgoing
 
 # A held execution's first wait, and the longest: the wait is about the time it has been held so
-# far, plus up to half again (jitter), so a crowd held together spreads out and each member
-# retries about log2(wait) times, not once a second.
+# far, plus up to half again (jitter), so a crowd held together spreads out. The bound is short
+# enough that a slot given back is soon found by one of the few still waiting (bench flow: a
+# longer bound leaves slots idle while the last of a crowd drain), and the cost of the polls is
+# bounded per container, not per execution (_full_slots, _used_up).
 HOLD_FIRST_MS = 1_000
-HOLD_MAX_MS = 120_000
+HOLD_MAX_MS = 30_000
 RATE_COUNTER_TTL_S = 120
+FULL_SLOTS_MEMO_MS = 1_000
+USED_UP_MEMO_LIMIT = 10_000  # entries; cleared when passed (they matter for one second only)
 
 
 def hold_delay_ms(held_for_ms: int, unit_random: float) -> int:
@@ -48,6 +52,12 @@ class FlowGate:
         self._lanes = stores.lanes
         self._clock = clock
         self._random = unit_random
+        # (tenant, key, counter shard) → the second in which this container found it used up.
+        self._used_up: dict[tuple[str, str, int], int] = {}
+        # (tenant, key, slot shard) → until when this container takes it for full (no expired
+        # lease in it either): a crowd arriving at once costs each map one failed write per
+        # container, not one per execution. A slot given back meanwhile waits that long at most.
+        self._full_slots: dict[tuple[str, str, int], int] = {}
 
     def admit(self, job: Job, dispatch: Dispatch, lease_until_ms: int) -> tuple[bool, bool]:
         """(may start now, took a new slot). Rate first (a token used by one that then finds no
@@ -64,6 +74,9 @@ class FlowGate:
         shards = shard_count(control.max_concurrency, SLOTS_PER_ITEM)
         shard = slot_shard(dispatch.execution_id, control.max_concurrency)
         limit = shard_limit(control.max_concurrency, shards, shard)
+        memo = (job.tenant_id, control.key, shard)
+        if self._full_slots.get(memo, 0) > now:
+            return False, False  # this container found the map full a moment ago: no write
         for _ in range(2):
             taken = self._flow.take_slot(job.tenant_id, control.key, shard, dispatch.execution_id, limit,
                                          lease_until_ms)
@@ -72,6 +85,9 @@ class FlowGate:
                 return True, taken.outcome == "new"
             expired = {execution: lease for execution, lease in taken.held.items() if lease < now}
             if not expired:
+                if len(self._full_slots) > USED_UP_MEMO_LIMIT:
+                    self._full_slots.clear()
+                self._full_slots[memo] = now + FULL_SLOTS_MEMO_MS
                 return False, False
             for execution, lease in expired.items():  # a crashed worker's slots: reclaimed
                 self._flow.give_back(job.tenant_id, control.key, shard, execution, if_lease=lease)
@@ -79,13 +95,21 @@ class FlowGate:
 
     def _take_rate(self, tenant_id: str, key: str, rate: int, now_ms: int) -> bool:
         """A start in this second on a random counter shard, or on one other if that one is used
-        up (shards fill unevenly: a second try keeps the key near its rate)."""
+        up (shards fill unevenly: a second try keeps the key near its rate). A shard this
+        container found used up is not written again in the same second: a crowd arriving in one
+        second costs each counter at most one failed write per container, not one per execution."""
         second = now_ms // 1000
         shards = shard_count(rate, RATE_PER_ITEM)
-        first = int(self._random() * shards) % shards
-        tries = [first] if shards == 1 else [first, (first + 1 + int(self._random() * (shards - 1))) % shards]
-        return any(self._flow.take_rate(tenant_id, key, second, shard, shard_limit(rate, shards, shard),
-                                        expires_at=second + RATE_COUNTER_TTL_S) for shard in tries)
+        if len(self._used_up) > USED_UP_MEMO_LIMIT:
+            self._used_up.clear()
+        open_shards = [s for s in range(shards) if self._used_up.get((tenant_id, key, s)) != second]
+        for _ in range(min(2, len(open_shards))):
+            shard = open_shards.pop(int(self._random() * len(open_shards)) % len(open_shards))
+            if self._flow.take_rate(tenant_id, key, second, shard, shard_limit(rate, shards, shard),
+                                    expires_at=second + RATE_COUNTER_TTL_S):
+                return True
+            self._used_up[(tenant_id, key, shard)] = second
+        return False
 
     def hold_back(self, job: Job, dispatch: Dispatch) -> None:
         """Send the dispatch again for later; the caller then lets its message be deleted (a crash
