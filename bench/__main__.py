@@ -2,7 +2,7 @@
 import importlib
 import sys
 
-ALL = ["cpu", "herd", "dispatch", "cost", "scale", "api", "fairness", "lateness", "startup"]
+ALL = ["cpu", "herd", "dispatch", "cost", "scale", "api", "fairness", "lateness", "startup", "flow"]
 
 
 def main() -> None:

@@ -137,3 +137,135 @@ class SlowPages:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._timers, name)
+
+
+def wire_size(name: str, value: dict) -> int:
+    """DynamoDB's size of one attribute in wire format (docs: CapacityUnitCalculations): the name's
+    UTF-8 bytes, then a string's bytes, a number's ~1 byte per 2 significant digits + 1, a map's
+    or list's elements + 3 + 1 per element. Sets: their elements (no formula published)."""
+    size = len(name.encode())
+    kind, inner = next(iter(value.items()))
+    if kind == "S":
+        return size + len(inner.encode())
+    if kind == "N":
+        digits = inner.lstrip("-").replace(".", "").strip("0") or "0"
+        return size + (len(digits) + 1) // 2 + 1
+    if kind == "B":
+        return size + len(inner)
+    if kind in ("BOOL", "NULL"):
+        return size + 1
+    if kind == "M":
+        return size + 3 + sum(wire_size(k, v) + 1 for k, v in inner.items())
+    if kind == "L":
+        return size + 3 + sum(wire_size("", v) + 1 for v in inner)
+    return size + sum(len(str(v).encode()) for v in inner)
+
+
+def item_size(item: dict | None) -> int:
+    return sum(wire_size(k, v) for k, v in (item or {}).items())
+
+
+def write_units(size_bytes: int) -> int:
+    return max(1, -(-size_bytes // 1024))
+
+
+def read_units(size_bytes: int, consistent: bool) -> float:
+    units = max(1, -(-size_bytes // 4096))
+    return units if consistent else units / 2
+
+
+class CapacityMeter:
+    """Bills every GetItem, UpdateItem and PutItem of a session as DynamoDB does, per table,
+    partition key and second of the clock: a write in 1 KB units on the larger of the item before
+    and after (a failed condition billed on the item as it is: DynamoDB bills it as if written,
+    so this is a lower bound), a read in 4 KB units. An item's size is read through a separate,
+    unmetered client after each write and remembered (so only the metered session may write the
+    items it bills). What AWS would throttle shows as a peak above 1,000 WU / 3,000 RU a key."""
+
+    def __init__(self, session, clock, peek_client, peek: bool = True) -> None:
+        from collections import defaultdict
+
+        self._clock = clock
+        self._peek = peek_client
+        self._hash_keys: dict[str, list[str]] = {}
+        self.writes: dict[tuple[str, str, int], float] = defaultdict(float)
+        self.reads: dict[tuple[str, str, int], float] = defaultdict(float)
+        self.largest_item: dict[str, int] = defaultdict(int)  # by table
+        self.failed_conditions = 0
+        self._sizes: dict[tuple[str, str], int] = {}
+        # Without peeking, a write is billed on what it carries (key and values): exact for items
+        # known to stay below 1 KB (one unit whatever they hold), and half the calls to moto.
+        self._peeking = peek
+        session.events.register("before-call.dynamodb.*", self._before)
+        session.events.register("after-call.dynamodb.*", self._after)
+
+    def _keys(self, table: str) -> list[str]:
+        if table not in self._hash_keys:
+            schema = self._peek.describe_table(TableName=table)["Table"]["KeySchema"]
+            self._hash_keys[table] = [k["AttributeName"] for k in sorted(schema, key=lambda k: k["KeyType"])]
+        return self._hash_keys[table]
+
+    def _size(self, table: str, key: dict, fresh: bool = False, request: dict | None = None) -> int:
+        if not self._peeking:
+            return item_size({**key, **(request or {}).get("ExpressionAttributeValues", {}), **(request or {}).get("Item", {})})
+        known = (table, json.dumps(key, sort_keys=True))
+        if fresh or known not in self._sizes:
+            self._sizes[known] = item_size(self._peek.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item"))
+        return self._sizes[known]
+
+    def _before(self, params, model, context, **kwargs):
+        if model.name not in ("GetItem", "UpdateItem", "PutItem"):
+            return
+        request = json.loads(params["body"])
+        table = request["TableName"]
+        names = self._keys(table)
+        key = request.get("Key") or {n: request["Item"][n] for n in names}
+        context["meter"] = (table, key, json.dumps(key[names[0]], sort_keys=True), request,
+                            self._size(table, key, request=request) if model.name != "GetItem" else 0)
+
+    def _after(self, http_response, parsed, model, context, **kwargs):
+        if "meter" not in context:
+            return
+        table, key, partition, request, before = context.pop("meter")
+        second = self._clock.now_ms() // 1000
+        if model.name == "GetItem":
+            size = item_size(parsed.get("Item"))
+            self.reads[(table, partition, second)] += read_units(size, bool(request.get("ConsistentRead")))
+            return
+        if parsed.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            self.failed_conditions += 1
+            after = before  # unchanged
+        else:
+            after = self._size(table, key, fresh=True, request=request)
+        self.largest_item[table] = max(self.largest_item[table], before, after)
+        self.writes[(table, partition, second)] += write_units(max(before, after))
+
+    def peak_writes(self, table: str | None = None) -> tuple[float, str]:
+        """The most write units one partition key took in one second, and that key."""
+        return max(((units, part) for (t, part, _), units in self.writes.items() if table in (None, t)),
+                   default=(0.0, ""))
+
+    def peak_reads(self, table: str | None = None) -> tuple[float, str]:
+        return max(((units, part) for (t, part, _), units in self.reads.items() if table in (None, t)),
+                   default=(0.0, ""))
+
+
+class RetriedAfterReadTimeout:
+    """A low-level DynamoDB client whose UpdateItem calls reach the table twice, the caller seeing
+    only the second answer: botocore's retry after a read time-out, when the first request had
+    been applied and only its answer was lost."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+        self.repeated = 0
+
+    def update_item(self, **kwargs) -> dict:
+        try:
+            self._client.update_item(**kwargs)
+        except Exception:  # noqa: BLE001 - the first answer is lost whatever it was
+            pass
+        self.repeated += 1
+        return self._client.update_item(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)

@@ -148,3 +148,18 @@ def test_an_id_longer_than_any_key_is_not_found_not_a_500(harness):
     assert status == 404, answer
     status, answer = harness.request("POST", "/v1/executions/" + "é" * 600 + "/cancel")
     assert status == 404, answer
+
+
+@pytest.mark.parametrize("target", [
+    {"type": "SNS", "topicArn": "arn:aws:sns:us-east-1:123456789012:tenant-topic"},
+    {"type": "EVENTBRIDGE", "eventBusName": "tenant-bus", "source": "tenant.app", "detailType": "tick"},
+])
+def test_a_payload_that_fits_256_kb_but_not_an_sns_or_eventbridge_target_with_its_envelope_is_refused(
+        harness, target):
+    payload = "x" * (256 * 1024 - 2 - 10)  # 10 bytes under the API's own limit
+    status, body = harness.request("POST", "/v1/jobs", {"name": "big", "type": "DELAYED", "delaySeconds": 60,
+                                                        "target": target, "payload": payload})
+    assert status == 413 and fields(body) == ["payload"], body
+    status, body = harness.request("POST", "/v1/jobs", {"name": "small", "type": "DELAYED", "delaySeconds": 60,
+                                                        "target": target, "payload": payload[:-1024]})
+    assert status == 201, body

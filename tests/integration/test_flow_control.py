@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from jobsched.domain.schedule import parse_instant
+from jobsched.domain.schedule import format_instant, parse_instant
 from jobsched.handlers import worker
 from jobsched.local.events import Function, sqs_event
 
@@ -77,7 +77,7 @@ def test_max_concurrency_holds_at_the_target_and_the_excess_waits_without_an_att
     assert Counting.calls == 6 and Counting.most <= 2  # never more than 2 in flight
     waited = [e["throttledMs"] for e in ran if e["throttledMs"] is not None]
     assert len(waited) >= 4 and min(waited) >= 1000  # the excess waited, and shows for how long
-    held = harness.stores.flow.held("tenant-a", "partner-api")
+    held = harness.stores.flow.held("tenant-a", "partner-api", 0)
     assert held == {}  # every slot was given back
 
 
@@ -106,7 +106,7 @@ def test_a_slot_held_by_a_dead_worker_comes_back_after_its_lease(harness):
     harness.target.crash_before_call = 1  # the first attempt's worker dies holding the slot
     trigger_all(harness, [first])
     harness.deliver()
-    assert list(harness.stores.flow.held("tenant-a", "one-at-a-time")) == \
+    assert list(harness.stores.flow.held("tenant-a", "one-at-a-time", 0)) == \
         [harness.executions_of(first["jobId"])[0]["executionId"]]
     # Its job is cancelled meanwhile: the dead attempt's message, when it comes back, is stale and
     # never reaches the attempt's end, so only the slot's lease can free the slot.
@@ -117,4 +117,19 @@ def test_a_slot_held_by_a_dead_worker_comes_back_after_its_lease(harness):
     harness.advance(120, step_ms=5000)  # the dead attempt's lease (5 s + 60 s) has passed
     [done] = harness.executions_of(second["jobId"])
     assert (done["status"], done["attempt"]) == ("SUCCEEDED", 1) and done["throttledMs"] > 60_000
-    assert harness.stores.flow.held("tenant-a", "one-at-a-time") == {}  # the dead attempt's slot was reclaimed
+    assert harness.stores.flow.held("tenant-a", "one-at-a-time", 0) == {}  # the dead attempt's slot was reclaimed
+
+
+def test_a_backfill_of_a_flow_controlled_job_is_sent_at_the_pace_its_key_admits(harness):
+    job = harness.create_job({"name": "minutely", "type": "RATE", "schedule": "PT1M",
+                              "target": {"type": "HTTP", "url": "http://127.0.0.1:9/b"},
+                              "flowControl": {"key": "backfilled", "ratePerSecond": 2}})
+    created = parse_instant(job["createdAt"], "createdAt")
+    harness.request("POST", f"/v1/jobs/{job['jobId']}/pause", {"reason": "catch up later"})
+    harness.advance(20 * 60 + 30, step_ms=60_000)
+    window = {"from": format_instant(created), "to": format_instant(harness.clock.now_ms())}
+    status, filled = harness.request("POST", f"/v1/jobs/{job['jobId']}/backfill", window)
+    assert status == 202 and filled["count"] == 20, filled
+    # Not all twenty at once, to be held back together: two a second, as the key admits them
+    assert len(take_messages(harness)) <= 2
+    assert harness.queue_depth() >= 18

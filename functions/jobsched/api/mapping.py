@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from jobsched.adapters.targets import largest_payload_bytes
 from jobsched.api.models import MAX_PAYLOAD_BYTES, JobRequest
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
 from jobsched.domain.executions import Execution
@@ -75,6 +76,9 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         )
     target = _target(request.target, "target", own) if request.target is not None else None
     steps = _workflow(request.steps, own) if request.steps is not None else None
+    for where, checked in ([("target", target)] if target else []) + [
+            (f"steps.{i}.target", step.target) for i, step in enumerate(steps.steps if steps else ())]:
+        _fits_with_envelope(payload_size, checked, where)
     return JobSpec(
         name=request.name,
         schedule=_schedule(request, now_ms),
@@ -106,6 +110,16 @@ def _target(model, field: str, own: OwnResources) -> Target:
         raise UnprocessableRequest.for_field(f"{field}.{address_field}",
                                              "is one of the scheduler's own resources and cannot be a target")
     return target
+
+
+def _fits_with_envelope(payload_size: int, target: Target, where: str) -> None:
+    """SNS and EventBridge count our envelope in their size limit: a payload that fits 256 KB alone
+    may not fit with it, and every attempt would be refused."""
+    largest = largest_payload_bytes(target.type, target.config)
+    if largest is not None and payload_size > largest:
+        raise PayloadTooLarge(
+            f"payload: {payload_size} bytes is over the {largest} bytes that fit a {target.type.value} target "
+            f"({where}) with the execution's envelope", [FieldProblem("payload", f"over {largest} bytes")])
 
 
 def _retry(model, field: str) -> RetryPolicy:

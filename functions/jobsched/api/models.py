@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge
+from jobsched.domain.flow import MAX_CONCURRENCY, MAX_RATE_PER_SECOND
 from jobsched.domain.json_text import loads_strict, size_bytes
 
 MAX_PAYLOAD_BYTES = 256 * 1024
@@ -114,8 +115,10 @@ class RetryPolicyModel(_Model):
 
 class FlowControlModel(_Model):
     key: str = Field(min_length=1, max_length=128)
-    maxConcurrency: int | None = Field(None, ge=1, le=10_000)
-    ratePerSecond: int | None = Field(None, ge=1, le=10_000)
+    # What the sharded items support within DynamoDB's limits (domain/flow.py): 1,250 slot maps,
+    # 20 rate counters a second.
+    maxConcurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
+    ratePerSecond: int | None = Field(None, ge=1, le=MAX_RATE_PER_SECOND)
 
     @field_validator("key")
     @classmethod

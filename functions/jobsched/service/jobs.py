@@ -17,6 +17,7 @@ from jobsched.domain.executions import (
     job_id_of,
     manual_execution_id,
 )
+from jobsched.domain.flow import backfill_spread_ms
 from jobsched.domain.jobs import Job, JobSpec, JobState, new_job_id
 from jobsched.domain.timers import Timer, TimerKind, segment_of
 from jobsched.service.handoff import HandOff
@@ -221,9 +222,15 @@ class JobsService:
                 raise UnprocessableRequest.for_field("to", f"the window holds more than {MAX_BACKFILL} occurrences")
             occurrences.append(job.fire_at(nominal))
             nominal = job.spec.schedule.next_fire_after(nominal)
+        control = job.spec.flow_control
+        now = self._clock.now_ms()
+        # A flow-controlled job's backfill is sent at the pace its key admits: all at once, every
+        # execution but a few would be held back together, each costing the key's items writes.
         outgoing = [Outgoing(job.spec.priority, Dispatch(DispatchKind.BACKFILL, tenant_id, job_id,
-                                                         execution_id_for(job_id, at), at, job.generation), 0)
-                    for at in occurrences]
+                                                         execution_id_for(job_id, at), at, job.generation),
+                             0 if control is None or n == 0 else now + backfill_spread_ms(
+                                 n, len(occurrences), control.max_concurrency, control.rate_per_second))
+                    for n, at in enumerate(occurrences)]
         if outgoing:
             self._lanes.send(outgoing)
         return [o.dispatch.execution_id for o in outgoing]

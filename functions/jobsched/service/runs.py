@@ -132,7 +132,7 @@ class Runs:
         error = f"step {', '.join(sorted(failed))} ended {'CANCELLED' if status is ExecutionStatus.CANCELLED else 'DEAD'}" \
             if failed else ("cancelled on request" if status is ExecutionStatus.CANCELLED else None)
         now = self._clock.now_ms()
-        if not self._executions.finish_run(job.job_id, run_id, status, now, error):
+        if not self._executions.finish_run(job.job_id, run_id, status, now, error, tenant_id=job.tenant_id):
             return None
         if self._on_run_end is not None:
             self._on_run_end(job, run_dispatch(job, run), status, now)

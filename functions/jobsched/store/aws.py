@@ -11,7 +11,8 @@ from botocore.config import Config
 
 from jobsched.domain.clock import Clock, SystemClock
 from jobsched.settings import Settings
-from jobsched.store.dynamo import ApiKeysStore, ExecutionsStore, FlowStore, JobsStore, TimersStore, WatermarksStore
+from jobsched.store.dynamo import ApiKeysStore, ExecutionsStore, JobsStore, TimersStore, WatermarksStore
+from jobsched.store.flow import FlowStore
 from jobsched.store.queues import LaneQueues
 from jobsched.store.signing import SigningSecretsStore
 

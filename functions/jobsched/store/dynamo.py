@@ -6,6 +6,7 @@ import json
 import random
 import secrets
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
@@ -29,6 +30,10 @@ IDEMPOTENCY_PREFIX = "idem#"
 QUOTA_PREFIX = "quota#"
 ACTIVE_JOBS_COUNTER = "active"
 DEAD_LETTERS_INDEX = "DeadLetters"
+# The index's partition key is spread over this many values per tenant (by execution id), so a
+# tenant whose endpoint is down cannot throttle the Executions table through one hot index
+# partition (a GSI out of capacity throttles the table's writes). docs/architecture.md, "Tables".
+DEAD_LETTER_SHARDS = 16
 # What a hand-off reads of a job: everything but the payload.
 # What a hand-off reads of a job (Job.for_hand_off): each attribute left out is one less for
 # boto3 to parse and for us to decode, thousands of times a minute (bench cpu: about 15% of the
@@ -57,6 +62,17 @@ def sharded_counter(name: str, shard: int) -> str:
 
 def active_counter(shard: int) -> str:
     return sharded_counter(ACTIVE_JOBS_COUNTER, shard)
+
+
+def dead_letter_partition(tenant_id: str, execution_id: str) -> str:
+    """The DeadLetters index partition of a dead execution. Shard 0 keeps the unsharded value (the
+    tenant id), so every dead letter written before sharding is read as shard 0."""
+    shard = zlib.crc32(execution_id.encode()) % DEAD_LETTER_SHARDS
+    return tenant_id if shard == 0 else f"{tenant_id}#{shard}"
+
+
+def dead_letter_partitions(tenant_id: str) -> list[str]:
+    return [tenant_id] + [f"{tenant_id}#{shard}" for shard in range(1, DEAD_LETTER_SHARDS)]
 
 
 def raw_client(dynamodb):
@@ -580,6 +596,7 @@ class ExecutionsStore:
         # An execution that has ended expires (DynamoDB TTL) this long after its end; one that
         # waits (PENDING, RUNNING, FAILED until its retry) carries no expiry.
         self._retention_s = retention_days * 86_400
+        self._dead_pool: ThreadPoolExecutor | None = None  # made at the first dead-letters list
 
     def _expires_at(self, now_ms: int) -> int:
         return now_ms // 1000 + self._retention_s
@@ -626,7 +643,16 @@ class ExecutionsStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            raise (_condition_lost(exc, "execution claimed") or exc) from exc
+            lost = _condition_lost(exc, "execution claimed")
+            current = lost.current if lost is not None else None
+            if (current and current.get("status") == ExecutionStatus.RUNNING.value
+                    and current.get("callbackTokenHash") == token_hash):
+                # Our own claim: botocore sent the call again after a read time-out, and the first
+                # one had been applied. The token is new per attempt, so no other claim has it.
+                # (What the first answer said of a taken-over attempt is lost: it is not recorded.)
+                return Claim(attempt=int(current["attempt"]), taken_over=None,
+                             progress=json.loads(current["progress"]) if current.get("progress") else None)
+            raise (lost or exc) from exc
         old = item_from_wire(answer.get("Attributes")) or {}
         if not old:
             return Claim(attempt=1, taken_over=None)
@@ -683,7 +709,8 @@ class ExecutionsStore:
             values[":expires"] = self._expires_at(now_ms)
         if status is ExecutionStatus.DEAD and dead_letter:
             # A sparse index: only dead executions carry these, so listing them reads nothing else.
-            sets.extend(["deadLetterTenant = tenantId", "deadAtMs = :now"])
+            sets.extend(["deadLetterTenant = :deadPartition", "deadAtMs = :now"])
+            values[":deadPartition"] = dead_letter_partition(dispatch.tenant_id, dispatch.execution_id)
         if output is not None:
             sets.append("#out = :output")
             names["#out"] = "output"
@@ -944,19 +971,26 @@ class ExecutionsStore:
         except ClientError as exc:
             raise (_condition_lost(exc, "stale attempt") or exc) from exc
 
-    def finish_run(self, job_id: str, run_id: str, status: ExecutionStatus, now_ms: int, error: str | None) -> bool:
+    def finish_run(self, job_id: str, run_id: str, status: ExecutionStatus, now_ms: int, error: str | None,
+                   tenant_id: str | None = None) -> bool:
         """RUNNING → its end, once (whoever sees every step ended first). Not while a redrive is
-        reopening its steps. A DEAD run is a dead letter."""
+        reopening its steps. A DEAD run is a dead letter (in its shard of the index; without
+        `tenant_id`, in shard 0)."""
         sets = ["#st = :status", "finishedMs = :now", "expiresAt = :expires", "#err = :error"]
+        values: dict[str, Any] = {":status": status.value, ":now": now_ms, ":error": error,
+                                  ":expires": self._expires_at(now_ms), ":running": ExecutionStatus.RUNNING.value}
         if status is ExecutionStatus.DEAD:
-            sets.extend(["deadLetterTenant = tenantId", "deadAtMs = :now"])
+            if tenant_id is None:
+                sets.extend(["deadLetterTenant = tenantId", "deadAtMs = :now"])
+            else:
+                sets.extend(["deadLetterTenant = :deadPartition", "deadAtMs = :now"])
+                values[":deadPartition"] = dead_letter_partition(tenant_id, run_id)
         return self._transition(
             job_id, run_id, "not running",
             UpdateExpression="SET " + ", ".join(sets),
             ConditionExpression="#st = :running AND attribute_not_exists(redriving)",
             ExpressionAttributeNames={"#st": "status", "#err": "error"},
-            ExpressionAttributeValues={":status": status.value, ":now": now_ms, ":error": error,
-                                       ":expires": self._expires_at(now_ms), ":running": ExecutionStatus.RUNNING.value})
+            ExpressionAttributeValues=values)
 
     def reopen_run(self, job_id: str, run_id: str) -> Execution:
         """DEAD → RUNNING, marked `redriving` until its failed steps are reopened (a redrive
@@ -981,22 +1015,55 @@ class ExecutionsStore:
                                 ConditionExpression="attribute_exists(executionId)")
 
     def list_dead_letters(self, tenant_id: str, limit: int, cursor: str | None) -> Page:
-        kwargs: dict[str, Any] = {
-            "IndexName": DEAD_LETTERS_INDEX,
-            "KeyConditionExpression": Key("deadLetterTenant").eq(tenant_id),
-            "ScanIndexForward": False,
-            "Limit": limit,
-        }
+        """The tenant's dead letters, newest first: one query per shard of the index (in parallel),
+        merged by (deadAtMs, jobId, executionId). The cursor is the last item returned; each
+        shard resumes below it. Items of another tenant whose id happens to spell one of this
+        tenant's shard values ("a#3" is tenant "a"'s shard 3 and tenant "a#3"'s shard 0) are
+        filtered out by their tenantId."""
         start = decode_cursor(cursor, {"jobId": str, "executionId": str, "deadLetterTenant": str, "deadAtMs": int})
-        if start:
-            if start["deadLetterTenant"] != tenant_id:
-                raise InvalidRequest("cursor: belongs to another list", [FieldProblem("cursor", "belongs to another list")])
-            kwargs["ExclusiveStartKey"] = start
-        answer = self._table.query(**kwargs)
-        items = [Execution.from_item(plain(i)) for i in answer.get("Items", [])]
-        return Page(items, encode_cursor(answer.get("LastEvaluatedKey")), lambda e: encode_cursor(
-            {"jobId": e.job_id, "executionId": e.execution_id, "deadLetterTenant": tenant_id,
-             "deadAtMs": e.finished_ms}))
+        if start and start["deadLetterTenant"] != tenant_id:
+            raise InvalidRequest("cursor: belongs to another list", [FieldProblem("cursor", "belongs to another list")])
+        after = (start["deadAtMs"], start["jobId"], start["executionId"]) if start else None
+        if self._dead_pool is None:
+            self._dead_pool = ThreadPoolExecutor(max_workers=GET_PARALLELISM, thread_name_prefix="dead-letters")
+        shards = list(self._dead_pool.map(lambda part: self._dead_shard(part, tenant_id, limit, after),
+                                          dead_letter_partitions(tenant_id)))
+        merged = sorted((e for items, _ in shards for e in items),
+                        key=lambda e: (e.finished_ms, e.job_id, e.execution_id), reverse=True)
+        more = len(merged) > limit or any(more for _, more in shards)
+        items = merged[:limit]
+
+        def cursor_after(e: Execution) -> str | None:
+            return encode_cursor({"jobId": e.job_id, "executionId": e.execution_id, "deadLetterTenant": tenant_id,
+                                  "deadAtMs": e.finished_ms})
+        return Page(items, cursor_after(items[-1]) if more and items else None, cursor_after)
+
+    def _dead_shard(self, partition: str, tenant_id: str, limit: int,
+                    after: tuple[int, str, str] | None) -> tuple[list[Execution], bool]:
+        """Up to `limit` dead letters of one shard below `after`, and whether the shard has more."""
+        values = {":part": partition, ":tenant": tenant_id}
+        condition = "deadLetterTenant = :part"
+        if after is not None:
+            condition += " AND deadAtMs <= :at"
+            values[":at"] = after[0]
+        kwargs: dict[str, Any] = {
+            "TableName": self._name, "IndexName": DEAD_LETTERS_INDEX, "KeyConditionExpression": condition,
+            "FilterExpression": "tenantId = :tenant", "ExpressionAttributeValues": values_to_wire(values),
+            "ScanIndexForward": False, "Limit": limit + 1,
+        }
+        found: list[Execution] = []
+        while True:
+            answer = self._client.query(**kwargs)
+            for raw in answer.get("Items", []):
+                execution = Execution.from_item(item_from_wire(raw))
+                # Equal deadAtMs: those at or above the cursor in (jobId, executionId) were listed.
+                if after is None or (execution.finished_ms, execution.job_id, execution.execution_id) < after:
+                    found.append(execution)
+            if len(found) > limit:
+                return found[:limit], True
+            if not answer.get("LastEvaluatedKey"):
+                return found, False
+            kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
     def get(self, job_id: str, execution_id: str) -> Execution | None:
         item = self._table.get_item(Key={"jobId": job_id, "executionId": execution_id}, ConsistentRead=True).get("Item")
@@ -1021,81 +1088,6 @@ class ExecutionsStore:
         items = [Execution.from_item(plain(i)) for i in answer.get("Items", [])]
         return Page(items, encode_cursor(answer.get("LastEvaluatedKey")),
                     lambda e: encode_cursor({"jobId": e.job_id, "executionId": e.execution_id}))
-
-
-FLOW_PREFIX = "flow#"
-
-
-class FlowStore:
-    """Flow control's concurrency slots: one item per tenant and key beside the tenant's jobs
-    (sort key "flow#<key>"), a map from execution id to the lease of the attempt that holds the
-    slot. At most maxConcurrency entries: reading it to reclaim expired leases is bounded."""
-
-    def __init__(self, dynamodb, table_name: str) -> None:
-        self._table = dynamodb.Table(table_name)
-
-    def take_slot(self, tenant_id: str, key: str, execution_id: str, limit: int, lease_until_ms: int) -> str:
-        """"new": a slot for this execution (fewer than `limit` were held); "held": it holds one
-        already (another delivery's attempt: its lease is kept); "full": all are held."""
-        try:
-            answer = self._table.update_item(
-                Key={"tenantId": tenant_id, "jobId": FLOW_PREFIX + key},
-                UpdateExpression="SET slots.#ex = if_not_exists(slots.#ex, :lease)",
-                ConditionExpression="attribute_exists(slots) AND (attribute_exists(slots.#ex) OR size(slots) < :limit)",
-                ExpressionAttributeNames={"#ex": execution_id},
-                ExpressionAttributeValues={":lease": lease_until_ms, ":limit": limit},
-                ReturnValues="ALL_OLD",  # at most `limit` entries
-            )
-            return "held" if execution_id in (answer.get("Attributes") or {}).get("slots", {}) else "new"
-        except ClientError as exc:
-            if not _condition_lost(exc, "all slots held"):
-                raise
-        # The first slot of this key: make the map (conditional, so a racing first writer wins).
-        try:
-            self._table.update_item(
-                Key={"tenantId": tenant_id, "jobId": FLOW_PREFIX + key},
-                UpdateExpression="SET slots = :one",
-                ConditionExpression="attribute_not_exists(slots)",
-                ExpressionAttributeValues={":one": {execution_id: lease_until_ms}},
-            )
-            return "new"
-        except ClientError as exc:
-            if _condition_lost(exc, "slots exist"):
-                return "full"
-            raise
-
-    def held(self, tenant_id: str, key: str) -> dict[str, int]:
-        item = self._table.get_item(Key={"tenantId": tenant_id, "jobId": FLOW_PREFIX + key},
-                                    ConsistentRead=True).get("Item") or {}
-        return {k: int(v) for k, v in (item.get("slots") or {}).items()}
-
-    def give_back(self, tenant_id: str, key: str, execution_id: str, if_lease: int | None = None) -> bool:
-        """Free the slot (only if it still has the lease `if_lease`, when given: an expired slot
-        is reclaimed by nobody else meanwhile)."""
-        condition = "attribute_exists(slots.#ex)" + (" AND slots.#ex = :lease" if if_lease is not None else "")
-        try:
-            self._table.update_item(
-                Key={"tenantId": tenant_id, "jobId": FLOW_PREFIX + key},
-                UpdateExpression="REMOVE slots.#ex", ConditionExpression=condition,
-                ExpressionAttributeNames={"#ex": execution_id},
-                **({"ExpressionAttributeValues": {":lease": if_lease}} if if_lease is not None else {}),
-            )
-            return True
-        except ClientError as exc:
-            if _condition_lost(exc, "not held"):
-                return False
-            raise
-
-    def extend(self, tenant_id: str, key: str, execution_id: str, lease_until_ms: int) -> None:
-        """A long-running attempt keeps its slot while it heartbeats."""
-        try:
-            self._table.update_item(
-                Key={"tenantId": tenant_id, "jobId": FLOW_PREFIX + key},
-                UpdateExpression="SET slots.#ex = :lease", ConditionExpression="attribute_exists(slots.#ex)",
-                ExpressionAttributeNames={"#ex": execution_id}, ExpressionAttributeValues={":lease": lease_until_ms})
-        except ClientError as exc:
-            if not _condition_lost(exc, "not held"):
-                raise
 
 
 class ApiKeysStore:

@@ -1,6 +1,7 @@
 """SQS lanes: dispatches go out in batches of 10, the batches in parallel."""
 from __future__ import annotations
 
+import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,8 +21,17 @@ SQS_MAX_DELAY_SECONDS = 900
 MAX_VISIBILITY_SECONDS = 12 * 3600  # SQS's limit for ChangeMessageVisibility
 
 
+# Entries SendMessageBatch reports Failed through no fault of ours (SenderFault false: throttled,
+# an internal error) are sent again with capped exponential backoff and full jitter, as the
+# DynamoDB batches are (store/dynamo.py): at once, a throttled queue would refuse them again.
+# An entry refused as our fault (SenderFault true) would be refused again: not retried.
+SEND_RETRIES = 5
+SEND_BACKOFF_BASE_S = 0.05
+SEND_BACKOFF_CAP_S = 1.0
+
+
 class SendFailed(RuntimeError):
-    """Some messages could not be sent after a retry; the caller must not mark them handed off."""
+    """Some messages could not be sent after the retries; the caller must not mark them handed off."""
 
 
 @dataclass(frozen=True)
@@ -39,8 +49,9 @@ def delay_seconds(visible_at_ms: int, now_ms: int) -> int:
 
 class LaneQueues:
     def __init__(self, sqs, lane_urls: dict[Priority, str], clock: Clock, dispatch_key: Callable[[], bytes],
-                 parallelism: int = SEND_PARALLELISM) -> None:
+                 parallelism: int = SEND_PARALLELISM, unit_random: Callable[[], float] = random.random) -> None:
         self._sqs = sqs
+        self._random = unit_random
         self._urls = lane_urls
         self._clock = clock
         self._dispatch_key = dispatch_key
@@ -103,10 +114,15 @@ class LaneQueues:
             }
             for i, o in enumerate(batch)
         }
-        for _ in range(2):
+        for retry in range(SEND_RETRIES + 1):
+            if retry:
+                self._clock.sleep(self._random() * min(SEND_BACKOFF_CAP_S, SEND_BACKOFF_BASE_S * 2 ** (retry - 1)))
             answer = self._sqs.send_message_batch(QueueUrl=url, Entries=list(entries.values()))
-            failed = {f["Id"] for f in answer.get("Failed", [])}
-            entries = {k: v for k, v in entries.items() if k in failed}
+            failed = answer.get("Failed", [])
+            if any(f.get("SenderFault") for f in failed):
+                raise SendFailed(f"messages refused by {url}: " + "; ".join(
+                    f"{f.get('Code')}: {f.get('Message')}" for f in failed if f.get("SenderFault")))
+            entries = {k: v for k, v in entries.items() if k in {f["Id"] for f in failed}}
             if not entries:
                 return
-        raise SendFailed(f"{len(entries)} messages not accepted by {url}")
+        raise SendFailed(f"{len(entries)} messages not accepted by {url} after {SEND_RETRIES} retries")

@@ -7,6 +7,8 @@ from typing import Any
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from jobsched.adapters.targets import (EVENTBRIDGE_MAX_ENTRY_BYTES, SNS_MAX_MESSAGE_BYTES, eventbridge_entry_bytes,
+                                       sns_message_bytes)
 from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job, TargetType
@@ -64,13 +66,20 @@ class AwsTargetInvoker:
                     answer = self._client("sqs", address, timeout).send_message(QueueUrl=address, MessageBody=body,
                                                                                 **params)
                 else:
+                    size = sns_message_bytes(body, params["MessageAttributes"])
+                    if size > SNS_MAX_MESSAGE_BYTES:
+                        return _too_large("SNS message", size, SNS_MAX_MESSAGE_BYTES)
                     answer = self._client("sns", address, timeout).publish(TopicArn=address, Message=body, **params)
                 return _ok({"messageId": answer.get("MessageId")})
             if kind is TargetType.EVENTBRIDGE:
                 bus = config["eventBusName"]
+                detail = compact(_envelope(job, dispatch, attempt, progress))
+                size = eventbridge_entry_bytes(config["source"], config["detailType"], detail)
+                if size > EVENTBRIDGE_MAX_ENTRY_BYTES:
+                    return _too_large("EventBridge entry", size, EVENTBRIDGE_MAX_ENTRY_BYTES)
                 answer = self._client("events", bus, timeout).put_events(Entries=[{
                     "EventBusName": bus, "Source": config["source"], "DetailType": config["detailType"],
-                    "Detail": compact(_envelope(job, dispatch, attempt, progress))}])
+                    "Detail": detail}])
                 if answer.get("FailedEntryCount"):
                     entry = answer["Entries"][0]
                     return _failed(f"{entry.get('ErrorCode')}: {entry.get('ErrorMessage')}")
@@ -108,6 +117,12 @@ def _ok(output: Any) -> AttemptOutcome:
 
 def _failed(error: str) -> AttemptOutcome:
     return AttemptOutcome(False, ExecutionStatus.FAILED, error)
+
+
+def _too_large(what: str, size: int, limit: int) -> AttemptOutcome:
+    """Sending it would be refused, and so would every retry: not retried."""
+    return AttemptOutcome(False, ExecutionStatus.FAILED, f"{what} of {size} bytes with its envelope is over the "
+                          f"{limit}-byte limit", retryable=False)
 
 
 def _json_or_none(raw: bytes) -> Any:
