@@ -918,6 +918,34 @@ class ExecutionsStore:
             if not start:
                 return steps
 
+    def note_steps_ended(self, job_id: str, run_id: str, names: list[str]) -> tuple[Execution, int] | None:
+        """Add `names` to the run's set of ended steps (a set: a repeat adds nothing) and return
+        the run with the set's size, or None if the run has no record. The run's end is then
+        decided from this one small item; only when the set is complete are the steps read
+        (service/runs.py: the steps carry their outputs, up to 64 KB each)."""
+        try:
+            answer = self._table.update_item(
+                Key={"jobId": job_id, "executionId": run_id},
+                UpdateExpression="ADD endedSteps :names",
+                ConditionExpression="attribute_exists(executionId)",
+                ExpressionAttributeValues={":names": set(names)},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if _condition_lost(exc, "no run"):
+                return None
+            raise
+        item = plain(answer["Attributes"])
+        return Execution.from_item(item), len(item.get("endedSteps") or ())
+
+    def forget_steps_ended(self, job_id: str, run_id: str, names: list[str]) -> None:
+        """A redrive reopened these steps: they are no longer counted as ended."""
+        if names:
+            self._table.update_item(Key={"jobId": job_id, "executionId": run_id},
+                                    UpdateExpression="DELETE endedSteps :names",
+                                    ConditionExpression="attribute_exists(executionId)",
+                                    ExpressionAttributeValues={":names": set(names)})
+
     def mark_run_started(self, job_id: str, run_id: str, attempt: int) -> None:
         """The run's steps are recorded and its first ones sent: no later delivery of its fire
         takes it over (no lease left to expire). Fenced like every write of an attempt."""
