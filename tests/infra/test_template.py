@@ -343,3 +343,15 @@ def test_no_bytecode_ships_in_the_layer_or_the_code(template, tmp_path_factory):
         compiled = list(folder.rglob("*.pyc"))
         assert compiled == [], (folder.name, compiled[:3])
         assert any(folder.rglob("*.py"))
+
+
+def test_jobs_have_a_keys_only_state_index_and_expire(template):
+    """Issue 28, item 8: GET /v1/jobs?state= reads the JobsByState index (its cost follows the
+    matches); ended one-time jobs expire by TTL."""
+    jobs = next(t for t in resources(template, "AWS::DynamoDB::Table").values()
+                if t["Properties"]["KeySchema"] == [{"AttributeName": "tenantId", "KeyType": "HASH"},
+                                                    {"AttributeName": "jobId", "KeyType": "RANGE"}])
+    [index] = jobs["Properties"]["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == "JobsByState" and index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    assert [k["AttributeName"] for k in index["KeySchema"]] == ["tenantId", "state"]
+    assert jobs["Properties"]["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}

@@ -28,6 +28,7 @@ def _is_wire(value) -> bool:
 class ReadUnits:
     table: str
     units: float = 0.0
+    items_read: int = 0  # items DynamoDB read (a Query's ScannedCount: a filter drops them after)
     calls: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -38,15 +39,18 @@ class ReadUnits:
             # so it under-counts those: none of the reads it is used to compare is projected.)
             size = sum(item_bytes(_plain(i)) for i in items)
             units = read_units(size, bool(params.get("ConsistentRead")))
+            read = answer.get("ScannedCount", len(items))
         elif operation == "BatchGetItem" and self.table in params.get("RequestItems", {}):
             consistent = bool(params["RequestItems"][self.table].get("ConsistentRead"))
             # Each item rounded up on its own (BatchGetItem bills as a GetItem per item).
-            units = sum(read_units(item_bytes(_plain(i)), consistent)
-                        for i in answer.get("Responses", {}).get(self.table, []))
+            found = answer.get("Responses", {}).get(self.table, [])
+            units = sum(read_units(item_bytes(_plain(i)), consistent) for i in found)
+            read = len(found)
         else:
             return
         with self._lock:
             self.units += units
+            self.items_read += read
             self.calls[operation] = self.calls.get(operation, 0) + 1
 
     def install(self, monkeypatch) -> "ReadUnits":

@@ -167,7 +167,9 @@ class JobsService:
         """The tenant's jobs; with tags (all must match) or a name prefix, read through the index
         of the first one (store/dynamo.py), each job checked against all the filters."""
         if not tags and not name_prefix:
-            return self._jobs.list_for_tenant(tenant_id, state, limit, cursor)
+            if state is not None:  # the state index: the cost follows the matches, not the history
+                return self._jobs.list_in_state(tenant_id, state, limit, cursor)
+            return self._jobs.list_for_tenant(tenant_id, None, limit, cursor)
         prefix = tag_prefix(*tags[0]) if tags else name_prefix_of(name_prefix)
 
         def keep(job: Job) -> bool:
