@@ -33,6 +33,7 @@ DEAD_LETTERS_INDEX = "DeadLetters"
 # `state`, so index entries, counters and idempotency records are not in it. Every write that
 # changes a job's state moves it in the index by itself: nothing to maintain.
 JOBS_BY_STATE_INDEX = "JobsByState"
+BULK_PREFIX = "bulk#"
 # What a hand-off reads of a job: everything but the payload.
 # What a hand-off reads of a job (Job.for_hand_off): each attribute left out is one less for
 # boto3 to parse and for us to decode, thousands of times a minute (bench cpu: about 15% of the
@@ -332,6 +333,42 @@ class JobsStore:
         if expires_at is not None:
             item["expiresAt"] = expires_at
         return item
+
+    # --- bulk operations: one item beside the tenant's jobs ("bulk#<id>"), its position and
+    # counts moved on by one conditional write per page (service/jobs.py, Jobs.bulk). ----------
+    def put_bulk(self, tenant_id: str, bulk_id: str, fields: dict) -> None:
+        try:
+            self._table.put_item(Item={"tenantId": tenant_id, "jobId": f"{BULK_PREFIX}{bulk_id}", **fields},
+                                 ConditionExpression="attribute_not_exists(jobId)")
+        except ClientError as exc:
+            raise (_condition_lost(exc, "bulk exists") or exc) from exc
+
+    def get_bulk(self, tenant_id: str, bulk_id: str) -> dict | None:
+        item = self._table.get_item(Key={"tenantId": tenant_id, "jobId": f"{BULK_PREFIX}{bulk_id}"},
+                                    ConsistentRead=True).get("Item")
+        return plain(item) if item else None
+
+    def advance_bulk(self, tenant_id: str, bulk_id: str, pages_read: int, fields: dict) -> bool:
+        """The next page's position and counts, only if no other request moved it since
+        `pages_read` (False: another request did this page)."""
+        names = {f"#f{i}": name for i, name in enumerate(fields)}
+        values = {f":f{i}": value for i, value in enumerate(fields.values())}
+        sets = ", ".join(f"#f{i} = :f{i}" for i in range(len(fields)))
+        return self._update_if(
+            Key={"tenantId": tenant_id, "jobId": f"{BULK_PREFIX}{bulk_id}"},
+            UpdateExpression=f"SET {sets}, pages = pages + :one",
+            ConditionExpression="pages = :read",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={**values, ":one": 1, ":read": pages_read})
+
+    def _update_if(self, **update) -> bool:
+        try:
+            self._table.update_item(**update)
+            return True
+        except ClientError as exc:
+            if _condition_lost(exc, "moved on"):
+                return False
+            raise
 
     def list_in_state(self, tenant_id: str, state: JobState, limit: int, cursor: str | None) -> Page:
         """The tenant's jobs in `state`, through the JobsByState index: each page reads its
