@@ -33,8 +33,10 @@ class Lanes(Construct):
             self.queues[priority] = sqs.Queue(
                 self,
                 f"{name}Lane",
-                # AWS's guidance for Lambda consumers: six times the function timeout, so a
-                # redelivery never overlaps a live attempt (its lease has expired by then).
+                # AWS's guidance for Lambda consumers: six times the function timeout, room for
+                # the event source mapping to retry a throttled invocation. Once the worker runs
+                # a batch it cuts its records' visibility to what the batch can take
+                # (handlers/worker.py), so a crashed invocation's records come back in minutes.
                 visibility_timeout=Duration.seconds(worker_timeout.to_seconds() * 6),
                 retention_period=Duration.days(4),
                 encryption=sqs.QueueEncryption.KMS if key else sqs.QueueEncryption.SQS_MANAGED,

@@ -6,7 +6,7 @@ from aws_cdk import aws_dynamodb as ddb
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from jobsched.store.dynamo import DEAD_LETTERS_INDEX
+from jobsched.store.dynamo import DEAD_LETTERS_INDEX, JOBS_BY_STATE_INDEX
 
 S = ddb.AttributeType.STRING
 N = ddb.AttributeType.NUMBER
@@ -20,7 +20,16 @@ class Storage(Construct):
                            rotation_period=Duration.days(365), removal_policy=RemovalPolicy.RETAIN) \
             if encryption == "kms" else None
         # Idempotency records live beside the jobs of their tenant (sort key "idem#...") and expire.
+        # Ended one-time jobs expire too (expiresAt: their end plus the retention).
         self.jobs = self._table("Jobs", ("tenantId", S), ("jobId", S), ttl="expiresAt")
+        # GET /v1/jobs?state=: keys only (a write that leaves `state` as it is writes nothing here;
+        # a change of state writes two small entries), the jobs then read by key.
+        self.jobs.add_global_secondary_index(
+            index_name=JOBS_BY_STATE_INDEX,
+            partition_key=ddb.Attribute(name="tenantId", type=S),
+            sort_key=ddb.Attribute(name="state", type=S),
+            projection_type=ddb.ProjectionType.KEYS_ONLY,
+        )
         # Partition "<epoch-minute>#<segment>", sort "<due-ms>#<kind>#<ref>#<generation>": one
         # query per segment and minute returns what is due, in order. TTL expires old timers.
         self.timers = self._table("Timers", ("bucket", S), ("sk", S), ttl="expiresAt")

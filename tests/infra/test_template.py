@@ -356,3 +356,36 @@ def test_the_api_encrypts_only_signing_secrets_and_the_worker_decrypts_them(temp
     assert encrypt["Condition"] == {"StringEquals": {"kms:EncryptionContext:purpose": "signing"}}
     assert not with_action("worker", "kms:Encrypt") and not with_action("tick", "kms:Encrypt")
     assert with_action("worker", "kms:Decrypt") and with_action("worker", "dynamodb:GetItem")
+
+
+def test_jobs_have_a_keys_only_state_index_and_expire(template):
+    """Issue 28, item 8: GET /v1/jobs?state= reads the JobsByState index (its cost follows the
+    matches); ended one-time jobs expire by TTL."""
+    jobs = next(t for t in resources(template, "AWS::DynamoDB::Table").values()
+                if t["Properties"]["KeySchema"] == [{"AttributeName": "tenantId", "KeyType": "HASH"},
+                                                    {"AttributeName": "jobId", "KeyType": "RANGE"}])
+    [index] = jobs["Properties"]["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == "JobsByState" and index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    assert [k["AttributeName"] for k in index["KeySchema"]] == ["tenantId", "state"]
+    assert jobs["Properties"]["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
+
+
+def test_the_worker_may_cut_its_records_visibility_on_the_lanes_and_the_lanes_keep_six_times_its_timeout(template):
+    """Issue 28, item 7: the worker's ChangeMessageVisibilityBatch is allowed by
+    sqs:ChangeMessageVisibility on the three lanes (and nothing broader); the lanes keep AWS's six
+    times the function timeout for batches that wait on a throttled invocation."""
+    worker_logical = next(k for k, r in resources(template, "AWS::Lambda::Function").items()
+                          if function_name(r["Properties"]["Handler"]) == "worker")
+    timeout = template["Resources"][worker_logical]["Properties"]["Timeout"]
+    lanes = {k for k in resources(template, "AWS::SQS::Queue") if "Lane" in k and "Dlq" not in k}
+    assert len(lanes) == 3
+    for lane in lanes:
+        assert template["Resources"][lane]["Properties"]["VisibilityTimeout"] == 6 * timeout
+    granted = set()
+    for statement in _statements(template, worker_logical):
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        if "sqs:ChangeMessageVisibility" in actions:
+            targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            assert all(isinstance(t, dict) for t in targets)  # named queues, never a wildcard
+            granted |= {t["Fn::GetAtt"][0] for t in targets}
+    assert granted == lanes

@@ -3,7 +3,7 @@ import pytest
 
 from jobsched.domain.schedule import format_instant
 
-from .harness import FAIL, KEY_B
+from .harness import FAIL, KEY_B, TENANT_A
 
 HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/hook"}
 
@@ -219,3 +219,31 @@ def test_jitter_spreads_a_crowd_of_hourly_jobs_deterministically(harness):
         calls = harness.target.calls_for(job["jobId"])
         assert all(0 <= c.at_ms - t < 1000 for c, t in zip(calls, expected))
     assert len({harness.executions_of(j["jobId"])[0]["scheduledAt"] for j in jobs}) == len(jobs)
+
+
+def test_a_state_filtered_list_reads_its_matches_not_the_tenants_history(harness, monkeypatch):
+    """Issue 28, item 8: `GET /v1/jobs?state=` filtered a query of every job of the tenant, so a
+    page of 3 ACTIVE jobs among 80 ended ones read all 83 (100 a round trip: 20 s at a large
+    history). It now reads the JobsByState index and the matching jobs only."""
+    from .capacity import ReadUnits
+
+    active = [rate_job(harness) for _ in range(3)]
+    ended = harness.create_job({"name": "once", "type": "DELAYED", "delaySeconds": 10, "target": HOOK})
+    harness.advance(20)
+    table = harness.session.resource("dynamodb").Table(harness.settings.jobs_table)
+    item = table.get_item(Key={"tenantId": TENANT_A, "jobId": ended["jobId"]})["Item"]
+    assert item["state"] == "COMPLETED"
+    with table.batch_writer() as batch:  # a tenant's history: 80 ended jobs, older than the active ones
+        for i in range(80):
+            batch.put_item(Item={**item, "jobId": f"job_0000{i:04d}"})
+    reads = ReadUnits(harness.settings.jobs_table).install(monkeypatch)
+    _, page = harness.request("GET", "/v1/jobs?state=ACTIVE&limit=10")
+    monkeypatch.undo()
+    assert sorted(j["jobId"] for j in page["items"]) == sorted(j["jobId"] for j in active)
+    assert page["nextCursor"] is None
+    assert reads.items_read <= 2 * len(active), (reads.items_read, reads.calls)
+    _, completed = harness.request("GET", "/v1/jobs?state=COMPLETED&limit=50")
+    assert len(completed["items"]) == 50 and completed["nextCursor"]
+    _, rest = harness.request("GET", f"/v1/jobs?state=COMPLETED&limit=50&cursor={completed['nextCursor']}")
+    assert len(rest["items"]) == 31 and rest["nextCursor"] is None
+    assert harness.request("GET", f"/v1/jobs?state=ACTIVE&cursor={completed['nextCursor']}")[0] == 400

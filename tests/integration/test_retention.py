@@ -44,3 +44,27 @@ def test_an_idempotency_key_past_its_expiry_is_free_again_before_dynamodb_delete
     harness.clock.advance_ms(2 * 3600 * 1000)  # 25 h: the record's own expiry has passed; TTL may lag days
     status, second = harness.request("POST", "/v1/jobs", {**body, "name": "other"}, headers={"Idempotency-Key": "k"})
     assert status == 201 and second["jobId"] != first["jobId"]
+
+
+def jobs_item(harness, job_id):
+    table = harness.session.resource("dynamodb").Table(harness.settings.jobs_table)
+    return table.get_item(Key={"tenantId": "tenant-a", "jobId": job_id})["Item"]
+
+
+def test_an_ended_one_time_job_expires_after_the_retention_and_a_recurring_one_never(harness):
+    """Issue 28, item 8: ended one-time jobs were kept for ever (and every state-filtered list
+    read past them). A one-time job that completes or is cancelled now expires after the
+    retention from its end; its executions follow their own (the same length, from their end)."""
+    done = harness.create_job({"name": "once", "type": "DELAYED", "delaySeconds": 10, "target": HOOK})
+    cancelled = harness.create_job({"name": "later", "type": "DELAYED", "delaySeconds": 3600, "target": HOOK})
+    recurring = harness.create_job({"name": "r", "type": "RATE", "schedule": "PT1H", "target": HOOK})
+    assert "expiresAt" not in jobs_item(harness, done["jobId"])  # waiting: kept
+    harness.advance(20)
+    item = jobs_item(harness, done["jobId"])
+    assert item["state"] == "COMPLETED" and item["expiresAt"] == item["updatedMs"] // 1000 + RETENTION_S
+    for job in (cancelled, recurring):
+        assert harness.request("DELETE", f"/v1/jobs/{job['jobId']}")[0] == 200
+    item = jobs_item(harness, cancelled["jobId"])
+    assert item["state"] == "CANCELLED" and item["expiresAt"] == item["updatedMs"] // 1000 + RETENTION_S
+    item = jobs_item(harness, recurring["jobId"])
+    assert item["state"] == "CANCELLED" and "expiresAt" not in item

@@ -292,3 +292,28 @@ def test_overlap_policy_skip_applies_to_runs(harness):
     statuses = [r["status"] for r in reversed(runs)]
     assert statuses[0] == "RUNNING" and set(statuses[1:]) == {"SKIPPED"} and len(statuses) >= 2, statuses
     assert [c.step for c in step_calls(harness, job)] == ["A"]  # no second run started
+
+
+def test_a_run_of_many_steps_with_large_outputs_reads_its_steps_once_not_at_every_steps_end(harness, monkeypatch):
+    """Issue 28, item 10: the run's end was decided by reading every step, outputs included, at
+    every step's end (O(steps²) strongly consistent reads: 100 steps of 64 KB outputs cost about
+    160,000 read units a run). Now each end adds its name to the run's set of ended steps (one
+    small write) and only the step that completes the set reads the steps."""
+    from .capacity import ReadUnits
+
+    width = 24
+    steps = [{"name": "root", "target": HOOK}] + [
+        {"name": f"s{i}", "target": HOOK, "dependsOn": ["root"]} for i in range(width)]
+    big = "x" * 16_000  # each step's output: 16 KB, 4 read units a strongly consistent read
+    for step in steps:
+        harness.target.step_script[step["name"]] = [AttemptOutcome(True, ExecutionStatus.SUCCEEDED, None, big)]
+    reads = ReadUnits(harness.settings.executions_table).install(monkeypatch)
+    job = create_flow(harness, steps=steps)
+    harness.advance(200)
+    monkeypatch.undo()
+    run = the_run(harness, job)
+    assert run["status"] == "SUCCEEDED" and len(run["steps"]) == width + 1
+    # Reading the ended steps at each of the 25 ends cost about Σ ends × 4 units ≈ 1,300 units;
+    # reading them once at the last end costs about 25 × 4, plus each step's own small reads
+    # and its upstream output (4 units each).
+    assert reads.units < 400, (reads.units, reads.calls)

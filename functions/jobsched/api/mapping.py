@@ -9,7 +9,7 @@ from jobsched.api.models import MAX_PAYLOAD_BYTES, JobRequest
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
 from jobsched.domain.executions import Execution
 from jobsched.domain.json_text import size_bytes
-from jobsched.domain.jobs import FlowControl, Job, JobSpec, JobState, MisfirePolicy, OverlapPolicy, Priority, Target, TargetType
+from jobsched.domain.jobs import MAX_JOB_ITEM_BYTES, FlowControl, Job, JobSpec, job_item_sizes, JobState, MisfirePolicy, OverlapPolicy, Priority, Target, TargetType
 from jobsched.domain.retry import Backoff, RetryPolicy
 from jobsched.domain.steps import Step, Workflow
 from jobsched.domain.aws_expressions import is_aws_expression, parse_at, rate_to_duration
@@ -79,7 +79,7 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
     for where, checked in ([("target", target)] if target else []) + [
             (f"steps.{i}.target", step.target) for i, step in enumerate(steps.steps if steps else ())]:
         _fits_with_envelope(payload_size, checked, where)
-    return JobSpec(
+    spec = JobSpec(
         name=request.name,
         schedule=_schedule(request, now_ms),
         target=target,
@@ -99,6 +99,33 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         flow_control=FlowControl(request.flowControl.key, request.flowControl.maxConcurrency,
                                  request.flowControl.ratePerSecond) if request.flowControl is not None else None,
     )
+    _check_item_size(spec)
+    return spec
+
+
+# The request fields a job item's attributes come from (the rest are bookkeeping of fixed size).
+_FIELD_OF_ATTRIBUTE = {"payload": "payload", "steps": "steps", "target": "target", "onSuccess": "onSuccess",
+                       "onFailure": "onFailure", "tags": "tags", "flowControl": "flowControl", "name": "name",
+                       "schedule": "schedule", "retryPolicy": "retryPolicy"}
+
+
+def _check_item_size(spec: JobSpec) -> None:
+    """Each field has its own bound, but together they can pass DynamoDB's 400 KB item (a 256 KB
+    payload and 100 steps with 8 KB of headers each): refused here, naming the largest field,
+    before any write, instead of DynamoDB refusing the write (a 500)."""
+    if spec.target is None and spec.steps is None:
+        return  # refused by the request's own validation, with its own message
+    sizes = job_item_sizes(spec)
+    total = sum(sizes.values())
+    if total <= MAX_JOB_ITEM_BYTES:
+        return
+    largest = max((a for a in sizes if a in _FIELD_OF_ATTRIBUTE), key=sizes.__getitem__)
+    field_name = _FIELD_OF_ATTRIBUTE[largest]
+    raise PayloadTooLarge(
+        f"{field_name}: the job would be {total} bytes as stored, over the {MAX_JOB_ITEM_BYTES} bytes a job may "
+        f"take; {field_name} takes {sizes[largest]} of them",
+        [FieldProblem(field_name, f"the job as a whole is over {MAX_JOB_ITEM_BYTES // 1024} KB; "
+                                  f"this field takes {sizes[largest]} bytes")])
 
 
 def _target(model, field: str, own: OwnResources) -> Target:

@@ -207,6 +207,15 @@ class BulkRequest(_Model):
     filter: JobFilter
     dryRun: bool = False
     reason: str | None = Field(None, max_length=500)  # PAUSE: the reason each job shows
+    # The next page of a bulk operation that did not end in its first request (its answer's bulkId).
+    bulkId: str | None = Field(None, min_length=1, max_length=64)
+
+    @field_validator("bulkId")
+    @classmethod
+    def _bulk_id(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"bulk_[0-9a-f]{32}", value):
+            raise ValueError("must be the bulkId of an earlier answer")
+        return value
 
 
 class BackfillRequest(_Model):

@@ -59,7 +59,7 @@ ROUTES: tuple[Route, ...] = (
                   Param("tag", "query", "key:value; repeatable, all must match"),
                   Param("namePrefix", "query", "names that start with this"), *PAGING)),
     Route("bulk_jobs", "POST", "/v1/jobs/bulk", "One action (PAUSE, RESUME, CANCEL) on every matching job", 200,
-          schemas.BulkAnswer, BulkRequest, errors=(400, 401, 422)),
+          schemas.BulkAnswer, BulkRequest, errors=(400, 401, 404, 409, 422)),
     Route("get_job", "GET", "/v1/jobs/{jobId}", "One job", 200, schemas.Job),
     Route("replace_job", "PUT", "/v1/jobs/{jobId}", "Replace schedule, target, payload and policies", 200,
           schemas.Job, JobRequest, (Param("If-Match", "header", "the version the change is based on", "integer"),),

@@ -116,6 +116,8 @@ class BulkAnswer(_Out):
     matched: int
     applied: int
     jobIds: list[str]  # the first 100 matched
+    bulkId: str | None = None  # set while more pages remain: repeat the request with it
+    done: bool = True
 
 
 class BackfillAnswer(_Out):

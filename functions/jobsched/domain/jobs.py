@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any
 
 from jobsched.domain.errors import Conflict
+from jobsched.domain.item_size import MAX_ITEM_BYTES, attribute_bytes
 from jobsched.domain.json_text import compact
 from jobsched.domain.retry import RetryPolicy
 from jobsched.domain.schedule import Schedule
@@ -290,6 +291,26 @@ class Job:
         )
         return cls(tenant_id=item["tenantId"], job_id=item["jobId"], spec=spec, state=JobState(item["state"]),
                    generation=int(item["generation"]), version=0, created_ms=0, updated_ms=0)
+
+
+# A job item's largest size as DynamoDB counts it (attribute names included): its 400 KB less room
+# for what later writes add without a new request (expiresAt, counters and reasons that other
+# writes set, a longer tenant id than the probe's). The probe below already holds the largest
+# pause reason (500 characters of 4 UTF-8 bytes) and the largest numbers.
+JOB_ITEM_RESERVE_BYTES = 2048
+MAX_JOB_ITEM_BYTES = MAX_ITEM_BYTES - JOB_ITEM_RESERVE_BYTES
+_PROBE_TENANT = "t" * 64
+_MAX_NUMBER = 2 ** 53 - 1
+
+
+def job_item_sizes(spec: JobSpec) -> dict[str, int]:
+    """Each attribute's bytes in the item of a job with this spec, its bookkeeping at its largest:
+    what a create or replace checks before any write (a 400 KB item would be refused by DynamoDB
+    with a ValidationException, after the idempotency record and the quota place were taken)."""
+    probe = Job(tenant_id=_PROBE_TENANT, job_id=new_job_id(_MAX_NUMBER // 1000), spec=spec, state=JobState.PAUSED,
+                generation=_MAX_NUMBER, version=_MAX_NUMBER, created_ms=_MAX_NUMBER, updated_ms=_MAX_NUMBER,
+                quota_shard=_MAX_NUMBER, paused_reason="\U0001F600" * 500)
+    return {name: attribute_bytes(name, value) for name, value in probe.to_item().items()}
 
 
 def _workflow(items: list[dict]) -> Workflow:

@@ -202,8 +202,10 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         tenant_id = tenant()
         body = parse_body(BulkRequest, app.current_event.decoded_body)
         wanted = body.filter.tag if isinstance(body.filter.tag, list) else [body.filter.tag] if body.filter.tag else []
-        return ok(200, service.bulk(tenant_id, body.action, [_tag(t, "filter.tag") for t in wanted],
-                                    _state(body.filter.state), body.filter.namePrefix, body.dryRun, body.reason))
+        answer, done = service.bulk(tenant_id, body.action, [_tag(t, "filter.tag") for t in wanted],
+                                    _state(body.filter.state), body.filter.namePrefix, body.dryRun, body.reason,
+                                    body.bulkId)
+        return ok(200 if done else 202, answer)
 
     def backfill_job(jobId: str):  # noqa: N803
         tenant_id = tenant()

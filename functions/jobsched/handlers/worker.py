@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Mapping
 
 from aws_lambda_powertools import Logger
@@ -17,7 +17,7 @@ from jobsched.domain.dispatch_seal import ForgedDispatch
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.signing import SigningSecrets
-from jobsched.service.worker import UNREAD, RedeliverLater, Worker, early_ms, reads_its_job
+from jobsched.service.worker import LEASE_MARGIN_MS, UNREAD, RedeliverLater, Worker, early_ms, reads_its_job
 from jobsched.settings import WORKER_BATCH_SIZE
 from jobsched.store.targets import AwsTargetInvoker
 
@@ -32,6 +32,18 @@ BATCH_SIZE = WORKER_BATCH_SIZE
 # each receive up to 15 minutes (not after the lane's visibility timeout of 90 minutes).
 TRANSIENT_RETRY_SECONDS = 30
 MAX_TRANSIENT_RETRY_SECONDS = 900
+# An invocation that fails as a whole (Lambda's time limit, out of memory, a crash) reports
+# nothing: its records come back after their visibility. The lane keeps AWS's six times the
+# function timeout (90 minutes) for a batch that waits for a throttled invocation; once the
+# handler runs, its records' visibility is cut to what this batch can take: the largest attempt
+# of the batch and its lease margin (the redelivery's claim then takes the lease over), never more
+# than the invocation's remaining time, plus a few seconds.
+VISIBILITY_MARGIN_SECONDS = 5
+# The handler stops waiting this long before Lambda's limit: the records still running are handed
+# back (visible again in a second: their claim's live lease sends them back until it ends), the
+# rest are reported as usual, instead of the whole batch waiting out the visibility timeout.
+FINISH_MARGIN_MS = 10_000
+WAIT_POLL_SECONDS = 0.05
 
 OUTCOME_METRIC = {
     Outcome.SUCCEEDED: "Succeeded",
@@ -62,7 +74,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
                                AwsTargetInvoker(session or boto3.session.Session()))
     outcomes = Outcomes(parts.stores, parts.handoff, parts.clock)
     worker = Worker(parts.stores, outcomes, invoker, parts.clock)
-    pool = ThreadPoolExecutor(max_workers=BATCH_SIZE, thread_name_prefix="attempt")
+    pools = [ThreadPoolExecutor(max_workers=BATCH_SIZE, thread_name_prefix="attempt")]
 
     def hand_back(record: SQSRecord, seconds: int, reason: str) -> None:
         """Before reporting a record failed: make it visible again when it can make progress."""
@@ -128,6 +140,50 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
                                       "outcome": result.outcome.value, "lateMs": result.late_ms})
         return False, OUTCOME_METRIC[result.outcome], result.late_ms
 
+    def shorten_visibility(records: list[SQSRecord], opened: dict, jobs: dict, remaining_ms: int) -> None:
+        """What crashes with this invocation comes back when its attempts' leases end, not after
+        the lane's 90 minutes (see VISIBILITY_MARGIN_SECONDS). One call per ten records."""
+        needs = []
+        for record in records:
+            dispatch = opened.get(record.message_id)
+            job = jobs.get((dispatch.tenant_id, dispatch.job_id)) if dispatch is not None else None
+            if job is None:  # not read in the batch: what the invocation may still take
+                needs.append(remaining_ms)
+            else:
+                needs.append(job.spec.timeout_sec * 1000 + LEASE_MARGIN_MS)
+        if not needs:
+            return
+        seconds = math.ceil(min(remaining_ms, max(needs)) / 1000) + VISIBILITY_MARGIN_SECONDS
+        by_queue: dict[str, list[tuple[str, str]]] = {}
+        for record in records:
+            by_queue.setdefault(record.event_source_arn, []).append((record.message_id, record.receipt_handle))
+        for arn, receipts in by_queue.items():
+            parts.stores.lanes.redeliver_many_after(arn, receipts, seconds)
+
+    def run_all(records: list[SQSRecord], opened: dict, jobs: dict, context) -> list[tuple[bool, str, int | None]]:
+        """Every record at once, a thread each, until they end or the invocation nears its limit:
+        then the records still running are handed back and reported failed, and the container
+        keeps a fresh pool (the old one's threads are still inside those attempts; whatever they
+        write later is fenced by their attempt number)."""
+        pool = pools[0]
+        futures = {pool.submit(attempt, record, opened, jobs): record for record in records}
+        pending = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=WAIT_POLL_SECONDS, return_when=FIRST_COMPLETED)
+            if pending and context.get_remaining_time_in_millis() <= FINISH_MARGIN_MS:
+                break
+        results = {}
+        for future in pending:
+            record = futures[future]
+            started = not future.cancel()
+            hand_back(record, 1 if started else 0, "out of time" if started else "not started")
+            results[future] = (True, "WorkerRecordsOutOfTime", None)
+        if pending:
+            pools[0] = ThreadPoolExecutor(max_workers=BATCH_SIZE, thread_name_prefix="attempt")
+            pool.shutdown(wait=False, cancel_futures=True)
+        # An exception that is not an Exception (the process dying) propagates, as it would.
+        return [results[f] if f in results else f.result() for f in futures]
+
     @metrics.log_metrics
     @logger.inject_lambda_context(clear_state=True)
     def handler(event, context):
@@ -136,8 +192,9 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         records = [SQSRecord(raw) for raw in event.get("Records", [])]
         failures = []
         opened, jobs = read_jobs(records)
+        shorten_visibility(records, opened, jobs, context.get_remaining_time_in_millis())
         with outcomes.batched_give_backs() as give_backs_failed:
-            results = list(pool.map(lambda record: attempt(record, opened, jobs), records))
+            results = run_all(records, opened, jobs, context)
         for error in give_backs_failed:
             logger.error("a quota place could not be given back; the tenant's count stays one high",
                          extra={"error": repr(error)})

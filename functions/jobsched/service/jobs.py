@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from dataclasses import dataclass
 
 from jobsched.domain.clock import Clock
@@ -29,6 +30,11 @@ from jobsched.store.queues import Outgoing
 
 # How long an Idempotency-Key is remembered.
 IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+# A bulk action changes at most this many matching jobs per request (about 100 conditional job
+# writes and their index entries: a few seconds, far inside the API's 20 s); the rest is done by
+# the same request repeated with the answer's bulkId. Its record is kept a week.
+BULK_PAGE_MATCHES = 100
+BULK_RETENTION_S = 7 * 86_400
 # A trigger's or redrive's PENDING execution that no worker has claimed after this long lost its
 # message (or waited behind a backlog): the SWEEP timer armed with it runs it then.
 SWEEP_AFTER_MS = 5 * 60_000
@@ -164,7 +170,9 @@ class JobsService:
         """The tenant's jobs; with tags (all must match) or a name prefix, read through the index
         of the first one (store/dynamo.py), each job checked against all the filters."""
         if not tags and not name_prefix:
-            return self._jobs.list_for_tenant(tenant_id, state, limit, cursor)
+            if state is not None:  # the state index: the cost follows the matches, not the history
+                return self._jobs.list_in_state(tenant_id, state, limit, cursor)
+            return self._jobs.list_for_tenant(tenant_id, None, limit, cursor)
         prefix = tag_prefix(*tags[0]) if tags else name_prefix_of(name_prefix)
 
         def keep(job: Job) -> bool:
@@ -175,33 +183,71 @@ class JobsService:
         return self._jobs.list_indexed(tenant_id, prefix, keep, limit, cursor)
 
     def bulk(self, tenant_id: str, action: str, tags: list[tuple[str, str]], state: JobState | None,
-             name_prefix: str | None, dry_run: bool, reason: str | None = None) -> dict:
-        """One action on every matching job: each job's change is the single-job route's own
-        conditional write, and a job already in the asked state is left as it is, so a bulk
-        action interrupted halfway and repeated applies each job once. Pages through the index
-        (or the tenant's jobs when only a state is given)."""
+             name_prefix: str | None, dry_run: bool, reason: str | None = None,
+             bulk_id: str | None = None) -> tuple[dict, bool]:
+        """One action on every matching job, a bounded page per request (BULK_PAGE_MATCHES): the
+        API's reserved concurrency, which heartbeats and completions share, is never held for a
+        tenant's whole job list. Returns the answer and whether the operation is done. A bulk that
+        does not end in its first page is recorded (conditional put) with its position and counts;
+        the same request repeated with its `bulkId` does the next page, from that position (never
+        from the first match again), and a repeat of a done one only answers its totals.
+
+        Each job's change is the single-job route's own conditional write, and a job already in
+        the asked state is passed over: a page done twice (two requests at once, a crash before
+        the position moved) changes nothing twice, and only the request whose conditional write
+        moves the position counts it."""
+        request = {"action": action, "tags": [list(t) for t in tags], "state": state.value if state else None,
+                   "namePrefix": name_prefix, "dryRun": dry_run, "reason": reason}
+        digest = body_hash(request)
+        if bulk_id is None:
+            progress = {"matched": 0, "applied": 0, "jobIds": [], "cursor": None, "pages": 0}
+        else:
+            progress = self._jobs.get_bulk(tenant_id, bulk_id)
+            if progress is None:
+                raise NotFound(f"no bulk operation {bulk_id}")
+            if progress["requestHash"] != digest:
+                raise Conflict(f"bulk operation {bulk_id} was made with another action or filter")
+            if progress["done"]:
+                return self._bulk_answer(progress, bulk_id), True
+        matched, applied, ids = self._bulk_page(tenant_id, action, tags, state, name_prefix, dry_run, reason,
+                                                progress["cursor"])
+        cursor = matched.next_cursor
+        fields = {"matched": progress["matched"] + len(matched.items), "applied": progress["applied"] + applied,
+                  "jobIds": (progress["jobIds"] + ids)[:100], "cursor": cursor, "done": cursor is None,
+                  "updatedMs": self._clock.now_ms()}
+        if bulk_id is None:
+            if cursor is None:  # small: done in one request, the answer as it always was
+                return self._bulk_answer(fields, None), True
+            bulk_id = f"bulk_{self._clock.now_ms():012x}{uuid.uuid4().hex[:20]}"
+            self._jobs.put_bulk(tenant_id, bulk_id, {**fields, "pages": 1, "requestHash": digest,
+                                                     "expiresAt": self._clock.now_ms() // 1000 + BULK_RETENTION_S})
+            return self._bulk_answer(fields, bulk_id), False
+        if not self._jobs.advance_bulk(tenant_id, bulk_id, progress["pages"], fields):
+            fields = self._jobs.get_bulk(tenant_id, bulk_id) or fields  # another request did this page
+        return self._bulk_answer(fields, bulk_id), bool(fields["done"])
+
+    def _bulk_page(self, tenant_id, action, tags, state, name_prefix, dry_run, reason, cursor):
         change = {"PAUSE": lambda job_id: self.pause(tenant_id, job_id, reason),
                   "RESUME": lambda job_id: self.resume(tenant_id, job_id),
                   "CANCEL": lambda job_id: self.cancel(tenant_id, job_id)}[action]
         wanted = {"PAUSE": JobState.PAUSED, "RESUME": JobState.ACTIVE, "CANCEL": JobState.CANCELLED}[action]
-        matched, applied, ids = 0, 0, []
-        cursor = None
-        while True:
-            page = self.list(tenant_id, state, 100, cursor, tags, name_prefix)
-            for job in page.items:
-                matched += 1
-                if len(ids) < 100:
-                    ids.append(job.job_id)
-                if dry_run or job.state is wanted or not _can(action, job):
-                    continue
-                try:
-                    change(job.job_id)
-                    applied += 1
-                except Conflict:
-                    pass  # changed meanwhile (or not applicable): left as it is
-            cursor = page.next_cursor
-            if not cursor:
-                return {"matched": matched, "applied": applied, "jobIds": ids}
+        page = self.list(tenant_id, state, BULK_PAGE_MATCHES, cursor, tags, name_prefix)
+        applied, ids = 0, []
+        for job in page.items:
+            ids.append(job.job_id)
+            if dry_run or job.state is wanted or not _can(action, job):
+                continue
+            try:
+                change(job.job_id)
+                applied += 1
+            except Conflict:
+                pass  # changed meanwhile (or not applicable): left as it is
+        return page, applied, ids
+
+    @staticmethod
+    def _bulk_answer(progress: dict, bulk_id: str | None) -> dict:
+        return {"matched": progress["matched"], "applied": progress["applied"], "jobIds": progress["jobIds"],
+                "bulkId": bulk_id, "done": bool(progress["done"])}
 
     def backfill(self, tenant_id: str, job_id: str, from_ms: int, to_ms: int) -> list[str]:
         """Run the schedule's occurrences in [from, to) now, one execution each, with the ids

@@ -18,7 +18,12 @@ so a crash anywhere means the message comes back and the work is done again):
   ended, and `step_ended` runs again: a join already made is not made twice, but a downstream
   step whose set is complete and that never started is sent again (a duplicate send if it was
   sent before: its claim absorbs it).
-- the run ends: whoever sees every step ended writes the run's end, once (conditional on RUNNING).
+- the run ends: each step's end adds its name (and those it marked UPSTREAM_FAILED) to the run's
+  set of ended steps, one small write that returns the set's size; whoever sees the set complete
+  reads the steps (strongly consistent) and writes the run's end, once (conditional on RUNNING).
+  A name in the set whose step has not in fact ended (a crash between a reopen and its removal)
+  costs a read of the steps that finds it running, never an early end; a step's end is recorded
+  before its name is added, so the set is never complete before the steps are.
 - redrive: the run is reopened (DEAD → RUNNING, marked `redriving`), then its DEAD steps reopened
   and sent again and its UPSTREAM_FAILED steps put back to PENDING, then the mark is removed. A
   crash in between leaves the mark: a sweep armed before the reopen, or a repeat of the redrive,
@@ -105,15 +110,29 @@ class Runs:
             self._send(job, run_id, scheduled_ms_of(run_id), ready)
         elif status in (ExecutionStatus.DEAD, ExecutionStatus.CANCELLED, ExecutionStatus.UPSTREAM_FAILED):
             now = self._clock.now_ms()
-            for below in workflow.below(name):
-                self._executions.mark_upstream_failed(job.job_id, step_execution_id(run_id, below.name), now)
-        self.end_if_done(job, run_id)
+            below_names = [below.name for below in workflow.below(name)]
+            for below_name in below_names:
+                self._executions.mark_upstream_failed(job.job_id, step_execution_id(run_id, below_name), now)
+        else:
+            return  # not an end (the step was read and is still waiting or running)
+        # Every step below a failed one has ended (UPSTREAM_FAILED, by this call or an earlier one)
+        # or could never start: counted with it. Then the run is decided from its own small item.
+        ended = [name] + (below_names if status is not ExecutionStatus.SUCCEEDED else [])
+        noted = self._executions.note_steps_ended(job.job_id, run_id, ended)
+        if noted is None:
+            return
+        run, ended_count = noted
+        if ended_count < len(workflow.steps):
+            return  # a step is still to end: its own end will look again
+        self.end_if_done(job, run_id, run)
 
-    def end_if_done(self, job: Job, run_id: str) -> ExecutionStatus | None:
+    def end_if_done(self, job: Job, run_id: str, run: Execution | None = None) -> ExecutionStatus | None:
         """End the run once every step has ended (strongly consistent reads: of two steps ending
-        at once, the later one's read sees both). Returns the run's end if this call wrote it."""
+        at once, the later one's set of ended steps and its read of the steps see both). Returns
+        the run's end if this call wrote it. The steps (with their outputs) are read once the run
+        is known to be at its end, not at every step's end."""
         workflow = self._workflow(job)
-        run = self._executions.get(job.job_id, run_id)
+        run = run if run is not None else self._executions.get(job.job_id, run_id)
         if run is not None and run.status in (ExecutionStatus.SUCCEEDED, ExecutionStatus.DEAD) \
                 and self._on_run_end is not None:
             # Ended already: a repeat (a crash after the run's end was written, before what follows
@@ -186,6 +205,7 @@ class Runs:
         if not run.redriving:
             return
         retries: list[Outgoing] = []
+        reopened: list[str] = []
         for step in self._executions.run_steps(job.job_id, run.execution_id):
             attempt = None
             if step.status is ExecutionStatus.DEAD:
@@ -193,14 +213,20 @@ class Runs:
                     attempt = self._executions.reopen_dead(job.job_id, step.execution_id).attempt + 1
                 except ConditionLost:
                     continue
+                reopened.append(step.step_name)
             elif step.status is ExecutionStatus.UPSTREAM_FAILED:
-                self._executions.reopen_upstream_failed(job.job_id, step.execution_id)
+                if self._executions.reopen_upstream_failed(job.job_id, step.execution_id):
+                    reopened.append(step.step_name)
             elif step.status is ExecutionStatus.PENDING and step.attempt > 0:
                 attempt = step.attempt + 1  # reopened by an interrupted redrive: send it (again)
             if attempt is not None:
                 retries.append(Outgoing(job.spec.priority, Dispatch(
                     DispatchKind.RETRY, job.tenant_id, job.job_id, step.execution_id, step.scheduled_ms,
                     job.generation, attempt), 0))
+        # Only the steps this call reopened, before any is sent: a step sent by an interrupted
+        # redrive may have ended since, and its name must stay. A crash before this leaves their
+        # names in the set: a read of the steps too many, never an early end.
+        self._executions.forget_steps_ended(job.job_id, run.execution_id, reopened)
         if retries:
             self._lanes.send(retries)
         self._executions.end_redrive(job.job_id, run.execution_id)

@@ -63,7 +63,8 @@ def build_stores(settings: Settings, session: boto3.session.Session | None = Non
     sqs = session.client("sqs", config=config)
     watermarks = WatermarksStore(dynamodb, settings.segments_table)
     return Stores(
-        jobs=JobsStore(dynamodb, settings.jobs_table, client=client),
+        jobs=JobsStore(dynamodb, settings.jobs_table, client=client,
+                       retention_days=settings.execution_retention_days),
         timers=TimersStore(dynamodb, settings.timers_table, client=client),
         watermarks=watermarks,
         executions=ExecutionsStore(dynamodb, settings.executions_table, settings.execution_retention_days,

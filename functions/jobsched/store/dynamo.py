@@ -8,7 +8,7 @@ import secrets
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Callable, Iterator
 from urllib.parse import quote
@@ -34,6 +34,11 @@ DEAD_LETTERS_INDEX = "DeadLetters"
 # tenant whose endpoint is down cannot throttle the Executions table through one hot index
 # partition (a GSI out of capacity throttles the table's writes). docs/architecture.md, "Tables".
 DEAD_LETTER_SHARDS = 16
+# Jobs by tenant and state (partition tenantId, sort state; keys only). Only job items carry
+# `state`, so index entries, counters and idempotency records are not in it. Every write that
+# changes a job's state moves it in the index by itself: nothing to maintain.
+JOBS_BY_STATE_INDEX = "JobsByState"
+BULK_PREFIX = "bulk#"
 # What a hand-off reads of a job: everything but the payload.
 # What a hand-off reads of a job (Job.for_hand_off): each attribute left out is one less for
 # boto3 to parse and for us to decode, thousands of times a minute (bench cpu: about 15% of the
@@ -196,8 +201,18 @@ def index_keys(job: Job) -> set[str]:
     return keys
 
 
+def ended_job_expires_at(job: Job, retention_days: int) -> int | None:
+    """An ended one-time job expires `retention_days` after its end (DynamoDB's TTL deletes it,
+    up to days later); a recurring job, or one that may still fire, never does."""
+    if job.state not in (JobState.COMPLETED, JobState.CANCELLED) or job.spec.schedule.recurring:
+        return None
+    return job.updated_ms // 1000 + retention_days * 86_400
+
+
 class JobsStore:
-    def __init__(self, dynamodb, table_name: str, sleep: Callable[[float], None] = time.sleep, client=None) -> None:
+    def __init__(self, dynamodb, table_name: str, sleep: Callable[[float], None] = time.sleep, client=None,
+                 retention_days: int = 30) -> None:
+        self._retention_days = retention_days
         self._table = dynamodb.Table(table_name)
         self._dynamodb = dynamodb
         self._client = client or raw_client(dynamodb)  # the hot calls, in wire format (store/wire.py)
@@ -209,7 +224,7 @@ class JobsStore:
     def put_new(self, job: Job) -> None:
         self._index(job.tenant_id, index_keys(job))  # index first: see index_keys
         try:
-            self._table.put_item(Item=job.to_item(), ConditionExpression="attribute_not_exists(jobId)")
+            self._table.put_item(Item=self._item(job), ConditionExpression="attribute_not_exists(jobId)")
         except ClientError as exc:
             raise (_condition_lost(exc, "job exists") or exc) from exc
 
@@ -319,7 +334,7 @@ class JobsStore:
         old_keys, new_keys = index_keys(before), index_keys(after)
         self._index(after.tenant_id, new_keys - old_keys)
         try:
-            self._table.put_item(Item=after.to_item(), ConditionExpression="#ver = :read",
+            self._table.put_item(Item=self._item(after), ConditionExpression="#ver = :read",
                                  ExpressionAttributeNames={"#ver": "version"},
                                  ExpressionAttributeValues={":read": before.version})
         except ClientError as exc:
@@ -327,6 +342,84 @@ class JobsStore:
                 raise Conflict(f"job {before.job_id} was changed concurrently; read it again and retry") from exc
             raise
         self._unindex(after.tenant_id, old_keys - new_keys)
+
+    def _item(self, job: Job) -> dict:
+        item = job.to_item()
+        expires_at = ended_job_expires_at(job, self._retention_days)
+        if expires_at is not None:
+            item["expiresAt"] = expires_at
+        return item
+
+    # --- bulk operations: one item beside the tenant's jobs ("bulk#<id>"), its position and
+    # counts moved on by one conditional write per page (service/jobs.py, Jobs.bulk). ----------
+    def put_bulk(self, tenant_id: str, bulk_id: str, fields: dict) -> None:
+        try:
+            self._table.put_item(Item={"tenantId": tenant_id, "jobId": f"{BULK_PREFIX}{bulk_id}", **fields},
+                                 ConditionExpression="attribute_not_exists(jobId)")
+        except ClientError as exc:
+            raise (_condition_lost(exc, "bulk exists") or exc) from exc
+
+    def get_bulk(self, tenant_id: str, bulk_id: str) -> dict | None:
+        item = self._table.get_item(Key={"tenantId": tenant_id, "jobId": f"{BULK_PREFIX}{bulk_id}"},
+                                    ConsistentRead=True).get("Item")
+        return plain(item) if item else None
+
+    def advance_bulk(self, tenant_id: str, bulk_id: str, pages_read: int, fields: dict) -> bool:
+        """The next page's position and counts, only if no other request moved it since
+        `pages_read` (False: another request did this page)."""
+        names = {f"#f{i}": name for i, name in enumerate(fields)}
+        values = {f":f{i}": value for i, value in enumerate(fields.values())}
+        sets = ", ".join(f"#f{i} = :f{i}" for i in range(len(fields)))
+        return self._update_if(
+            Key={"tenantId": tenant_id, "jobId": f"{BULK_PREFIX}{bulk_id}"},
+            UpdateExpression=f"SET {sets}, pages = pages + :one",
+            ConditionExpression="pages = :read",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={**values, ":one": 1, ":read": pages_read})
+
+    def _update_if(self, **update) -> bool:
+        try:
+            self._table.update_item(**update)
+            return True
+        except ClientError as exc:
+            if _condition_lost(exc, "moved on"):
+                return False
+            raise
+
+    def list_in_state(self, tenant_id: str, state: JobState, limit: int, cursor: str | None) -> Page:
+        """The tenant's jobs in `state`, through the JobsByState index: each page reads its
+        matches' keys and then the jobs themselves (strongly consistent, checked again: the index
+        is eventually consistent), so its cost grows with the matches, never with the tenant's
+        history of ended jobs."""
+        start = decode_cursor(cursor, {"tenantId": str, "jobId": str, "state": str})
+        if start and (start["tenantId"] != tenant_id or start["state"] != state.value):
+            raise InvalidRequest("cursor: belongs to another list", [FieldProblem("cursor", "belongs to another list")])
+        items: list[Job] = []
+
+        def after(job: Job) -> str | None:
+            return encode_cursor({"tenantId": tenant_id, "jobId": job.job_id, "state": state.value})
+
+        while True:
+            kwargs: dict[str, Any] = {
+                "IndexName": JOBS_BY_STATE_INDEX,
+                "KeyConditionExpression": Key("tenantId").eq(tenant_id) & Key("state").eq(state.value),
+                "Limit": max(limit - len(items), 10),
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            answer = self._table.query(**kwargs)
+            ids = [raw["jobId"] for raw in answer.get("Items", [])]
+            found = self.get_many([(tenant_id, job_id) for job_id in ids], whole=True)
+            for job_id in ids:
+                job = found.get((tenant_id, job_id))
+                if job is None or job.state is not state:
+                    continue  # gone, or moved on since the index was written
+                items.append(job)
+                if len(items) == limit:
+                    return Page(items, after(job), after)
+            start = answer.get("LastEvaluatedKey")
+            if not start:
+                return Page(items, None, after)
 
     def list_for_tenant(self, tenant_id: str, state: JobState | None, limit: int, cursor: str | None) -> Page:
         """In creation order (job ids are time-ordered). A cursor is the last key returned, so
@@ -421,12 +514,16 @@ class JobsStore:
 
     def mark_completed(self, job: Job, now_ms: int) -> bool:
         """ACTIVE → COMPLETED, only for this generation; False if the job changed meanwhile. The
-        caller gives the job's quota place back (service/outcomes.py)."""
+        caller gives the job's quota place back (service/outcomes.py). A one-time job expires
+        after the retention (ended_job_expires_at)."""
+        expires_at = ended_job_expires_at(replace(job, state=JobState.COMPLETED, updated_ms=now_ms),
+                                          self._retention_days)
         try:
             self._client.update_item(
                 TableName=self._name,
                 Key={"tenantId": {"S": job.tenant_id}, "jobId": {"S": job.job_id}},
-                UpdateExpression="SET #state = :completed, #ver = #ver + :one, updatedMs = :now",
+                UpdateExpression="SET #state = :completed, #ver = #ver + :one, updatedMs = :now"
+                                 + (", expiresAt = :expires" if expires_at is not None else ""),
                 ConditionExpression="#state = :active AND generation = :gen",
                 ExpressionAttributeNames={"#state": "state", "#ver": "version"},
                 ExpressionAttributeValues=values_to_wire({
@@ -435,6 +532,7 @@ class JobsStore:
                     ":gen": job.generation,
                     ":one": 1,
                     ":now": now_ms,
+                    **({":expires": expires_at} if expires_at is not None else {}),
                 }),
             )
             return True
@@ -956,6 +1054,34 @@ class ExecutionsStore:
             start = answer.get("LastEvaluatedKey")
             if not start:
                 return steps
+
+    def note_steps_ended(self, job_id: str, run_id: str, names: list[str]) -> tuple[Execution, int] | None:
+        """Add `names` to the run's set of ended steps (a set: a repeat adds nothing) and return
+        the run with the set's size, or None if the run has no record. The run's end is then
+        decided from this one small item; only when the set is complete are the steps read
+        (service/runs.py: the steps carry their outputs, up to 64 KB each)."""
+        try:
+            answer = self._table.update_item(
+                Key={"jobId": job_id, "executionId": run_id},
+                UpdateExpression="ADD endedSteps :names",
+                ConditionExpression="attribute_exists(executionId)",
+                ExpressionAttributeValues={":names": set(names)},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if _condition_lost(exc, "no run"):
+                return None
+            raise
+        item = plain(answer["Attributes"])
+        return Execution.from_item(item), len(item.get("endedSteps") or ())
+
+    def forget_steps_ended(self, job_id: str, run_id: str, names: list[str]) -> None:
+        """A redrive reopened these steps: they are no longer counted as ended."""
+        if names:
+            self._table.update_item(Key={"jobId": job_id, "executionId": run_id},
+                                    UpdateExpression="DELETE endedSteps :names",
+                                    ConditionExpression="attribute_exists(executionId)",
+                                    ExpressionAttributeValues={":names": set(names)})
 
     def mark_run_started(self, job_id: str, run_id: str, attempt: int) -> None:
         """The run's steps are recorded and its first ones sent: no later delivery of its fire

@@ -102,6 +102,29 @@ class LaneQueues:
             return False
         return True
 
+    def redeliver_many_after(self, queue_arn: str, receipts: list[tuple[str, str]], seconds: int) -> int:
+        """Set the visibility of received messages ((message id, receipt handle) pairs) to
+        `seconds`, ten a call (ChangeMessageVisibilityBatch, allowed by sqs:ChangeMessageVisibility).
+        Returns how many were set; a message not set keeps the lane's visibility timeout."""
+        url = self._url_of(queue_arn)
+        if url is None:
+            return 0
+        done = 0
+        for start in range(0, len(receipts), SQS_BATCH):
+            entries = [{"Id": str(i), "ReceiptHandle": handle,
+                        "VisibilityTimeout": max(0, min(MAX_VISIBILITY_SECONDS, seconds))}
+                       for i, (_, handle) in enumerate(receipts[start:start + SQS_BATCH])]
+            try:
+                answer = self._sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+            except ClientError:
+                continue
+            done += len(answer.get("Successful", []))
+        return done
+
+    def _url_of(self, queue_arn: str) -> str | None:
+        name = queue_arn.rsplit(":", 1)[-1]
+        return next((u for u in self._urls.values() if u.rstrip("/").rsplit("/", 1)[-1] == name), None)
+
     def _send_batch(self, url: str, batch: list[Outgoing], seal: DispatchSeal) -> None:
         # The delay is computed here, as the batch goes out, from each message's visible-at
         # instant: CPU work and writes before the send must not make messages late.
