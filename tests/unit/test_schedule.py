@@ -234,3 +234,11 @@ class TestStoredBeforeTheGrammar:
 
     def test_a_stored_expression_that_cannot_be_read_at_all_has_no_fire(self):
         assert self.stored({"cron": "0 0 30 2 *", "text": "0 0 30 2 *"}).next_fire_after(0) is None
+
+
+@pytest.mark.parametrize("text", ["2030-01-01T09:00:00Z\n", "2030-01-01T09:00:00+01:00\n"])
+def test_an_instant_ending_in_a_newline_is_refused_naming_its_field(text):
+    """`$` matches before a final newline: the pattern is matched to the true end of the text."""
+    with pytest.raises(UnprocessableRequest) as refused:
+        parse_instant(text, "runAt")
+    assert "runAt" in str(refused.value)

@@ -16,7 +16,7 @@ _RATE_UNITS = {"minute": "M", "hour": "H", "day": "D"}
 
 
 def is_aws_expression(text: str) -> bool:
-    return bool(re.match(r"^(at|rate|cron)\(", text.strip()))
+    return re.match(r"(?:at|rate|cron)\(", text.strip()) is not None
 
 
 def _bad(message: str) -> UnprocessableRequest:

@@ -56,7 +56,7 @@ def format_instant(ms: int | None) -> str | None:
 # RFC 3339 section 5.6 date-time: full-date "T" full-time, with a required offset. No ISO 8601
 # week or ordinal dates, no basic format, no missing seconds, no leap second (60).
 _RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$",
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))",
     re.ASCII,
 )
 
@@ -72,7 +72,7 @@ def check_instant(ms: int, field_name: str) -> int:
 
 def parse_instant(value: str, field_name: str) -> int:
     """An RFC 3339 instant with an explicit offset (`Z` or `+hh:mm`), within the span of time."""
-    match = _RFC3339.match(value) if isinstance(value, str) else None
+    match = _RFC3339.fullmatch(value) if isinstance(value, str) else None
     if not match:
         raise UnprocessableRequest.for_field(
             field_name, f"'{str(value)[:64]}' is not an RFC 3339 instant such as 2030-01-01T09:00:00Z"
@@ -106,8 +106,9 @@ def load_zone(name: str, field_name: str = "timezone") -> ZoneInfo:
 
 
 _DURATION = re.compile(
-    r"^P(?:(?P<w>\d+)W)?(?:(?P<d>\d+)D)?"
-    r"(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d{1,3})?)S)?)?$"
+    r"P(?:(?P<w>\d+)W)?(?:(?P<d>\d+)D)?"
+    r"(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d{1,3})?)S)?)?",
+    re.ASCII,
 )
 
 
@@ -116,7 +117,7 @@ def parse_duration_ms(text: str, field_name: str = "schedule") -> int:
 
     Years and months are refused: their length varies, so a fixed rate cannot use them
     (a CRON schedule says "monthly")."""
-    match = _DURATION.match(text.strip()) if text else None
+    match = _DURATION.fullmatch(text.strip()) if text else None
     if not match or text.strip() in ("P", "PT") or text.strip().endswith("T"):
         raise UnprocessableRequest.for_field(
             field_name,
