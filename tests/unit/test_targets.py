@@ -101,6 +101,16 @@ def test_address_guard(address):
 def test_public_addresses_pass_the_guard():
     check_address("93.184.216.34", allow_private=False)
     check_address("2606:2800:220:1:248:1893:25c8:1946", allow_private=False)
+    check_address("2002:5db8:d822::1", allow_private=False)  # 6to4 of 93.184.216.34
+
+
+@pytest.mark.parametrize("address", ["2002:a9fe:a9fe::1", "2002:7f00:1::1", "2002:0a00:0001::1", "fec0::1",
+                                     "fef0::1:2", "64:ff9b::a9fe:a9fe"])
+def test_addresses_that_embed_or_hide_a_private_one_are_refused(address):
+    # 6to4 (2002::/16) carries the IPv4 address it reaches: instance metadata, loopback, 10/8;
+    # fec0::/10 is site-local, which Python's ipaddress counts as global.
+    with pytest.raises(BlockedAddress):
+        check_address(address, allow_private=False)
 
 
 def test_lambda_target_sends_the_envelope_and_reads_function_errors():

@@ -30,15 +30,34 @@ class BlockedAddress(Exception):
     pass
 
 
+NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: the last 32 bits are an IPv4 address
+
+
+def embedded_ipv4(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries to its destination (IPv4-mapped, 6to4, NAT64):
+    `2002:a9fe:a9fe::1` reaches 169.254.169.254 through a 6to4 relay, so it is checked as that."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return None
+    if ip.ipv4_mapped:
+        return ip.ipv4_mapped
+    if ip.sixtofour:
+        return ip.sixtofour
+    if ip in NAT64_PREFIX:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def check_address(address: str, allow_private: bool) -> None:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
     if allow_private:
         return
-    if (ip.is_loopback or ip.is_link_local or ip.is_private or ip.is_multicast or ip.is_reserved
-            or ip.is_unspecified or not ip.is_global):
-        raise BlockedAddress(f"{ip} is not a public address")
+    for candidate in filter(None, (ip, embedded_ipv4(ip))):
+        # fec0::/10 (site-local, deprecated but still routed inside some networks) counts as global
+        # for Python's ipaddress: refused by name.
+        if (candidate.is_loopback or candidate.is_link_local or candidate.is_private or candidate.is_multicast
+                or candidate.is_reserved or candidate.is_unspecified or not candidate.is_global
+                or getattr(candidate, "is_site_local", False)):
+            raise BlockedAddress(f"{ip} is not a public address")
 
 
 def resolve_checked(host: str, port: int, allow_private: bool) -> list[tuple]:
