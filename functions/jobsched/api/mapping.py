@@ -13,6 +13,8 @@ from jobsched.domain.retry import Backoff, RetryPolicy
 from jobsched.domain.steps import Step, Workflow
 from jobsched.domain.aws_expressions import is_aws_expression, parse_at, rate_to_duration
 from jobsched.domain.schedule import (
+    BEGINNING_OF_TIME_MS,
+    END_OF_TIME_MS,
     Schedule,
     ScheduleType,
     cron_schedule,
@@ -60,6 +62,11 @@ def resource_name(address: str) -> str:
             return parts[6]
         resource = parts[5] if len(parts) > 5 else ""
         return resource.split("/", 1)[-1]
+    if "/" not in address:
+        # Lambda also takes a bare name, "name:alias", "function:name" and the partial ARN
+        # "123456789012:function:name": each names the same function.
+        parts = address.split(":")
+        return parts[parts.index("function") + 1] if "function" in parts[:-1] else parts[0]
     return address.rstrip("/").rsplit("/", 1)[-1]
 
 
@@ -75,9 +82,14 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         )
     target = _target(request.target, "target", own) if request.target is not None else None
     steps = _workflow(request.steps, own) if request.steps is not None else None
+    schedule = _schedule(request, now_ms)
+    if schedule.run_at_ms is not None and schedule.run_at_ms + request.jitterSec * 1000 > END_OF_TIME_MS:
+        # A recurring schedule stops an hour (the most jitter) before the end of time by itself.
+        raise UnprocessableRequest.for_field("jitterSec", "would move the run past the end of time, "
+                                                          "9999-01-01T00:00:00Z")
     return JobSpec(
         name=request.name,
-        schedule=_schedule(request, now_ms),
+        schedule=schedule,
         target=target,
         steps=steps,
         payload=request.payload,
@@ -187,7 +199,9 @@ def preview_schedule(job_type: str, expression: str, tz: str, count: int, after_
         return [instant] if instant > after_ms else []
     _check_expression_kind(job_type, expression)
     if job_type == "CRON":
-        schedule = cron_schedule(expression, tz, after_ms)
+        # Checked from the beginning of time: an expression that matches dates has simply none
+        # left after an `after` near the end of time (an empty list), it does not "never match".
+        schedule = cron_schedule(expression, tz, BEGINNING_OF_TIME_MS)
     else:
         schedule = rate_schedule(expression, after_ms - parse_rate_period(expression))
     out: list[int] = []
