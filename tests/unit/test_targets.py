@@ -10,6 +10,7 @@ import pytest
 from botocore.stub import Stubber
 
 from jobsched.adapters.http_target import BlockedAddress, HttpTargetInvoker, check_address
+from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.executions import Dispatch, DispatchKind, ExecutionStatus
 from jobsched.domain.jobs import Job, JobSpec, JobState, Target, TargetType
 from jobsched.domain.schedule import one_time_schedule
@@ -219,3 +220,21 @@ def test_each_resolved_address_is_tried_until_one_answers(server, monkeypatch):
     outcome = HttpTargetInvoker(allow_private=True).invoke(job_for(http("http://target.example/x")), DISPATCH, 1)
     assert outcome.status is ExecutionStatus.SUCCEEDED, outcome
     assert len(Recorder.seen) == 1
+
+
+def test_the_schedulers_own_endpoints_are_refused_at_the_call_whatever_the_name_and_not_retried(server):
+    # Given a deployment that allows private targets (the local stack) and whose own endpoint is
+    # the recorder's port on loopback
+    port = int(server.rsplit(":", 1)[1])
+    own = OwnEndpoints.parse(f"127.0.0.1:{port}")
+    invoker = HttpTargetInvoker(allow_private=True, own_endpoints=own)
+    # When a stored job calls it by address, by a name that resolves there, or through 0.0.0.0
+    for url in (f"{server}/_jobsched/stop", f"http://localhost:{port}/_jobsched/stop",
+                f"http://0.0.0.0:{port}/x", f"http://[::ffff:127.0.0.1]:{port}/x"):
+        outcome = invoker.invoke(job_for(http(url)), DISPATCH, 1)
+        # Then nothing reaches it, and the attempt is not retried
+        assert not outcome.ok and "own endpoints" in outcome.error and outcome.retryable is False, url
+    assert Recorder.seen == []
+    # Another port of the same host is still a target (the local stack's echo endpoint)
+    assert HttpTargetInvoker(allow_private=True, own_endpoints=OwnEndpoints.parse("127.0.0.1:9")).invoke(
+        job_for(http(server)), DISPATCH, 1).ok

@@ -16,6 +16,7 @@ import threading
 import time
 from urllib.parse import urlsplit
 
+from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
@@ -28,6 +29,10 @@ USER_AGENT = "jobsched/0.1"
 
 class BlockedAddress(Exception):
     pass
+
+
+class OwnEndpoint(BlockedAddress):
+    """The scheduler's own endpoint: refused whatever the deployment allows, and not retried."""
 
 
 NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: the last 32 bits are an IPv4 address
@@ -60,13 +65,17 @@ def check_address(address: str, allow_private: bool) -> None:
             raise BlockedAddress(f"{ip} is not a public address")
 
 
-def resolve_checked(host: str, port: int, allow_private: bool) -> list[tuple]:
-    """Every address of `host` that passes the check, in the resolver's order."""
+def resolve_checked(host: str, port: int, allow_private: bool, own: OwnEndpoints = OwnEndpoints()) -> list[tuple]:
+    """Every address of `host` that passes the check, in the resolver's order. An address of the
+    scheduler's own endpoints fails the whole call: a name that resolves there is not a target."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise OSError(f"cannot resolve {host}: {exc}") from None
     passed, blocked = [], None
+    for _, _, _, _, sockaddr in infos:
+        if own.covers(sockaddr[0], port):
+            raise OwnEndpoint(f"{host}:{port} is one of the scheduler's own endpoints")
     for _, _, _, _, sockaddr in infos:
         try:
             check_address(sockaddr[0], allow_private)
@@ -171,10 +180,12 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
 
 class HttpTargetInvoker:
     def __init__(self, allow_private: bool = False, max_timeout_sec: float = 840.0,
-                 signing_secrets=None, now_s=time.time) -> None:
+                 signing_secrets=None, now_s=time.time, own_endpoints: OwnEndpoints = OwnEndpoints()) -> None:
         """`signing_secrets(tenant_id)`: the secrets that sign a tenant's calls now (service/
-        signing.py); none: calls go unsigned."""
+        signing.py); none: calls go unsigned. `own_endpoints`: refused at every call, so that a job
+        stored before they were refused at creation, or a DNS name, cannot reach them."""
         self._allow_private = allow_private
+        self._own = own_endpoints
         self._signing_secrets = signing_secrets
         self._now_s = now_s
         # Bounded by the worker function's own timeout, minus room to record the result.
@@ -224,6 +235,8 @@ class HttpTargetInvoker:
             detail = raw[:200].decode("utf-8", "replace")
             return failed_answer(response.status, f"HTTP {response.status}: {detail}".strip(),
                                  response.getheader("Retry-After"), response.getheader("Date"), job.spec.retry_on_4xx)
+        except OwnEndpoint as exc:  # no retry will ever be allowed to call it
+            return AttemptOutcome(False, ExecutionStatus.FAILED, f"target refused: {exc}", retryable=False)
         except BlockedAddress as exc:
             return AttemptOutcome(False, ExecutionStatus.FAILED, f"target refused: {exc}")
         except (socket.timeout, TimeoutError, DeadlinePassed):
@@ -243,7 +256,7 @@ class HttpTargetInvoker:
         one dead address among several still gets its call."""
         kind = _PinnedHTTPSConnection if url.scheme == "https" else _PinnedHTTPConnection
         failure: OSError | None = None
-        for sockaddr in resolve_checked(url.hostname or "", port, self._allow_private):
+        for sockaddr in resolve_checked(url.hostname or "", port, self._allow_private, self._own):
             remaining = deadline.remaining()
             if remaining <= 0:
                 raise DeadlinePassed()

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from jobsched.api.models import MAX_PAYLOAD_BYTES, JobRequest
+from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
 from jobsched.domain.executions import Execution
 from jobsched.domain.json_text import size_bytes
@@ -47,6 +49,7 @@ class OwnResources:
 
     name_prefix: str = ""
     addresses: frozenset[str] = frozenset()
+    endpoints: OwnEndpoints = OwnEndpoints()  # HTTP: the local stack's API and emulator
 
     def owns(self, address: str) -> bool:
         if address.rstrip("/") in self.addresses:
@@ -117,6 +120,12 @@ def _target(model, field: str, own: OwnResources) -> Target:
     if address_field and own.owns(str(target.config[address_field])):
         raise UnprocessableRequest.for_field(f"{field}.{address_field}",
                                              "is one of the scheduler's own resources and cannot be a target")
+    if target.type is TargetType.HTTP:
+        url = urlsplit(str(target.config["url"]))
+        port = url.port if url.port is not None else (443 if url.scheme == "https" else 80)
+        if own.endpoints.names(url.hostname or "", port):
+            raise UnprocessableRequest.for_field(f"{field}.url",
+                                                 "is one of the scheduler's own endpoints and cannot be a target")
     return target
 
 
