@@ -178,11 +178,16 @@ class JobsService:
         return self._jobs.list_indexed(tenant_id, prefix, keep, limit, cursor)
 
     def bulk(self, tenant_id: str, action: str, tags: list[tuple[str, str]], state: JobState | None,
-             name_prefix: str | None, dry_run: bool, reason: str | None = None) -> dict:
+             name_prefix: str | None, dry_run: bool, reason: str | None = None, all_jobs: bool = False) -> dict:
         """One action on every matching job: each job's change is the single-job route's own
         conditional write, and a job already in the asked state is left as it is, so a bulk
         action interrupted halfway and repeated applies each job once. Pages through the index
-        (or the tenant's jobs when only a state is given)."""
+        (or the tenant's jobs when only a state is given). A dry run's `applied` counts the jobs
+        the action would change (a pause does not change a COMPLETED job). An empty filter acts on
+        every job of the tenant: only when asked for explicitly (`all_jobs`)."""
+        if not tags and state is None and not name_prefix and not all_jobs:
+            raise UnprocessableRequest.for_field(
+                "filter", 'is empty: it would match every job of the tenant; give a filter, or "all": true')
         change = {"PAUSE": lambda job_id: self.pause(tenant_id, job_id, reason),
                   "RESUME": lambda job_id: self.resume(tenant_id, job_id),
                   "CANCEL": lambda job_id: self.cancel(tenant_id, job_id)}[action]
@@ -195,7 +200,10 @@ class JobsService:
                 matched += 1
                 if len(ids) < 100:
                     ids.append(job.job_id)
-                if dry_run or job.state is wanted or not _can(action, job):
+                if job.state is wanted or not _can(action, job):
+                    continue
+                if dry_run:
+                    applied += 1  # what the same request without dryRun would change now
                     continue
                 try:
                     change(job.job_id)
