@@ -3,6 +3,9 @@ need the stack's secret, health says when the emulator is gone, and bodies that 
 refused. Plus what a new user of the CLI meets (tags, bulk filters, stats in the work directory)."""
 import json
 import os
+import signal
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from io import StringIO
@@ -129,3 +132,28 @@ def test_health_fails_when_the_emulator_does_not_answer(local_stack):
     runtime.emulator.stop()
     status, answer = call(runtime, "GET", "/v1/health")
     assert status == 503 and answer["status"] == "unavailable", answer
+
+
+def test_ctrl_c_stops_a_freshly_synthesized_stack_without_a_traceback(tmp_path):
+    # Ctrl-C reaches the whole process group: the CDK's Node.js process too, when it lived in the
+    # stack's process (its exit hook then printed a BrokenPipeError traceback).
+    env = {**os.environ, "JOBSCHED_WORKDIR": str(tmp_path / "local"), "JOBSCHED_PORT": "0",
+           "JOBSCHED_EMULATOR_PORT": "0", "JOBSCHED_ECHO_PORT": "0", "JOBSCHED_SEGMENTS": "1"}
+    env.pop("AWS_ENDPOINT_URL", None)
+    stack = subprocess.Popen([sys.executable, "-m", "jobsched.local"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen = []
+    try:
+        for line in stack.stdout:
+            seen.append(line)
+            if line.startswith("Ctrl-C stops it."):
+                break
+        assert any(line.startswith("jobsched: synthesizing") for line in seen), "".join(seen)
+        os.killpg(stack.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        rest, _ = stack.communicate(timeout=90)
+    finally:
+        if stack.poll() is None:
+            os.killpg(stack.pid, signal.SIGKILL)
+    output = "".join(seen) + rest
+    assert stack.returncode == 0 and "jobsched: stopping" in rest, output
+    assert "Traceback" not in output and "Error" not in rest, output
