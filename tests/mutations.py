@@ -360,6 +360,20 @@ MUTATIONS = [
   '                                                progress["cursor"])',
   '                                                None)',
   "tests/integration/test_bulk_pages.py::test_a_large_bulk_changes_a_bounded_page_per_request_and_resumes_where_it_stopped"),
+ ("the address check of IPv4 addresses carried in IPv6 (6to4)", "functions/jobsched/adapters/http_target.py",
+  "    if ip.sixtofour:\n        return ip.sixtofour\n", "",
+  "tests/unit/test_targets.py::test_addresses_that_embed_or_hide_a_private_one_are_refused"),
+ ("the own-endpoint refusal at call time", "functions/jobsched/adapters/http_target.py",
+  "        if own.covers(sockaddr[0], port):", "        if False:",
+  "tests/unit/test_targets.py::test_the_schedulers_own_endpoints_are_refused_at_the_call_whatever_the_name_and_not_retried"),
+ ("Lambda partial ARNs normalised before the own-resource check", "functions/jobsched/api/mapping.py",
+  '        return parts[parts.index("function") + 1] if "function" in parts[:-1] else parts[0]',
+  "        return address",
+  "tests/integration/test_own_resources.py::test_no_resource_of_the_stack_can_be_a_target"),
+ ("the last occurrence an hour before the end of time (jitter)", "functions/jobsched/domain/schedule.py",
+  "        if candidate is None or candidate > LAST_OCCURRENCE_MS:",
+  "        if candidate is None or candidate > END_OF_TIME_MS:",
+  "tests/unit/test_end_of_time.py"),
 ]
 
 

@@ -37,6 +37,9 @@ class Env:
     SIGNING_KEY_ID = "SIGNING_KEY_ID"
     # Per tenant, FIRE dispatches that may become visible in one second (service/fairness.py).
     TENANT_FIRES_PER_SECOND = "TENANT_FIRES_PER_SECOND"
+    # host:port pairs of the stack's own HTTP endpoints, never a target (set by the local stack
+    # for its API and its emulator; absent in AWS, where IAM keeps the stack's resources apart).
+    OWN_ENDPOINTS = "OWN_ENDPOINTS"
 
 
 # Which settings each function reads; the infrastructure test holds the template to this.
@@ -71,6 +74,7 @@ class Settings:
     execution_retention_days: int = 30
     signing_key_id: str = ""
     tenant_fires_per_second: int = 0  # 0: no per-tenant spreading
+    own_endpoints: str = ""  # Env.OWN_ENDPOINTS (domain/endpoints.py parses it)
     function: str = ""  # api, tick or worker
 
     def lane_url(self, priority: Priority) -> str:
@@ -104,6 +108,7 @@ class Settings:
             signing_key_id=env.get(Env.SIGNING_KEY_ID, ""),
             tenant_fires_per_second=_positive(env, Env.TENANT_FIRES_PER_SECOND, 0) if env.get(
                 Env.TENANT_FIRES_PER_SECOND, "0") != "0" else 0,
+            own_endpoints=env.get(Env.OWN_ENDPOINTS, ""),
             function=function,
         )
 

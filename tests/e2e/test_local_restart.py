@@ -84,3 +84,32 @@ def test_reset_starts_empty(tmp_path):
     finally:
         os.environ.clear()
         os.environ.update(saved_env)
+
+
+def test_a_rotated_signing_secret_still_signs_calls_after_a_restart(tmp_path):
+    # The state keeps the tenants' secrets encrypted with the stack's KMS key: the key's material
+    # must survive the restart too, or every signed call fails with AccessDenied on Decrypt.
+    saved_env = dict(os.environ)
+    echo = EchoServer()
+    workdir = tmp_path / "local"
+    quiet = lambda text: None  # noqa: E731
+    try:
+        runtime, _, _ = boot(Options(port=0, segments=1, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
+        assert call(runtime, "POST", "/v1/signing-secrets/rotate", {})[0] == 201
+        status, job = call(runtime, "POST", "/v1/jobs", {
+            "name": "signed", "type": "RATE", "schedule": "PT1H", "target": {"type": "HTTP", "url": f"{echo.url}/s"}})
+        assert status == 201
+        runtime.stop()
+        assert oct((runtime.state_path.stat().st_mode) & 0o777) == "0o600"  # it holds the key's material
+
+        runtime, _, _ = boot(Options(port=0, segments=1, workdir=workdir), [], progress=quiet)
+        status, execution = call(runtime, "POST", f"/v1/jobs/{job['jobId']}/trigger")
+        assert status == 202
+        assert wait_for(lambda: call(runtime, "GET", f"/v1/executions/{execution['executionId']}")[1]["status"]
+                        == "SUCCEEDED", 15), call(runtime, "GET", f"/v1/executions/{execution['executionId']}")
+        assert call(runtime, "POST", "/v1/signing-secrets/rotate", {})[0] == 201  # the previous one decrypts
+        runtime.stop()
+    finally:
+        echo.stop()
+        os.environ.clear()
+        os.environ.update(saved_env)

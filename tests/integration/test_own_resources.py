@@ -24,6 +24,10 @@ def test_the_scheduler_lanes_cannot_be_a_target(harness):
     {"type": "SQS", "queueUrl": f"https://sqs.us-east-1.amazonaws.com/123456789012/{STACK_NAME}-LanesHighDlq-X1"},
     {"type": "LAMBDA", "functionArn": f"arn:aws:lambda:us-east-1:123456789012:function:{STACK_NAME}-Worker-Ab"},
     {"type": "SNS", "topicArn": f"arn:aws:sns:us-east-1:123456789012:{STACK_NAME}-AlarmsTopic-Q"},
+    # Lambda takes partial ARNs and bare names for the same function.
+    {"type": "LAMBDA", "functionArn": f"123456789012:function:{STACK_NAME}-Api-Ab"},
+    {"type": "LAMBDA", "functionArn": f"{STACK_NAME}-Api-Ab"},
+    {"type": "LAMBDA", "functionArn": f"{STACK_NAME}-Api-Ab:live"},
 ])
 def test_no_resource_of_the_stack_can_be_a_target(harness, target):
     status, answer = harness.request("POST", "/v1/jobs", body_with(target), key=KEY_B)

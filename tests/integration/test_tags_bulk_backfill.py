@@ -74,7 +74,7 @@ def test_bulk_dry_run_apply_and_a_repeat_after_an_interruption(harness, monkeypa
     make(harness, "other", {"team": "y"})
     status, dry = harness.request("POST", "/v1/jobs/bulk", {"action": "PAUSE", "filter": {"tag": "team:x"},
                                                            "dryRun": True})
-    assert status == 200 and (dry["matched"], dry["applied"]) == (6, 0)
+    assert status == 200 and (dry["matched"], dry["applied"]) == (6, 6)  # would apply; nothing changed
     assert sorted(dry["jobIds"]) == sorted(j["jobId"] for j in jobs)
     assert {harness.request("GET", f"/v1/jobs/{j['jobId']}")[1]["state"] for j in jobs} == {"ACTIVE"}
     # interrupted after three jobs
@@ -102,6 +102,28 @@ def test_bulk_dry_run_apply_and_a_repeat_after_an_interruption(harness, monkeypa
     assert (resumed["matched"], resumed["applied"]) == (6, 6)
     job = harness.request("GET", f"/v1/jobs/{jobs[0]['jobId']}")[1]
     assert job["state"] == "ACTIVE" and job["pausedReason"] is None
+
+
+def test_a_dry_run_counts_only_the_jobs_the_action_would_change(harness):
+    # Given three matching jobs, one of them cancelled (a pause cannot change it)
+    jobs = [make(harness, f"d{i}", {"team": "z"}) for i in range(3)]
+    assert harness.request("DELETE", f"/v1/jobs/{jobs[0]['jobId']}")[0] == 200
+    # When a pause is tried, then made
+    dry = harness.request("POST", "/v1/jobs/bulk", {"action": "PAUSE", "filter": {"tag": "team:z"},
+                                                   "dryRun": True})[1]
+    done = harness.request("POST", "/v1/jobs/bulk", {"action": "PAUSE", "filter": {"tag": "team:z"}})[1]
+    # Then the dry run said what the real one did
+    assert (dry["matched"], dry["applied"]) == (3, 2) and (done["matched"], done["applied"]) == (3, 2)
+
+
+def test_a_bulk_action_on_every_job_must_be_asked_for_explicitly(harness):
+    jobs = [make(harness, f"e{i}", {"team": "w"}) for i in range(2)]
+    for body in ({"action": "CANCEL", "filter": {}}, {"action": "CANCEL"}):
+        status, answer = harness.request("POST", "/v1/jobs/bulk", body)
+        assert status == 422 and answer["error"]["details"][0]["field"] == "filter", answer
+    assert {harness.request("GET", f"/v1/jobs/{j['jobId']}")[1]["state"] for j in jobs} == {"ACTIVE"}
+    status, answer = harness.request("POST", "/v1/jobs/bulk", {"action": "PAUSE", "all": True, "dryRun": True})
+    assert status == 200 and answer["matched"] >= 2
 
 
 def test_backfill_runs_each_occurrence_once_with_its_on_time_id(harness):

@@ -10,6 +10,7 @@ import pytest
 from botocore.stub import Stubber
 
 from jobsched.adapters.http_target import BlockedAddress, HttpTargetInvoker, check_address
+from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.executions import Dispatch, DispatchKind, ExecutionStatus
 from jobsched.domain.jobs import Job, JobSpec, JobState, Target, TargetType
 from jobsched.domain.schedule import one_time_schedule
@@ -101,6 +102,16 @@ def test_address_guard(address):
 def test_public_addresses_pass_the_guard():
     check_address("93.184.216.34", allow_private=False)
     check_address("2606:2800:220:1:248:1893:25c8:1946", allow_private=False)
+    check_address("2002:5db8:d822::1", allow_private=False)  # 6to4 of 93.184.216.34
+
+
+@pytest.mark.parametrize("address", ["2002:a9fe:a9fe::1", "2002:7f00:1::1", "2002:0a00:0001::1", "fec0::1",
+                                     "fef0::1:2", "64:ff9b::a9fe:a9fe"])
+def test_addresses_that_embed_or_hide_a_private_one_are_refused(address):
+    # 6to4 (2002::/16) carries the IPv4 address it reaches: instance metadata, loopback, 10/8;
+    # fec0::/10 is site-local, which Python's ipaddress counts as global.
+    with pytest.raises(BlockedAddress):
+        check_address(address, allow_private=False)
 
 
 def test_lambda_target_sends_the_envelope_and_reads_function_errors():
@@ -209,3 +220,21 @@ def test_each_resolved_address_is_tried_until_one_answers(server, monkeypatch):
     outcome = HttpTargetInvoker(allow_private=True).invoke(job_for(http("http://target.example/x")), DISPATCH, 1)
     assert outcome.status is ExecutionStatus.SUCCEEDED, outcome
     assert len(Recorder.seen) == 1
+
+
+def test_the_schedulers_own_endpoints_are_refused_at_the_call_whatever_the_name_and_not_retried(server):
+    # Given a deployment that allows private targets (the local stack) and whose own endpoint is
+    # the recorder's port on loopback
+    port = int(server.rsplit(":", 1)[1])
+    own = OwnEndpoints.parse(f"127.0.0.1:{port}")
+    invoker = HttpTargetInvoker(allow_private=True, own_endpoints=own)
+    # When a stored job calls it by address, by a name that resolves there, or through 0.0.0.0
+    for url in (f"{server}/_jobsched/stop", f"http://localhost:{port}/_jobsched/stop",
+                f"http://0.0.0.0:{port}/x", f"http://[::ffff:127.0.0.1]:{port}/x"):
+        outcome = invoker.invoke(job_for(http(url)), DISPATCH, 1)
+        # Then nothing reaches it, and the attempt is not retried
+        assert not outcome.ok and "own endpoints" in outcome.error and outcome.retryable is False, url
+    assert Recorder.seen == []
+    # Another port of the same host is still a target (the local stack's echo endpoint)
+    assert HttpTargetInvoker(allow_private=True, own_endpoints=OwnEndpoints.parse("127.0.0.1:9")).invoke(
+        job_for(http(server)), DISPATCH, 1).ok

@@ -16,6 +16,7 @@ import threading
 import time
 from urllib.parse import urlsplit
 
+from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
@@ -31,24 +32,51 @@ class BlockedAddress(Exception):
     pass
 
 
+class OwnEndpoint(BlockedAddress):
+    """The scheduler's own endpoint: refused whatever the deployment allows, and not retried."""
+
+
+NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: the last 32 bits are an IPv4 address
+
+
+def embedded_ipv4(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries to its destination (IPv4-mapped, 6to4, NAT64):
+    `2002:a9fe:a9fe::1` reaches 169.254.169.254 through a 6to4 relay, so it is checked as that."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return None
+    if ip.ipv4_mapped:
+        return ip.ipv4_mapped
+    if ip.sixtofour:
+        return ip.sixtofour
+    if ip in NAT64_PREFIX:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def check_address(address: str, allow_private: bool) -> None:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
     if allow_private:
         return
-    if (ip.is_loopback or ip.is_link_local or ip.is_private or ip.is_multicast or ip.is_reserved
-            or ip.is_unspecified or not ip.is_global):
-        raise BlockedAddress(f"{ip} is not a public address")
+    for candidate in filter(None, (ip, embedded_ipv4(ip))):
+        # fec0::/10 (site-local, deprecated but still routed inside some networks) counts as global
+        # for Python's ipaddress: refused by name.
+        if (candidate.is_loopback or candidate.is_link_local or candidate.is_private or candidate.is_multicast
+                or candidate.is_reserved or candidate.is_unspecified or not candidate.is_global
+                or getattr(candidate, "is_site_local", False)):
+            raise BlockedAddress(f"{ip} is not a public address")
 
 
-def resolve_checked(host: str, port: int, allow_private: bool) -> list[tuple]:
-    """Every address of `host` that passes the check, in the resolver's order."""
+def resolve_checked(host: str, port: int, allow_private: bool, own: OwnEndpoints = OwnEndpoints()) -> list[tuple]:
+    """Every address of `host` that passes the check, in the resolver's order. An address of the
+    scheduler's own endpoints fails the whole call: a name that resolves there is not a target."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise OSError(f"cannot resolve {host}: {exc}") from None
     passed, blocked = [], None
+    for _, _, _, _, sockaddr in infos:
+        if own.covers(sockaddr[0], port):
+            raise OwnEndpoint(f"{host}:{port} is one of the scheduler's own endpoints")
     for _, _, _, _, sockaddr in infos:
         try:
             check_address(sockaddr[0], allow_private)
@@ -153,10 +181,12 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
 
 class HttpTargetInvoker:
     def __init__(self, allow_private: bool = False, max_timeout_sec: float = 840.0,
-                 signing_secrets=None, now_s=time.time) -> None:
+                 signing_secrets=None, now_s=time.time, own_endpoints: OwnEndpoints = OwnEndpoints()) -> None:
         """`signing_secrets(tenant_id)`: the secrets that sign a tenant's calls now (service/
-        signing.py); none: calls go unsigned."""
+        signing.py); none: calls go unsigned. `own_endpoints`: refused at every call, so that a job
+        stored before they were refused at creation, or a DNS name, cannot reach them."""
         self._allow_private = allow_private
+        self._own = own_endpoints
         self._signing_secrets = signing_secrets
         self._now_s = now_s
         # Bounded by the worker function's own timeout, minus room to record the result.
@@ -215,6 +245,8 @@ class HttpTargetInvoker:
             detail = raw[:200].decode("utf-8", "replace")
             return failed_answer(response.status, f"HTTP {response.status}: {detail}".strip(),
                                  response.getheader("Retry-After"), response.getheader("Date"), job.spec.retry_on_4xx)
+        except OwnEndpoint as exc:  # no retry will ever be allowed to call it
+            return AttemptOutcome(False, ExecutionStatus.FAILED, f"target refused: {exc}", retryable=False)
         except BlockedAddress as exc:
             return AttemptOutcome(False, ExecutionStatus.FAILED, f"target refused: {exc}")
         except (socket.timeout, TimeoutError, DeadlinePassed):
@@ -234,7 +266,7 @@ class HttpTargetInvoker:
         one dead address among several still gets its call."""
         kind = _PinnedHTTPSConnection if url.scheme == "https" else _PinnedHTTPConnection
         failure: OSError | None = None
-        for sockaddr in resolve_checked(url.hostname or "", port, self._allow_private):
+        for sockaddr in resolve_checked(url.hostname or "", port, self._allow_private, self._own):
             remaining = deadline.remaining()
             if remaining <= 0:
                 raise DeadlinePassed()

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from jobsched.adapters.targets import largest_payload_bytes
 from jobsched.api.models import MAX_PAYLOAD_BYTES, JobRequest
+from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
 from jobsched.domain.executions import Execution
 from jobsched.domain.json_text import size_bytes
@@ -14,6 +16,8 @@ from jobsched.domain.retry import Backoff, RetryPolicy
 from jobsched.domain.steps import Step, Workflow
 from jobsched.domain.aws_expressions import is_aws_expression, parse_at, rate_to_duration
 from jobsched.domain.schedule import (
+    BEGINNING_OF_TIME_MS,
+    END_OF_TIME_MS,
     Schedule,
     ScheduleType,
     cron_schedule,
@@ -46,6 +50,7 @@ class OwnResources:
 
     name_prefix: str = ""
     addresses: frozenset[str] = frozenset()
+    endpoints: OwnEndpoints = OwnEndpoints()  # HTTP: the local stack's API and emulator
 
     def owns(self, address: str) -> bool:
         if address.rstrip("/") in self.addresses:
@@ -61,6 +66,11 @@ def resource_name(address: str) -> str:
             return parts[6]
         resource = parts[5] if len(parts) > 5 else ""
         return resource.split("/", 1)[-1]
+    if "/" not in address:
+        # Lambda also takes a bare name, "name:alias", "function:name" and the partial ARN
+        # "123456789012:function:name": each names the same function.
+        parts = address.split(":")
+        return parts[parts.index("function") + 1] if "function" in parts[:-1] else parts[0]
     return address.rstrip("/").rsplit("/", 1)[-1]
 
 
@@ -79,9 +89,14 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
     for where, checked in ([("target", target)] if target else []) + [
             (f"steps.{i}.target", step.target) for i, step in enumerate(steps.steps if steps else ())]:
         _fits_with_envelope(payload_size, checked, where)
+    schedule = _schedule(request, now_ms)
+    if schedule.run_at_ms is not None and schedule.run_at_ms + request.jitterSec * 1000 > END_OF_TIME_MS:
+        # A recurring schedule stops an hour (the most jitter) before the end of time by itself.
+        raise UnprocessableRequest.for_field("jitterSec", "would move the run past the end of time, "
+                                                          "9999-01-01T00:00:00Z")
     spec = JobSpec(
         name=request.name,
-        schedule=_schedule(request, now_ms),
+        schedule=schedule,
         target=target,
         steps=steps,
         payload=request.payload,
@@ -136,6 +151,12 @@ def _target(model, field: str, own: OwnResources) -> Target:
     if address_field and own.owns(str(target.config[address_field])):
         raise UnprocessableRequest.for_field(f"{field}.{address_field}",
                                              "is one of the scheduler's own resources and cannot be a target")
+    if target.type is TargetType.HTTP:
+        url = urlsplit(str(target.config["url"]))
+        port = url.port if url.port is not None else (443 if url.scheme == "https" else 80)
+        if own.endpoints.names(url.hostname or "", port):
+            raise UnprocessableRequest.for_field(f"{field}.url",
+                                                 "is one of the scheduler's own endpoints and cannot be a target")
     return target
 
 
@@ -228,7 +249,9 @@ def preview_schedule(job_type: str, expression: str, tz: str, count: int, after_
         return [instant] if instant > after_ms else []
     _check_expression_kind(job_type, expression)
     if job_type == "CRON":
-        schedule = cron_schedule(expression, tz, after_ms)
+        # Checked from the beginning of time: an expression that matches dates has simply none
+        # left after an `after` near the end of time (an empty list), it does not "never match".
+        schedule = cron_schedule(expression, tz, BEGINNING_OF_TIME_MS)
     else:
         schedule = rate_schedule(expression, after_ms - parse_rate_period(expression))
     out: list[int] = []

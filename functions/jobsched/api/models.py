@@ -28,13 +28,22 @@ RESERVED_HEADERS = frozenset({
     "x-execution-id", "x-attempt", "x-job-id", "x-callback-token", "x-progress", "x-run-id", "x-step",
     "webhook-id", "webhook-timestamp", "webhook-signature",  # signed calls: a job must not forge them
 })
-RESERVED_HEADER_PREFIX = "x-jobsched-"
+# X-Amz-*: a call must not carry AWS request headers (a signature, a security token, a target
+# operation) that an AWS endpoint, or the local stack's emulator, would act on.
+RESERVED_HEADER_PREFIXES = ("x-jobsched-", "x-amz-")
 # Patterns are matched with fullmatch: `$` also matches before a final newline ("X-Tenant\n").
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")  # an RFC 9110 token
 # Keys a job stores and is found by (tag keys, flow-control keys): printable text only, so that
 # a key can be written in a filter, a header or a log line and read back as it was given.
 _TAG_KEY = re.compile(r"[^\x00-\x1f\x7f-\x9f:]{1,64}")
 _FLOW_KEY = re.compile(r"[^\x00-\x1f\x7f-\x9f]{1,128}")
+
+
+def printable_name(value: str) -> str:
+    """A name is shown in lists, logs and terminals: no NUL or other control character."""
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
+        raise ValueError("must not hold NUL or other control characters")
+    return value
 
 
 class _Model(BaseModel):
@@ -65,7 +74,7 @@ class HttpTarget(_Model):
             if not _HEADER_NAME.fullmatch(name):
                 raise ValueError(f"{name[:64]!r} is not a valid header name")
             lowered = name.lower()
-            if lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_HEADER_PREFIX):
+            if lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_HEADER_PREFIXES):
                 raise ValueError(f"{name} is set by the scheduler itself and cannot be given")
             if len(text) > MAX_HEADER_VALUE_CHARS or any(ord(c) < 32 and c != "\t" or ord(c) == 127 for c in text):
                 raise ValueError(f"{name}: a value of at most {MAX_HEADER_VALUE_CHARS} characters without "
@@ -168,6 +177,11 @@ class JobRequest(_Model):
     flowControl: FlowControlModel | None = None
     tags: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, value: str) -> str:
+        return printable_name(value)
+
     @field_validator("tags")
     @classmethod
     def _tags(cls, value: dict[str, str]) -> dict[str, str]:
@@ -201,10 +215,17 @@ class JobFilter(_Model):
     state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"] | None = None
     namePrefix: str | None = Field(None, min_length=1, max_length=128)
 
+    @field_validator("namePrefix")
+    @classmethod
+    def _printable_prefix(cls, value: str | None) -> str | None:
+        return None if value is None else printable_name(value)
+
 
 class BulkRequest(_Model):
     action: Literal["PAUSE", "RESUME", "CANCEL"]
-    filter: JobFilter
+    filter: JobFilter = Field(default_factory=JobFilter)
+    # An empty filter matches every job of the tenant: acted on only with "all": true.
+    all: bool = False
     dryRun: bool = False
     reason: str | None = Field(None, max_length=500)  # PAUSE: the reason each job shows
     # The next page of a bulk operation that did not end in its first request (its answer's bulkId).

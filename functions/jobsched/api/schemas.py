@@ -114,7 +114,7 @@ class ExecutionList(_Out):
 
 class BulkAnswer(_Out):
     matched: int
-    applied: int
+    applied: int  # with dryRun: how many the action would change (nothing is changed)
     jobIds: list[str]  # the first 100 matched
     bulkId: str | None = None  # set while more pages remain: repeat the request with it
     done: bool = True

@@ -62,7 +62,7 @@ EXECUTION_KEYS = ["executionId", "jobId", "status", "attempt", "scheduledAt", "s
 # The fields of a job that a PUT takes back (shared/API.md); the rest of a job's answer is state.
 REQUEST_FIELDS = ("name", "type", "schedule", "timezone", "runAt", "delaySeconds", "startAt", "endAt", "target",
                   "payload", "retryPolicy", "timeoutSec", "priority", "overlapPolicy", "misfirePolicy", "jitterSec",
-                  "heartbeatTimeoutSec")
+                  "heartbeatTimeoutSec", "tags")
 SCHEDULE_FIELDS = ("schedule", "timezone", "runAt", "delaySeconds", "startAt", "endAt")
 
 
@@ -125,6 +125,8 @@ def job_body(args, base: dict | None = None) -> dict:
         body["retryOn4xx"] = True
     if args.flow_control:
         body["flowControl"] = _json_arg(args.flow_control, "--flow-control")
+    if args.tags:
+        body["tags"] = {**(body.get("tags") or {}), **dict(_tag_arg(text) for text in args.tags)}
     for flag, field in ((args.on_success_url, "onSuccess"), (args.on_failure_url, "onFailure")):
         if flag:
             body[field] = {"type": "HTTP", "url": flag}
@@ -134,6 +136,14 @@ def job_body(args, base: dict | None = None) -> dict:
     if "target" not in body and "steps" not in body:
         raise UsageError("a job needs --target-url (an HTTP target), --target JSON, --steps JSON, or --file")
     return body
+
+
+def _tag_arg(text: str) -> tuple[str, str]:
+    """--tags key:value (the value may hold ':' itself, as filters read it)."""
+    key, separator, value = text.partition(":")
+    if not separator or not key:
+        raise UsageError(f"--tags: expected key:value, got {text!r}")
+    return key, value
 
 
 def _json_arg(text: str, flag: str) -> Any:
@@ -186,12 +196,12 @@ def run_command(args, client: Client, out) -> int:
             return show(job, lambda: print(f"{job['jobId']} {job['state']}", file=out))
         if command == "bulk":
             answer = client.call("POST", "/v1/jobs/bulk", {
-                "action": args.action.upper(), "dryRun": args.dry_run, "reason": args.reason,
+                "action": args.action.upper(), "dryRun": args.dry_run, "reason": args.reason, "all": args.all_jobs,
                 "filter": {"tag": args.tag or None, "state": args.state, "namePrefix": args.name_prefix}})
+            # A dry run's `applied` counts the jobs the action would change, not every match.
             return show(answer, lambda: print(
-                f"{'would apply to' if args.dry_run else 'applied to'} "
-                f"{answer['matched'] if args.dry_run else answer['applied']} of {answer['matched']} matching jobs",
-                *answer["jobIds"], sep="\n", file=out))
+                f"{'would apply to' if args.dry_run else 'applied to'} {answer['applied']} of {answer['matched']} "
+                "matching jobs", *answer["jobIds"], sep="\n", file=out))
         if command == "backfill":
             answer = client.call("POST", f"/v1/jobs/{args.job_id}/backfill", {"from": args.from_, "to": args.to})
             return show(answer, lambda: print(f"{answer['count']} occurrences sent", *answer["executionIds"],
@@ -263,7 +273,8 @@ def run_stats(args, out) -> int:
 
     from jobsched.local.metrics import summarize
 
-    path = Path(args.file)
+    # Where `make run` keeps them: its work directory, as JOBSCHED_WORKDIR told it.
+    path = Path(args.file) if args.file else Path(os.environ.get("JOBSCHED_WORKDIR", ".build/local")) / "metrics.jsonl"
     if not path.exists():
         print(f"jobsched: no metrics at {path}; start the local stack with `make run`", file=sys.stderr)
         return EXIT_NOT_FOUND
@@ -349,6 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--retry-on-4xx", action="store_true", help="retry an HTTP 4xx other than 408 and 429")
         cmd.add_argument("--on-success-url", help="HTTP hook called once per execution that succeeds")
         cmd.add_argument("--on-failure-url", help="HTTP hook called once per execution that ends DEAD")
+        cmd.add_argument("--tags", action="append", metavar="KEY:VALUE",
+                         help="a tag (repeatable); update: added to the job's tags")
         cmd.add_argument("--flow-control", help='flow control as JSON: {"key": "partner-api", "maxConcurrency": 5, '
                                                 '"ratePerSecond": 10}')
     listing = jobs.add_parser("list", help="the tenant's jobs")
@@ -365,6 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
     _filters(bulk)
     bulk.add_argument("--dry-run", action="store_true", help="count and list the matches, change nothing")
     bulk.add_argument("--reason", help="pause: the reason each job shows")
+    bulk.add_argument("--all", dest="all_jobs", action="store_true",
+                      help="act on every job of the tenant (needed when no filter is given)")
     backfill = jobs.add_parser("backfill", help="run the occurrences of a past window now (no duplicates)")
     backfill.add_argument("job_id")
     backfill.add_argument("--from", dest="from_", required=True, help="RFC 3339 instant (inclusive)")
@@ -396,7 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("--after", help="RFC 3339 instant (default now)")
 
     stats = groups.add_parser("stats", help="lateness and outcomes of the local stack (from its EMF metrics)")
-    stats.add_argument("--file", default=".build/local/metrics.jsonl", help="EMF lines kept by `make run`")
+    stats.add_argument("--file", help="EMF lines kept by `make run` (default: metrics.jsonl in JOBSCHED_WORKDIR, "
+                                      ".build/local)")
 
     keys = groups.add_parser("keys", help="tenant API keys (needs AWS credentials, or --local)")
     keys.add_argument("--local", action="store_true", help=f"the local stack's emulator ({LOCAL_EMULATOR})")

@@ -25,6 +25,11 @@ MIN_RATE_MS = MS_PER_SECOND
 # timeouts) is still printable and storable. The beginning of time is the Unix epoch.
 END_OF_TIME_MS = 253_370_764_800_000  # 9999-01-01T00:00:00Z
 BEGINNING_OF_TIME_MS = 0  # 1970-01-01T00:00:00Z
+# A job's jitterSec moves each fire up to this much after its nominal occurrence.
+MAX_JITTER_SEC = 3600
+# The last nominal occurrence of a recurring schedule: the most jitter before the end of time, so
+# that no fire (jitter included) passes it, whatever the job's jitter.
+LAST_OCCURRENCE_MS = END_OF_TIME_MS - MAX_JITTER_SEC * MS_PER_SECOND
 # The longest fixed rate (about 10 years); a longer period is a one-time job.
 MAX_RATE_MS = 3653 * 86_400_000
 
@@ -210,7 +215,7 @@ class Schedule:
                 return None
 
     def _bounded(self, candidate: int | None) -> int | None:
-        if candidate is None or candidate > END_OF_TIME_MS:
+        if candidate is None or candidate > LAST_OCCURRENCE_MS:
             return None
         if self.end_ms is not None and candidate > self.end_ms:
             return None

@@ -1,6 +1,7 @@
 """API function: the public HTTP API behind API Gateway (REST, proxy integration)."""
 from __future__ import annotations
 
+import binascii
 import json
 import re
 from typing import Any, Mapping
@@ -10,6 +11,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 
 from jobsched.api.mapping import OwnResources, execution_to_json, job_to_json, preview_schedule, to_spec
+from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.api.models import (
     BackfillRequest,
     BulkRequest,
@@ -128,7 +130,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     parts = build(env, "api", clock, session)
     metrics = metrics_for(env, "jobsched-api")
     own = OwnResources(f"{parts.settings.stack_name}-" if parts.settings.stack_name else "",
-                       frozenset(url for _, url in parts.settings.lane_urls))
+                       frozenset(url for _, url in parts.settings.lane_urls),
+                       OwnEndpoints.parse(parts.settings.own_endpoints))
     service = JobsService(parts.stores, parts.handoff, parts.clock,
                           Quotas(parts.settings.max_active_jobs, parts.settings.max_creates_per_second))
     callbacks = Callbacks(parts.stores, Outcomes(parts.stores, parts.handoff, parts.clock), parts.clock)
@@ -173,8 +176,17 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
             total += size
         return {"items": items, "nextCursor": page.next_cursor}
 
+    def body_text() -> str | None:
+        """The request body as text: bytes that are not UTF-8 are a 400 naming the body, never
+        replaced with U+FFFD and never a 500 (API Gateway hands a binary body over base64)."""
+        try:
+            return app.current_event.decoded_body
+        except (UnicodeDecodeError, binascii.Error):
+            raise InvalidRequest("the body is not valid UTF-8 text",
+                                 [FieldProblem("body", "not valid UTF-8")]) from None
+
     def request_body() -> JobRequest:
-        return parse_body(JobRequest, app.current_event.decoded_body)
+        return parse_body(JobRequest, body_text())
 
     def job_spec(request: JobRequest) -> JobSpec:
         """The HTTP boundary mapped to the domain here: the use cases take a JobSpec."""
@@ -200,16 +212,16 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     def bulk_jobs():
         tenant_id = tenant()
-        body = parse_body(BulkRequest, app.current_event.decoded_body)
+        body = parse_body(BulkRequest, body_text())
         wanted = body.filter.tag if isinstance(body.filter.tag, list) else [body.filter.tag] if body.filter.tag else []
         answer, done = service.bulk(tenant_id, body.action, [_tag(t, "filter.tag") for t in wanted],
                                     _state(body.filter.state), body.filter.namePrefix, body.dryRun, body.reason,
-                                    body.bulkId)
+                                    body.bulkId, body.all)
         return ok(200 if done else 202, answer)
 
     def backfill_job(jobId: str):  # noqa: N803
         tenant_id = tenant()
-        body = parse_body(BackfillRequest, app.current_event.decoded_body)
+        body = parse_body(BackfillRequest, body_text())
         ids = service.backfill(tenant_id, jobId, parse_instant(body.from_, "from"), parse_instant(body.to, "to"))
         return ok(202, {"count": len(ids), "executionIds": ids})
 
@@ -227,7 +239,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     def pause_job(jobId: str):  # noqa: N803
         tenant_id = tenant()
-        body = parse_body(PauseRequest, app.current_event.decoded_body or "{}")
+        body = parse_body(PauseRequest, body_text() or "{}")
         return ok(200, job_body(service.pause(tenant_id, jobId, body.reason)))
 
     def resume_job(jobId: str):  # noqa: N803
@@ -255,18 +267,18 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         return ok(202, with_steps(execution, service.run_of(tenant_id, execution)))
 
     def heartbeat_execution(executionId: str):  # noqa: N803
-        body = parse_body(HeartbeatRequest, app.current_event.decoded_body or "{}")
+        body = parse_body(HeartbeatRequest, body_text() or "{}")
         progress = check_report_size(body.progress, "progress")
         answer = callbacks.heartbeat(executionId, header("X-Callback-Token"), progress)
         return ok(200, {**answer, "leaseUntil": format_instant(answer["leaseUntil"])})
 
     def complete_execution(executionId: str):  # noqa: N803
-        body = parse_body(CompleteRequest, app.current_event.decoded_body or "{}")
+        body = parse_body(CompleteRequest, body_text() or "{}")
         output = check_report_size(body.output, "output")
         return ok(200, execution_to_json(callbacks.complete(executionId, header("X-Callback-Token"), output)))
 
     def fail_execution(executionId: str):  # noqa: N803
-        body = parse_body(FailRequest, app.current_event.decoded_body or "{}")
+        body = parse_body(FailRequest, body_text() or "{}")
         return ok(200, execution_to_json(callbacks.fail(executionId, header("X-Callback-Token"), body.error)))
 
     def list_dead_letters():
@@ -293,7 +305,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     def rotate_signing_secret():
         tenant_id = tenant()
-        body = parse_body(RotateSigningSecretRequest, app.current_event.decoded_body or "{}")
+        body = parse_body(RotateSigningSecretRequest, body_text() or "{}")
         rotation = signing.rotate(tenant_id, body.graceSec)
         return ok(201, {"secret": rotation.secret, "createdAt": format_instant(rotation.created_ms),
                         "previousValidUntil": format_instant(rotation.previous_valid_until_ms)})

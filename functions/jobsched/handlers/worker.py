@@ -12,6 +12,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 import boto3
 
 from jobsched.adapters.http_target import HttpTargetInvoker
+from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.adapters.targets import TargetRouter
 from jobsched.domain.dispatch_seal import ForgedDispatch
 from jobsched.handlers.wiring import build, lazy, metrics_for
@@ -69,6 +70,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
     if invoker is None:
         signing = SigningSecrets(parts.stores.signing, parts.clock)
         invoker = TargetRouter(HttpTargetInvoker(allow_private=parts.settings.allow_private_targets,
+                                                 own_endpoints=OwnEndpoints.parse(parts.settings.own_endpoints),
                                                  signing_secrets=signing.in_use,
                                                  now_s=lambda: parts.clock.now_ms() / 1000),
                                AwsTargetInvoker(session or boto3.session.Session()))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hmac
 import json
 import threading
 from collections import Counter
@@ -16,6 +17,11 @@ from typing import Callable, Iterator
 
 EMULATOR_LOCK = threading.RLock()
 CONTROL_PREFIX = "/_jobsched/"  # the local stack's own requests to its emulator process
+# moto's own routes (reset, state, recorder): as dangerous as the control routes.
+MOTO_API_PREFIX = "/moto-api/"
+# Control and moto requests carry the per-start secret in this header; without it they answer
+# 403 (anything on the machine, a job's HTTP call included, can reach loopback).
+CONTROL_SECRET_HEADER = "X-Jobsched-Control"
 # Operations that change no state: the local stack saves its state only after other requests.
 READ_ONLY_OPERATIONS = frozenset({
     "GetItem", "BatchGetItem", "Query", "Scan", "DescribeTable", "ListTables", "DescribeTimeToLive",
@@ -299,7 +305,7 @@ class SerializedServer:
     requests under CONTROL_PREFIX (method, path after the prefix, body) → (status, JSON-able),
     outside the lock (what it does takes the lock itself where it reads the emulator)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, control=None) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, control=None, control_secret: str | None = None) -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import WSGIRequestHandler, make_server
 
@@ -315,16 +321,25 @@ class SerializedServer:
         self.requests_by_operation: Counter = Counter()
         self.mutations = 0  # requests that may have changed state (the local stack saves after them)
 
+        self._control_secret = control_secret
+
+        def answer_json(start_response, status: int, answer) -> list[bytes]:
+            payload = json.dumps(answer).encode()
+            start_response(f"{status} {'OK' if status == 200 else 'Error'}",
+                           [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
+            return [payload]
+
         def locked_app(environ, start_response):
             path = environ.get("PATH_INFO", "")
+            if control_secret is not None and path.startswith((CONTROL_PREFIX, MOTO_API_PREFIX)):
+                given = environ.get("HTTP_" + CONTROL_SECRET_HEADER.upper().replace("-", "_"), "")
+                if not hmac.compare_digest(given.encode(), control_secret.encode()):
+                    return answer_json(start_response, 403, {"message": "the control routes need the stack's secret"})
             if control is not None and path.startswith(CONTROL_PREFIX):
                 length = int(environ.get("CONTENT_LENGTH") or 0)
                 body = environ["wsgi.input"].read(length) if length else b""
                 status, answer = control(environ["REQUEST_METHOD"], path[len(CONTROL_PREFIX):], body)
-                payload = json.dumps(answer).encode()
-                start_response(f"{status} {'OK' if status == 200 else 'Error'}",
-                               [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
-                return [payload]
+                return answer_json(start_response, status, answer)
             operation = operation_of(environ)
             if operation not in READ_ONLY_OPERATIONS:
                 self.mutations += 1
@@ -349,7 +364,9 @@ class SerializedServer:
         # moto's backends are process-wide: start from an empty emulator whatever ran before.
         import urllib.request
 
-        urllib.request.urlopen(urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=10).close()
+        headers = {CONTROL_SECRET_HEADER: self._control_secret} if self._control_secret is not None else {}
+        urllib.request.urlopen(urllib.request.Request(f"{self.url}{MOTO_API_PREFIX}reset", method="POST",
+                                                      headers=headers), timeout=10).close()
         return self
 
     def stop(self) -> None:

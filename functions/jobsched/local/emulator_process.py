@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import queue
+import secrets
 import signal
 import subprocess
 import sys
@@ -25,10 +26,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from jobsched.local.emulator import CONTROL_PREFIX
+from jobsched.local.emulator import CONTROL_PREFIX, CONTROL_SECRET_HEADER
 
 READY_LINE = "jobsched-emulator ready at "
 PARENT_CHECK_SECONDS = 0.5
+# The per-start secret of the control routes, handed to the emulator's process in its environment
+# (not on its command line, which every user of the machine can read).
+CONTROL_SECRET_ENV = "JOBSCHED_CONTROL_SECRET"
 
 
 # --- in the emulator's process -------------------------------------------------------------------
@@ -42,6 +46,8 @@ class Control:
         self._stopping = threading.Lock()
 
     def __call__(self, method: str, path: str, body: bytes) -> tuple[int, dict]:
+        if method == "GET" and path == "ping":
+            return 200, {"ok": True}
         if method == "GET" and path == "stats":
             return 200, self.stats()
         if method == "POST" and path == "state":
@@ -97,9 +103,12 @@ def serve(port: int, parent_pid: int) -> None:
     from jobsched.local.fake_aws import use_local_aws_env
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    secret = os.environ.pop(CONTROL_SECRET_ENV, "")
+    if not secret:
+        sys.exit(f"the emulator's process needs {CONTROL_SECRET_ENV}: the local stack starts it")
     use_local_aws_env()
     control = Control()
-    control.server = SerializedServer(port=port, control=control).start()
+    control.server = SerializedServer(port=port, control=control, control_secret=secret).start()
     use_local_aws_env(control.server.url)  # the restore talks to this server
     print(READY_LINE + control.server.url, flush=True)
     signal.signal(signal.SIGTERM, lambda *_: control.stop())
@@ -127,12 +136,14 @@ class EmulatorProcess:
         self.url = ""
         self._start_timeout = start_timeout
         self._process: subprocess.Popen | None = None
+        self._secret = secrets.token_urlsafe(32)  # new at each start: nothing outside the stack knows it
 
     def start(self) -> "EmulatorProcess":
         import jobsched
 
         package_root = str(Path(jobsched.__file__).resolve().parent.parent)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])),
+               CONTROL_SECRET_ENV: self._secret}
         self._process = subprocess.Popen(
             [sys.executable, "-m", "jobsched.local.emulator_process", "--port", str(self.port),
              "--parent", str(os.getpid())],
@@ -165,7 +176,8 @@ class EmulatorProcess:
     def _call(self, method: str, path: str, body: dict | None = None, timeout: float = 300.0) -> dict:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + CONTROL_PREFIX + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+                                         headers={"Content-Type": "application/json",
+                                                  CONTROL_SECRET_HEADER: self._secret})
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read())
 
@@ -177,6 +189,15 @@ class EmulatorProcess:
 
     def stats(self) -> dict:
         return self._call("GET", "stats", timeout=30)
+
+    def answers(self, timeout: float = 2.0) -> bool:
+        """Whether the emulator's process is up and serving (the local stack's health)."""
+        if self._process is None or self._process.poll() is not None:
+            return False
+        try:
+            return self._call("GET", "ping", timeout=timeout).get("ok") is True
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
 
     def stop(self, timeout: float = 60.0) -> None:
         """A last snapshot, then the process ends."""

@@ -2,6 +2,7 @@
 batches. The handlers receive exactly what they get in the cloud."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import threading
@@ -46,8 +47,16 @@ class Function:
             return self._handler(event, LambdaContext(function_name=f"jobsched-{self.name}"))
 
 
-def api_gateway_event(method: str, raw_path: str, headers: dict[str, str], body: str | None,
+def api_gateway_event(method: str, raw_path: str, headers: dict[str, str], body: str | bytes | None,
                       source_ip: str = "127.0.0.1") -> dict:
+    """`body` as bytes: text when it is UTF-8, else base64 with isBase64Encoded, as API Gateway
+    hands over a body it cannot pass as text (the function answers 400 for it, never U+FFFD)."""
+    encoded = False
+    if isinstance(body, bytes):
+        try:
+            body = body.decode("utf-8")
+        except UnicodeDecodeError:
+            body, encoded = base64.b64encode(body).decode("ascii"), True
     parts = urlsplit(raw_path)
     query = parse_qs(parts.query, keep_blank_values=True)
     return {
@@ -70,7 +79,7 @@ def api_gateway_event(method: str, raw_path: str, headers: dict[str, str], body:
             "identity": {"sourceIp": source_ip},
         },
         "body": body,
-        "isBase64Encoded": False,
+        "isBase64Encoded": encoded,
     }
 
 

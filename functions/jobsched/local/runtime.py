@@ -13,6 +13,7 @@ from pathlib import Path
 
 from jobsched.cli.keys import EMULATOR_URL_FILE
 from jobsched.domain.clock import SystemClock
+from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.local.emulator_process import EmulatorProcess
 from jobsched.local.events import Function, LanePoller, LoopbackHTTPServer, api_gateway_event, http_response
 from jobsched.local.fake_aws import use_local_aws_env
@@ -135,7 +136,12 @@ class LocalRuntime:
             if restored["items"] or restored["messages"]:
                 progress(f"jobsched: restored {restored['items']} items and {restored['messages']} queued messages "
                          f"from {self.state_path}")
-        envs = {name: {**env, **opts.env_overrides.get(name, {})} for name, env in self.stack.envs.items()}
+        # The API's port is taken now, so that the functions know every endpoint of the stack: no
+        # job may call them (a job that calls the emulator's stop route stops it for every tenant).
+        api_server = self._bind_api()
+        own = OwnEndpoints(frozenset({(opts.host, api_server.server_port), ("127.0.0.1", self.emulator.port)})).text()
+        envs = {name: {**env, Env.OWN_ENDPOINTS: own, **opts.env_overrides.get(name, {})}
+                for name, env in self.stack.envs.items()}
         clock = SystemClock()
         self.settings = Settings.from_env(envs["api"], "api")
         self.functions["api"] = Function("api", api.make_handler(envs["api"], clock, session))
@@ -148,7 +154,7 @@ class LocalRuntime:
             poller = LanePoller(sqs, [url], containers.first())
             self._thread(f"poller-{priority.value.lower()}", self._poll, poller, url, containers)
         progress("jobsched: starting the API, the ticks and the lane pollers ...")
-        self._serve_api()
+        self._thread("api", api_server.serve_forever)
         self._thread("ticks", self._tick_each_minute)
         if announce_ready:
             self._thread("ready", self.mark_ready)
@@ -203,9 +209,11 @@ class LocalRuntime:
             if not self._stop.is_set():
                 self.tick_all()
 
-    def _serve_api(self) -> None:
-        api_fn = self.functions["api"]
+    def _bind_api(self) -> LoopbackHTTPServer:
+        """The API's server, bound (its port known) but not serving yet."""
+        functions = self.functions
         ready = self.ready
+        emulator = self.emulator
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -217,7 +225,7 @@ class LocalRuntime:
                     self._answer(*_gateway_error(length_text))
                     return
                 length = int(length_text)
-                body = self.rfile.read(length).decode("utf-8", "replace") if length else None
+                body = self.rfile.read(length) if length else None
                 if not ready.is_set():
                     # Starting: no route answers yet (a key may not be stored yet), health says so.
                     answer = {"status": "starting"} if self.path.startswith("/v1/health") else {"error": {
@@ -225,10 +233,15 @@ class LocalRuntime:
                     self._answer(503, {"Content-Type": "application/json", "Retry-After": "1"},
                                  json.dumps(answer).encode())
                     return
+                if self.path.startswith("/v1/health") and not emulator.answers():
+                    # Every other route needs the emulator: health says what the stack can do.
+                    self._answer(503, {"Content-Type": "application/json", "Retry-After": "5"}, json.dumps(
+                        {"status": "unavailable", "reason": "the AWS emulator does not answer"}).encode())
+                    return
                 headers = {k: v for k, v in self.headers.items()}
                 event = api_gateway_event(self.command, self.path, headers, body, self.client_address[0])
                 try:
-                    status, out_headers, payload = http_response(api_fn.invoke(event))
+                    status, out_headers, payload = http_response(functions["api"].invoke(event))
                 except Exception as exc:  # noqa: BLE001 - API Gateway answers 502 when the function fails
                     print(f"api: {exc}", file=sys.stderr)
                     status, out_headers, payload = 502, {"Content-Type": "application/json"}, json.dumps(
@@ -252,7 +265,7 @@ class LocalRuntime:
         server = LoopbackHTTPServer((self.options.host, self.options.port), Handler)
         self._servers.append(server)
         self.api_url = f"http://{self.options.host}:{server.server_port}"
-        self._thread("api", server.serve_forever)
+        return server
 
     def stop(self) -> None:
         self._stop.set()

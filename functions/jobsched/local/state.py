@@ -1,5 +1,6 @@
 """What the local stack keeps across restarts: every item of its tables (jobs, timers, executions,
-watermarks, API keys) and every message of its queues, written under the work directory as they
+watermarks, API keys), every message of its queues, and its KMS key's material (the emulator makes
+a new key at each start: without the old material no tenant's signing secret would decrypt), written under the work directory as they
 change (a snapshot every SNAPSHOT_SECONDS while anything changed, less often when snapshots take
 long: SNAPSHOT_PAUSE_FACTOR, and at a clean stop), and put
 back into a fresh emulator when the stack starts again.
@@ -15,6 +16,7 @@ The time a message had left counts from the snapshot: the time the stack was dow
 it as well (a message due during the outage is visible at once after the restart)."""
 from __future__ import annotations
 
+import base64
 import json
 import os
 import threading
@@ -58,17 +60,31 @@ class StateKeeper:
 
         return dynamodb_backends[self._account][self._region], sqs_backends[self._account][self._region]
 
+    def _kms(self):
+        from moto.kms.models import kms_backends
+
+        return kms_backends[self._account][self._region]
+
     def capture(self) -> dict:
         """A consistent cut of every table and queue of the stack, by logical id."""
         dynamodb, sqs = self._backends()
+        kms = self._kms()
         tables: dict[str, list] = {}
         queues: dict[str, list] = {}
+        keys: dict[str, dict] = {}
         with EMULATOR_LOCK:
             started = time.perf_counter()
             now_ms = int(time.time() * 1000)
             for logical, physical in self._physical.items():
                 if physical in dynamodb.tables:
                     tables[logical] = [item.to_json()["Attributes"] for item in dynamodb.tables[physical].all_items()]
+                    continue
+                if physical in kms.keys:
+                    # The key's material, and every id it had (one per start: the emulator makes the
+                    # key anew each time), so that what it encrypted before still decrypts.
+                    key = kms.keys[physical]
+                    keys[logical] = {"material": base64.b64encode(key.key_material).decode(),
+                                     "ids": sorted(i for i, k in kms.keys.items() if k is key)}
                     continue
                 name = physical.rstrip("/").rsplit("/", 1)[-1]
                 queue = sqs.queues.get(name)
@@ -79,7 +95,7 @@ class StateKeeper:
                          if not m.approximate_receive_count else 0}
                         for m in list(queue._messages)]
             self.locked_seconds += time.perf_counter() - started
-        return {"format": FORMAT, "savedAtMs": now_ms, "tables": tables, "queues": queues}
+        return {"format": FORMAT, "savedAtMs": now_ms, "tables": tables, "queues": queues, "keys": keys}
 
     def save(self) -> None:
         """Write a consistent cut of the state. Where the system can fork, a copy of the emulator's
@@ -112,7 +128,8 @@ class StateKeeper:
     def _write(self, state: dict) -> None:
         temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(temporary, "w") as handle:
+        # Readable by the user only: it holds the KMS key material that opens tenants' signing secrets.
+        with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
             json.dump(state, handle, separators=(",", ":"))
             handle.flush()
             os.fsync(handle.fileno())
@@ -157,6 +174,7 @@ class StateKeeper:
         dynamodb = session.client("dynamodb")
         sqs = session.client("sqs")
         saved_at_ms = int(state["savedAtMs"])
+        self._restore_keys(state.get("keys", {}))
         items = messages = 0
         for logical, rows in state["tables"].items():
             table = self._physical.get(logical)
@@ -182,6 +200,20 @@ class StateKeeper:
                 sqs.send_message_batch(QueueUrl=url, Entries=entries)
             messages += len(rows)
         return {"items": items, "messages": messages}
+
+    def _restore_keys(self, saved: dict) -> None:
+        """The new start's key takes the saved material, and answers to the ids the key had before
+        (a ciphertext names the key id it was made with): signing secrets encrypted before the
+        restart decrypt after it, and new ones are made with the same material."""
+        kms = self._kms()
+        with EMULATOR_LOCK:
+            for logical, kept in saved.items():
+                key = kms.keys.get(self._physical.get(logical, ""))
+                if key is None:
+                    continue  # a key the template no longer has
+                key.key_material = base64.b64decode(kept["material"])
+                for old_id in kept["ids"]:
+                    kms.keys.setdefault(old_id, key)
 
     def reset(self) -> None:
         for path in (self.path, *self.path.parent.glob(f"{self.path.stem}.*.tmp")):

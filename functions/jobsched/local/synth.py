@@ -1,9 +1,11 @@
-"""Synthesize the CDK app in-process, so the local stack runs what `cdk deploy` would create."""
+"""Synthesize the CDK app (in a process of its own), so the local stack runs what `cdk deploy` would create."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -15,6 +17,19 @@ TEMPLATE_INPUTS = ("infra", "functions/jobsched/settings.py", "functions/jobsche
 
 
 def synthesize(outdir: Path, segments: int = 4, allow_private_targets: bool = True) -> dict:
+    """The template, synthesized in a process of its own: the CDK's Node.js process (jsii) then
+    never lives in the stack's process, where Ctrl-C (which reaches the whole process group) killed
+    it and its exit hook printed a BrokenPipeError traceback when the stack stopped."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+        str(ROOT / "functions"), str(ROOT / "infra"), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "jobsched.local.synth", str(outdir), str(segments),
+                           "true" if allow_private_targets else "false"], env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"synthesizing the stack failed (exit code {done.returncode}); see above")
+    return json.loads((Path(outdir) / "Jobsched.template.json").read_text())
+
+
+def synthesize_here(outdir: Path, segments: int = 4, allow_private_targets: bool = True) -> dict:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # see local/fake_aws.py
     import aws_cdk as cdk
 
@@ -58,3 +73,7 @@ def cached_template(workdir: Path, segments: int = 4, allow_private_targets: boo
         old.unlink()
     cached.write_text(json.dumps(template))
     return template
+
+
+if __name__ == "__main__":
+    synthesize_here(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "true")

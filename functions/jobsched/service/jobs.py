@@ -184,7 +184,7 @@ class JobsService:
 
     def bulk(self, tenant_id: str, action: str, tags: list[tuple[str, str]], state: JobState | None,
              name_prefix: str | None, dry_run: bool, reason: str | None = None,
-             bulk_id: str | None = None) -> tuple[dict, bool]:
+             bulk_id: str | None = None, all_jobs: bool = False) -> tuple[dict, bool]:
         """One action on every matching job, a bounded page per request (BULK_PAGE_MATCHES): the
         API's reserved concurrency, which heartbeats and completions share, is never held for a
         tenant's whole job list. Returns the answer and whether the operation is done. A bulk that
@@ -195,9 +195,14 @@ class JobsService:
         Each job's change is the single-job route's own conditional write, and a job already in
         the asked state is passed over: a page done twice (two requests at once, a crash before
         the position moved) changes nothing twice, and only the request whose conditional write
-        moves the position counts it."""
+        moves the position counts it. A dry run's `applied` counts the jobs the action would change
+        (a pause does not change a COMPLETED job). An empty filter acts on every job of the tenant:
+        only when asked for explicitly (`all_jobs`)."""
+        if not tags and state is None and not name_prefix and not all_jobs:
+            raise UnprocessableRequest.for_field(
+                "filter", 'is empty: it would match every job of the tenant; give a filter, or "all": true')
         request = {"action": action, "tags": [list(t) for t in tags], "state": state.value if state else None,
-                   "namePrefix": name_prefix, "dryRun": dry_run, "reason": reason}
+                   "namePrefix": name_prefix, "dryRun": dry_run, "reason": reason, "all": all_jobs}
         digest = body_hash(request)
         if bulk_id is None:
             progress = {"matched": 0, "applied": 0, "jobIds": [], "cursor": None, "pages": 0}
@@ -235,7 +240,10 @@ class JobsService:
         applied, ids = 0, []
         for job in page.items:
             ids.append(job.job_id)
-            if dry_run or job.state is wanted or not _can(action, job):
+            if job.state is wanted or not _can(action, job):
+                continue
+            if dry_run:
+                applied += 1  # what the same request without dryRun would change now
                 continue
             try:
                 change(job.job_id)

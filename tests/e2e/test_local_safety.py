@@ -1,0 +1,159 @@
+"""The local stack protects itself: no job reaches its own endpoints, its emulator's control routes
+need the stack's secret, health says when the emulator is gone, and bodies that are not UTF-8 are
+refused. Plus what a new user of the CLI meets (tags, bulk filters, stats in the work directory)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from io import StringIO
+
+import pytest
+
+from jobsched.cli.main import main as cli
+from jobsched.local.__main__ import boot
+from jobsched.local.echo import EchoServer
+from jobsched.local.runtime import Options
+
+KEY = "safety-key"
+
+
+@pytest.fixture(scope="module")
+def local_stack(tmp_path_factory):
+    saved_env = dict(os.environ)
+    runtime, _, _ = boot(Options(port=0, emulator_port=0, segments=1, workdir=tmp_path_factory.mktemp("local")),
+                         [("safety", KEY)], progress=lambda text: None)
+    echo = EchoServer()
+    yield runtime, echo
+    runtime.stop()
+    echo.stop()
+    os.environ.clear()
+    os.environ.update(saved_env)  # the runtime pointed AWS_ENDPOINT_URL at its emulator
+
+
+def raw_call(url, method="GET", data=None, headers=None):
+    request = urllib.request.Request(url, method=method, data=data, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def call(runtime, method, path, body=None):
+    return raw_call(runtime.api_url + path, method, json.dumps(body).encode() if body is not None else None,
+                    {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+
+
+def run_cli(runtime, *argv):
+    out = StringIO()
+    code = cli(["--url", runtime.api_url, "--api-key", KEY, *argv], out=out)
+    return code, out.getvalue()
+
+
+def job_with(target=None, **more):
+    return {"name": "probe", "type": "RATE", "schedule": "PT1H", "target": target, **more}
+
+
+def test_the_stacks_own_endpoints_cannot_be_targets(local_stack):
+    runtime, echo = local_stack
+    emulator, api = runtime.emulator, runtime.api_url
+    api_port = int(api.rsplit(":", 1)[1])
+    for url in (f"{emulator.url}/_jobsched/stop", f"{api}/v1/jobs", f"http://localhost:{emulator.port}/moto-api/reset",
+                f"http://0.0.0.0:{api_port}/", f"http://[::ffff:127.0.0.1]:{emulator.port}/"):
+        status, answer = call(runtime, "POST", "/v1/jobs", job_with({"type": "HTTP", "url": url}))
+        assert status == 422 and answer["error"]["details"][0]["field"] == "target.url", (url, answer)
+    stop = {"type": "HTTP", "url": f"{emulator.url}/_jobsched/stop"}
+    status, answer = call(runtime, "POST", "/v1/jobs", job_with({"type": "HTTP", "url": f"{echo.url}/x"},
+                                                                onSuccess=stop))
+    assert status == 422 and answer["error"]["details"][0]["field"] == "onSuccess.url", answer
+    status, answer = call(runtime, "POST", "/v1/jobs", {"name": "dag", "type": "RATE", "schedule": "PT1H",
+                                                        "steps": [{"name": "a", "target": stop}]})
+    assert status == 422 and answer["error"]["details"][0]["field"] == "steps.0.target.url", answer
+    # the echo endpoint is the documented demo target and stays one
+    assert call(runtime, "POST", "/v1/jobs", job_with({"type": "HTTP", "url": f"{echo.url}/x"}))[0] == 201
+
+
+def test_the_emulators_control_and_moto_routes_need_the_stacks_secret(local_stack):
+    runtime, _ = local_stack
+    for path in ("/_jobsched/stop", "/moto-api/reset", "/_jobsched/stats"):
+        status, _ = raw_call(runtime.emulator.url + path, "POST" if "stats" not in path else "GET", b"")
+        assert status == 403, path
+    # the stack itself still works, and its own processes still reach the control routes
+    assert call(runtime, "GET", "/v1/jobs")[0] == 200
+    assert runtime.emulator.stats()["mutations"] >= 0
+
+
+def test_a_body_that_is_not_utf8_is_refused_never_replaced(local_stack):
+    runtime, echo = local_stack
+    body = b'{"name": "caf\xe9", "type": "RATE", "schedule": "PT1H", "target": {"type": "HTTP", "url": "%s/x"}}' % (
+        echo.url.encode())
+    status, answer = raw_call(runtime.api_url + "/v1/jobs", "POST", body,
+                              {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+    assert status == 400 and answer["error"]["details"][0]["field"] == "body", answer
+
+
+def test_cli_creates_jobs_with_tags_and_a_bulk_action_needs_a_filter_or_all(local_stack):
+    runtime, echo = local_stack
+    ids = []
+    for i in range(2):
+        code, out = run_cli(runtime, "--json", "jobs", "create", "--name", f"ops-{i}", "--type", "CRON",
+                            "--schedule", "0 4 * * *", "--target-url", f"{echo.url}/ops", "--tags", "team:ops",
+                            "--tags", "url:http://x:1")
+        assert code == 0, out
+        job = json.loads(out)
+        assert job["tags"] == {"team": "ops", "url": "http://x:1"}
+        ids.append(job["jobId"])
+    assert run_cli(runtime, "jobs", "delete", ids[0])[0] == 0
+    # a dry run says what the action would change: the cancelled job cannot be paused
+    code, out = run_cli(runtime, "jobs", "bulk", "pause", "--tag", "team:ops", "--dry-run")
+    assert code == 0 and out.startswith("would apply to 1 of 2"), out
+    # no filter: refused unless every job of the tenant is asked for
+    assert run_cli(runtime, "jobs", "bulk", "pause")[0] == 1
+    code, out = run_cli(runtime, "jobs", "bulk", "pause", "--all", "--dry-run")
+    assert code == 0 and out.startswith("would apply to"), out
+
+
+def test_cli_stats_reads_the_work_directory_the_stack_was_given(tmp_path, monkeypatch):
+    workdir = tmp_path / "stack-b"
+    workdir.mkdir()
+    (workdir / "metrics.jsonl").write_text("")
+    monkeypatch.chdir(tmp_path)  # no .build/local here
+    monkeypatch.setenv("JOBSCHED_WORKDIR", str(workdir))
+    assert cli(["stats"], out=StringIO()) == 0
+
+
+def test_health_fails_when_the_emulator_does_not_answer(local_stack):
+    # Last: it stops the module's emulator.
+    runtime, _ = local_stack
+    assert call(runtime, "GET", "/v1/health")[0] == 200
+    runtime.emulator.stop()
+    status, answer = call(runtime, "GET", "/v1/health")
+    assert status == 503 and answer["status"] == "unavailable", answer
+
+
+def test_ctrl_c_stops_a_freshly_synthesized_stack_without_a_traceback(tmp_path):
+    # Ctrl-C reaches the whole process group: the CDK's Node.js process too, when it lived in the
+    # stack's process (its exit hook then printed a BrokenPipeError traceback).
+    env = {**os.environ, "JOBSCHED_WORKDIR": str(tmp_path / "local"), "JOBSCHED_PORT": "0",
+           "JOBSCHED_EMULATOR_PORT": "0", "JOBSCHED_ECHO_PORT": "0", "JOBSCHED_SEGMENTS": "1"}
+    env.pop("AWS_ENDPOINT_URL", None)
+    stack = subprocess.Popen([sys.executable, "-m", "jobsched.local"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen = []
+    try:
+        for line in stack.stdout:
+            seen.append(line)
+            if line.startswith("Ctrl-C stops it."):
+                break
+        assert any(line.startswith("jobsched: synthesizing") for line in seen), "".join(seen)
+        os.killpg(stack.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        rest, _ = stack.communicate(timeout=90)
+    finally:
+        if stack.poll() is None:
+            os.killpg(stack.pid, signal.SIGKILL)
+    output = "".join(seen) + rest
+    assert stack.returncode == 0 and "jobsched: stopping" in rest, output
+    assert "Traceback" not in output and "Error" not in rest, output
