@@ -9,7 +9,12 @@ os.environ["POWERTOOLS_METRICS_NAMESPACE"] = "Jobsched"
 
 import pytest  # noqa: E402
 
+from jobsched.local import strict_aws  # noqa: E402
 from jobsched.local.synth import synthesize  # noqa: E402
+
+# Every botocore client built from here on answers to the strict layer while one is active (each
+# in-process stack activates one: tests/integration/conftest.py).
+strict_aws.install()
 
 TEST_SEGMENTS = 2
 

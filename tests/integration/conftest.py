@@ -3,6 +3,7 @@ from moto import mock_aws
 
 from jobsched.domain.clock import FakeClock
 from jobsched.domain.schedule import parse_instant
+from jobsched.local import strict_aws
 from jobsched.local.emulator import emulator_time, serialized_in_process
 
 from .harness import Harness
@@ -21,4 +22,7 @@ def harness(template, clock, monkeypatch):
     """A fresh emulator per test, its stack created from the synthesized template."""
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with mock_aws(), serialized_in_process(), emulator_time(clock.now_ms):
-        yield Harness(template, clock)
+        try:
+            yield Harness(template, clock)
+        finally:
+            strict_aws.activate(None)
