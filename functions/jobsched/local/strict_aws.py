@@ -74,6 +74,16 @@ IAM_ACTION_OF = {
     ("lambda", "Invoke"): "lambda:InvokeFunction",
 }
 
+# How each service answers a call its caller's policies do not allow (code, HTTP status).
+ACCESS_DENIED = {
+    "dynamodb": ("AccessDeniedException", 400),
+    "kms": ("AccessDeniedException", 400),
+    "events": ("AccessDeniedException", 400),
+    "lambda": ("AccessDeniedException", 403),
+    "sqs": ("AccessDenied", 403),
+    "sns": ("AuthorizationError", 403),
+}
+
 current_function: contextvars.ContextVar[str | None] = contextvars.ContextVar("strict_aws_function", default=None)
 _internal: contextvars.ContextVar[bool] = contextvars.ContextVar("strict_aws_internal", default=False)
 
@@ -469,10 +479,10 @@ class StrictAws:
                 role = f"arn:aws:sts::{ACCOUNT}:assumed-role/jobsched-{function}/jobsched-{function}"
                 how = "with an explicit deny in an identity-based policy" if denied \
                     else "because no identity-based policy allows the"
-                raise _error(client, call.operation, "AccessDeniedException" if call.service in (
-                    "dynamodb", "kms", "lambda", "events") else "AccessDenied",
-                    f"User: {role} is not authorized to perform: {action} on resource: {resource} "
-                    f"{how} {action} action", 400)
+                code, status = ACCESS_DENIED.get(call.service, ("AccessDeniedException", 400))
+                raise _error(client, call.operation, code,
+                             f"User: {role} is not authorized to perform: {action} on resource: {resource} "
+                             f"{how} {action} action", status)
 
     @staticmethod
     def _condition_context(call: _Call) -> dict[str, str]:
@@ -978,4 +988,24 @@ def install() -> None:
         return original_submit(self, contextvars.copy_context().run, fn, *args, **kwargs)
 
     ThreadPoolExecutor.submit = submit
+    _lift_moto_item_limit()
     _installed = True
+
+
+def _lift_moto_item_limit() -> None:
+    """moto refuses items past 405,000 bytes by a count of its own (not DynamoDB's formula), which
+    refuses items AWS stores (400 KB = 409,600 bytes by AWS's formula) and sums the whole item on
+    every attribute set. While a layer is active, the layer alone decides, by AWS's formula."""
+    try:
+        from moto.dynamodb.models import dynamo_type
+    except ImportError:  # pragma: no cover - moto is a dev dependency
+        return
+    limited = dynamo_type.LimitedSizeDict
+    original = limited.__setitem__
+
+    def setitem(self, key, value):
+        if _active is None:
+            return original(self, key, value)
+        return dict.__setitem__(self, key, value)
+
+    limited.__setitem__ = setitem
