@@ -69,6 +69,21 @@ def test_an_action_the_role_lacks_is_access_denied(harness):
     client.delete_item(TableName=table, Key={"tenantId": {"S": "t"}, "jobId": {"S": "j"}})
 
 
+def test_an_index_is_its_own_resource(harness):
+    # The API's grant on Executions covers its indexes (table/<t>/index/*); the worker's on Jobs
+    # names the table alone, so a query of an index of Jobs would be denied.
+    client = harness.session.client("dynamodb")
+    executions = harness.settings.executions_table
+    query = {"KeyConditionExpression": "deadLetterTenant = :t", "ExpressionAttributeValues": {":t": {"S": "t"}}}
+    with acting_as("api"):
+        client.query(TableName=executions, IndexName="DeadLetters", **query)
+    with acting_as("tick"):  # the tick may only put executions (SKIPPED records)
+        refused(lambda: client.query(TableName=executions, IndexName="DeadLetters", **query), "AccessDeniedException")
+    arn = harness.strict._resources_of(strict_aws._Call("dynamodb", "Query", {
+        "TableName": executions, "IndexName": "DeadLetters"}, 0))
+    assert arn == [f"arn:aws:dynamodb:us-east-1:123456789012:table/{executions}/index/DeadLetters"]
+
+
 def test_an_explicit_deny_wins_over_an_allow(harness):
     # The worker may send to any queue of the account (job targets) except the stack's DLQs.
     sqs = harness.session.client("sqs")

@@ -431,6 +431,26 @@ class StrictAws:
         self.limits = limits or Limits()
         self.ledger = Ledger()
         self._raw_client = None
+        self._peek_fn: Callable[[str, dict], dict | None] | None = None
+
+    @classmethod
+    def billing_only(cls, tables: dict[str, tuple[str, ...]], now_ms: Callable[[], int] | None = None,
+                     peek: Callable[[str, dict], dict | None] | None = None) -> "StrictAws":
+        """Bills capacity per key and refuses what AWS refuses by size, but checks no IAM and
+        throttles nothing: for benchmarks whose AWS is answered in-process (bench/instant_aws.py,
+        no template, and a clock that stands still over a whole hand-off, so that the ledger's
+        "second" is the whole run). `tables`: name → (partition key, sort key); `peek` gives the
+        item before a write (none: billed on the item written)."""
+        layer = cls.__new__(cls)
+        layer.template = _TablesOnly({name: {"": (keys[0], keys[1] if len(keys) > 1 else None)}
+                                      for name, keys in tables.items()})
+        layer.now_ms = now_ms or (lambda: int(time.time() * 1000))
+        unlimited = 10 ** 15
+        layer.limits = Limits(partition_wcu=unlimited, partition_rcu=unlimited, kms_per_second=unlimited)
+        layer.ledger = Ledger()
+        layer._raw_client = None
+        layer._peek_fn = peek or (lambda table, key: None)
+        return layer
 
     # --- entry points from botocore's events ---------------------------------------------------
 
@@ -618,7 +638,7 @@ class StrictAws:
             keys = self.template.tables.get(table, {}).get(index)
             if op == "Query" and keys:
                 # The partition is the value the key condition compares the hash key with.
-                names = {v: k for k, v in (p.get("ExpressionAttributeNames") or {}).items()}
+                names = p.get("ExpressionAttributeNames") or {}
                 match = re.search(r"([#\w]+)\s*=\s*(:\w+)", p.get("KeyConditionExpression", ""))
                 if match and names.get(match.group(1), match.group(1)) == keys[0] and match.group(2) in values:
                     partition = self._partition(table, {keys[0]: values[match.group(2)]}, index)
@@ -759,6 +779,8 @@ class StrictAws:
     # The item as stored, without billing it: from moto's backend when it runs in this process,
     # else with an unchecked GetItem to the emulator.
     def _peek(self, table: str, key: dict) -> dict | None:
+        if self._peek_fn is not None:
+            return self._peek_fn(table, key)
         found, item = _peek_moto(table, key)
         if found:
             return item
@@ -849,6 +871,14 @@ class StrictAws:
             raise _error(client, call.operation, "ThrottlingException",
                          "You have exceeded the rate at which you may call KMS. Reduce the frequency of your calls.",
                          400)
+
+
+@dataclass
+class _TablesOnly:
+    """A template's stand-in for a billing-only layer: key schemas, no policies."""
+    tables: dict
+    policies: dict = field(default_factory=dict)
+    resource_denies: list = field(default_factory=list)
 
 
 @functools.lru_cache(maxsize=8)
