@@ -151,6 +151,9 @@ def test_oversize_messages_are_refused_by_sqs_sns_and_eventbridge(harness):
         sqs.send_message(QueueUrl=queue, MessageBody="x" * SQS_MAX_MESSAGE_BYTES)  # 1 MiB fits (2025)
         refused(lambda: sqs.send_message(QueueUrl=queue, MessageBody="x" * (SQS_MAX_MESSAGE_BYTES + 1)),
                 "InvalidParameterValue")
+        # Attributes count toward the limit (moto counts the body alone).
+        refused(lambda: sqs.send_message(QueueUrl=queue, MessageBody="x" * (SQS_MAX_MESSAGE_BYTES - 10), MessageAttributes={
+            "traceparent": {"DataType": "String", "StringValue": "00-" + "a" * 50}}), "InvalidParameterValue")
         refused(lambda: sns.publish(TopicArn=topic, Message="x" * (SNS_MAX_MESSAGE_BYTES + 1)), "InvalidParameter")
         refused(lambda: events.put_events(Entries=[{"Source": "jobsched", "DetailType": "fire",
                                                     "Detail": '"' + "x" * (256 * 1024) + '"'}]),
