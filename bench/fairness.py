@@ -43,15 +43,27 @@ def hand_off(jobs: list, share: int) -> list[tuple[str, int, int]]:
     from jobsched.local.events import LambdaContext
     from jobsched.settings import Env
 
+    from jobsched.local import strict_aws
+
+    strict_aws.install()  # before the session's clients are built: the ledger bills every call
     aws = cpu.instant_aws(jobs, with_timers=True, segment=0)
     session = boto3.session.Session(region_name="us-east-1")
     aws.attach(session)
     now_ms = (cpu.MINUTE + 1) * 60_000 + 5_000
     env = {**cpu.env(1), Env.TENANT_FIRES_PER_SECOND: str(share)}
-    handler = tick.make_handler(env, FakeClock(now_ms), session)
+    clock = FakeClock(now_ms)
+    handler = tick.make_handler(env, clock, session)
     aws.recording = []
-    with cpu.lambda_logging(), contextlib.redirect_stdout(io.StringIO()):  # the EMF lines: not ours to print
-        handler({"segment": 0}, LambdaContext("jobsched-tick"))
+    layer = strict_aws.StrictAws.billing_only(cpu.TABLES, clock.now_ms)
+    previous = strict_aws.activate(layer)
+    try:
+        with cpu.lambda_logging(), contextlib.redirect_stdout(io.StringIO()):  # the EMF lines: not ours to print
+            handler({"segment": 0}, LambdaContext("jobsched-tick"))
+    finally:
+        strict_aws.activate(previous)
+    hottest = layer.report().hottest[:3]
+    print("  per partition key over the hand-off (the clock stands still): " + "; ".join(
+        f"{key} {use.write_units:,.0f} WCU, {use.read_units:,.0f} RCU" for key, use in hottest))
     sent = []
     for service, operation, params in aws.recording:
         if operation != "SendMessageBatch":

@@ -52,6 +52,41 @@ def run_segment(timers: int, segment: int, segments: int) -> dict:
             "empty_queries": aws.empty_queries}
 
 
+def partition_peaks(timers: int, segment: int, segments: int):
+    """The same hand-off, not measured, under the strict layer's ledger (local/strict_aws.py):
+    capacity units per partition key over the whole hand-off (the bench's clock stands still)."""
+    from bench import cpu
+    from jobsched.domain.clock import FakeClock
+    from jobsched.handlers import tick
+    from jobsched.local import strict_aws
+    from jobsched.local.events import LambdaContext
+
+    strict_aws.install()  # before the session's clients are built
+    aws = cpu.instant_aws(cpu.jobs_of_segment(timers, segment, segments), with_timers=True, segment=segment)
+    session = boto3.session.Session(region_name="us-east-1")
+    aws.attach(session)
+    clock = FakeClock((cpu.MINUTE + 1) * 60_000 + 5_000)
+    layer = strict_aws.StrictAws.billing_only(cpu.TABLES, clock.now_ms)
+    previous = strict_aws.activate(layer)
+    try:
+        cpu.measure(aws, lambda: tick.make_handler(cpu.env(segments), clock, session)({"segment": segment},
+                                                                                    LambdaContext("jobsched-tick")))
+    finally:
+        strict_aws.activate(previous)
+    return layer.report()
+
+
+def print_partition_peaks(report, seconds: float) -> None:
+    from jobsched.local.strict_aws import PARTITION_RCU_PER_SECOND, PARTITION_WCU_PER_SECOND
+
+    print(f"\nper partition key over one segment's hand-off (strict layer's ledger), and its rate if the hand-off "
+          f"takes the modelled {seconds:.2f} s (limit {PARTITION_WCU_PER_SECOND:,} WCU/s, "
+          f"{PARTITION_RCU_PER_SECOND:,} RCU/s per key):")
+    for key, use in report.hottest[:6]:
+        print(f"  {key}: {use.write_units:,.0f} WCU, {use.read_units:,.0f} RCU -> "
+              f"{use.write_units / seconds:,.0f} WCU/s, {use.read_units / seconds:,.0f} RCU/s")
+
+
 def modelled_seconds(run: dict) -> dict:
     """The hand-off on AWS: pages one after another; within a page the job reads go out in one
     parallel wave, then the sends beside the next-timer writes (the code's own parallelism), then
@@ -136,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     print_table("Hand-off of one segment's bucket on AWS, modelled (the slowest segment for the million)", table,
                 ("herd", "segments", "timers/segment", "our CPU ms/timer", "our CPU s", "AWS I/O s",
                  "CPU s in Lambda", "hand-off s", f"goal {HANDOFF_GOAL_S:.0f} s", "if next timers spread s"))
+    print_partition_peaks(partition_peaks(one, 0, 20), modelled_seconds(herd)["herd_s"])
     print(f"\nthe million: {total['timers']:,} timers handed off by {segments} ticks, our CPU {total['cpu_s']:.1f} s "
           f"in all; calls: " + ", ".join(f"{op} {n:,}" for op, n in sorted(total["calls"].items())))
     print(f"hand-off: every timer sent to SQS and every next timer written, the next timers at\n"

@@ -79,8 +79,9 @@ class JobschedStack(Stack):
 
         # Least privilege: each function gets the actions it calls, on the tables it uses.
         # The API also ends long-running attempts (complete, fail): job reads and completion.
-        # BatchWriteItem: the tag and name index entries beside each job (store/dynamo.py).
-        storage.jobs.grant(api_fn, *DDB_READ, *DDB_PUT, *DDB_QUERY, *DDB_UPDATE, *DDB_BATCH_PUT)
+        # BatchWriteItem: the tag and name index entries beside each job (store/dynamo.py);
+        # BatchGetItem: the jobs those entries name (tag and name filters, filtered bulk actions).
+        storage.jobs.grant(api_fn, *DDB_READ, *DDB_BATCH_READ, *DDB_PUT, *DDB_QUERY, *DDB_UPDATE, *DDB_BATCH_PUT)
         storage.timers.grant(api_fn, *DDB_BATCH_PUT)
         # PutItem on segments: the dispatch key is made by whichever function needs it first.
         storage.segments.grant(api_fn, *DDB_READ, *DDB_PUT)
@@ -93,7 +94,8 @@ class JobschedStack(Stack):
         storage.segments.grant(tick_fn, *DDB_READ, *DDB_UPDATE, *DDB_PUT)
         storage.executions.grant(tick_fn, *DDB_PUT)  # misfirePolicy SKIP records SKIPPED occurrences
 
-        storage.jobs.grant(worker_fn, *DDB_READ, *DDB_UPDATE)
+        # BatchGetItem: a batch's jobs in one read (handlers/worker.py read_jobs), not one per record.
+        storage.jobs.grant(worker_fn, *DDB_READ, *DDB_BATCH_READ, *DDB_UPDATE)
         storage.timers.grant(worker_fn, *DDB_BATCH_PUT)
         storage.segments.grant(worker_fn, *DDB_READ, *DDB_PUT)
         # Query: overlapPolicy SKIP looks at the job's newest executions; PutItem: SKIPPED records.

@@ -176,8 +176,22 @@ def test_least_privilege_no_wildcard_actions(template, name):
     if name == "tick":
         assert "dynamodb:Query" in actions and "dynamodb:UpdateItem" in actions
         assert "dynamodb:GetItem" in actions  # watermarks only
-    if name == "api":
-        assert "dynamodb:BatchGetItem" not in actions
+
+
+@pytest.mark.parametrize("name", ["api", "worker"])
+def test_api_and_worker_may_batch_read_the_jobs_table(template, name):
+    # The API's tag and name filters and the worker's batch read their jobs with BatchGetItem:
+    # without it AWS answers AccessDenied (a 500 for the filters, a read per record for a batch).
+    logical = next(k for k, r in resources(template, "AWS::Lambda::Function").items()
+                   if function_name(r["Properties"]["Handler"]) == name)
+    jobs_table = next(k for k, t in resources(template, "AWS::DynamoDB::Table").items()
+                      if t["Properties"]["KeySchema"][1:] == [{"AttributeName": "jobId", "KeyType": "RANGE"}]
+                      and t["Properties"]["KeySchema"][0]["AttributeName"] == "tenantId")
+    granted = [s for s in _statements(template, logical) if s.get("Effect") == "Allow"
+               and "dynamodb:BatchGetItem" in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
+    resources_text = json.dumps([s["Resource"] for s in granted])
+    assert {"Fn::GetAtt": [jobs_table, "Arn"]} in [r for s in granted for r in
+                                                    (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])], resources_text
 
 
 def test_dead_letters_index_is_queryable_by_the_api(template):

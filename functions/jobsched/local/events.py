@@ -12,6 +12,8 @@ from http.server import ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
+from jobsched.local.strict_aws import acting_as
+
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 STAGE = "live"
@@ -43,7 +45,8 @@ class Function:
         self._lock = threading.Lock()
 
     def invoke(self, event: Any) -> Any:
-        with self._lock:
+        # The strict layer checks the calls made inside against this function's role.
+        with self._lock, acting_as(self.name):
             return self._handler(event, LambdaContext(function_name=f"jobsched-{self.name}"))
 
 
@@ -122,8 +125,9 @@ class LanePoller:
         return len(messages)
 
     def receive(self, url: str) -> list[dict]:
-        answer = self._sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=self._batch, WaitTimeSeconds=0,
-                                           AttributeNames=["All"])
+        with acting_as(self._worker.name):  # the event source mapping polls with the function's role
+            answer = self._sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=self._batch, WaitTimeSeconds=0,
+                                               AttributeNames=["All"])
         return answer.get("Messages", [])
 
     def handle(self, url: str, messages: list[dict], worker: Function | None = None) -> None:
@@ -135,6 +139,11 @@ class LanePoller:
         except Exception:  # noqa: BLE001 - an invocation error fails the whole batch, as in AWS
             failed = {m["MessageId"] for m in messages}
         done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            with acting_as(self._worker.name):
+                self._delete(url, done)
+
+    def _delete(self, url: str, done: list[dict]) -> None:
         if done:
             self._sqs.delete_message_batch(
                 QueueUrl=url,

@@ -9,6 +9,7 @@ import boto3
 from jobsched.domain.schedule import MS_PER_MINUTE
 from jobsched.handlers import api, tick, worker
 from jobsched.local.events import Function, LanePoller, api_gateway_event, http_response, json_or_text
+from jobsched.local import strict_aws
 from jobsched.local.stack import LocalStack
 from jobsched.service.auth import ApiKeys
 from jobsched.settings import Env, Settings
@@ -24,6 +25,10 @@ class InProcessStack:
         self.clock = clock
         self.session = session or boto3.session.Session(region_name="us-east-1")
         stack = LocalStack.create(self.session, template)
+        # Every call from here on answers as AWS would (strict_aws): IAM, sizes, capacity per key.
+        strict_aws.install()
+        self.strict = strict_aws.StrictAws(template, stack.physical_ids, clock.now_ms)
+        strict_aws.activate(self.strict)
         self.envs = {name: {**env, **(env_overrides or {}).get(name, {})} for name, env in stack.envs.items()}
         self.api = Function("api", api.make_handler(self.envs["api"], clock, self.session))
         self.tick_fn = Function("tick", tick.make_handler(self.envs["tick"], clock, self.session))

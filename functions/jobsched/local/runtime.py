@@ -86,6 +86,7 @@ class LocalRuntime:
     options: Options
     emulator: EmulatorProcess | None = None
     stack: LocalStack | None = None
+    strict: object = None  # the strict AWS layer (local/strict_aws.py): report() for its peaks
     functions: dict[str, Function] = field(default_factory=dict)
     settings: Settings | None = None
     api_url: str = ""
@@ -122,12 +123,18 @@ class LocalRuntime:
         import boto3
 
         from jobsched.handlers import api, tick, worker
+        from jobsched.local import strict_aws
+
+        strict_aws.install()  # before any client is built: every client answers to the layer
 
         template = cached_template(opts.workdir, segments=opts.segments, allow_private_targets=True,
                                    progress=progress)
         session = boto3.session.Session()
         progress("jobsched: creating the tables and queues of the template in the emulator ...")
         self.stack = LocalStack.create(session, template)
+        # From here on the functions' calls answer as AWS would: IAM of their role, sizes, capacity.
+        self.strict = strict_aws.StrictAws(template, self.stack.physical_ids)
+        strict_aws.activate(self.strict)
         if opts.keep_state:
             if opts.reset:
                 progress("jobsched: RESET: starting empty")

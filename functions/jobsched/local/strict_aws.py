@@ -1,0 +1,1041 @@
+"""The strict AWS layer: the emulator says no where AWS says no.
+
+moto enforces no IAM, no item size, no per-partition throughput and no KMS quota. This layer
+sits on every botocore client of the process (a hook on client creation registers two event
+handlers on each client) and, while a layer is active:
+- checks each call a function makes against the IAM policies the synthesized template gives that
+  function's role (action, resource ARN, the condition operators the template uses; an explicit
+  Deny wins) and answers AccessDenied;
+- refuses what AWS refuses: DynamoDB items over 400 KB (sized as DynamoDB sizes them), key and
+  expression sizes, batch and transaction limits, SQS, SNS and EventBridge messages over theirs;
+- bills every DynamoDB read and write in capacity units per partition key (table and index),
+  throttles a key past 1,000 WCU or 3,000 RCU within one second of the emulator's clock (no
+  burst, no adaptive capacity), and counts KMS requests per second against a quota;
+- reports the hottest partition keys and the KMS peak (`report()`).
+
+Which function makes a call is a context variable set around each handler invocation
+(`acting_as`, set by local/events.Function); calls made with none set (test setup, the stack
+creating its resources) are not checked against IAM, but are sized and billed like any other.
+Limits and billing rules: /work/shared/AWS-LIMITS.md, docs/architecture.md ("The strict AWS layer").
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import contextvars
+import functools
+import json
+import math
+import re
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Callable, Iterator
+
+from botocore.exceptions import ClientError
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"  # the emulator's account (local/events.py uses the same)
+
+KB = 1024
+MAX_ITEM_BYTES = 400 * KB
+MAX_PARTITION_KEY_BYTES = 2048
+MAX_SORT_KEY_BYTES = 1024
+MAX_EXPRESSION_BYTES = 4 * KB
+MAX_PLACEHOLDER_BYTES = 255
+MAX_SUBSTITUTION_BYTES = 2 * KB * KB
+BATCH_GET_MAX_KEYS = 100
+BATCH_WRITE_MAX_ITEMS = 25
+TRANSACTION_MAX_ITEMS = 100
+TRANSACTION_MAX_BYTES = 4 * KB * KB
+SQS_MAX_MESSAGE_BYTES = 1024 * KB  # raised from 256 KiB in 2025 (AWS-LIMITS.md, SQS)
+SQS_MAX_BATCH_ENTRIES = 10
+SQS_MAX_BATCH_BYTES = 1024 * KB
+SNS_MAX_MESSAGE_BYTES = 256 * KB  # a topic's default MaximumMessageSize
+SNS_MAX_BATCH_ENTRIES = 10
+SNS_MAX_BATCH_BYTES = 256 * KB
+EVENTS_MAX_ENTRY_BYTES = 256 * KB  # AWS's PutEvents page; a 1 MiB figure is only third-party
+EVENTS_MAX_ENTRIES = 10
+PARTITION_WCU_PER_SECOND = 1000
+PARTITION_RCU_PER_SECOND = 3000
+KMS_REQUESTS_PER_SECOND = 100_000  # shared symmetric quota in us-east-1
+KMS_CRYPTO_OPERATIONS = frozenset({"Decrypt", "Encrypt", "GenerateDataKey", "GenerateDataKeyWithoutPlaintext",
+                                   "GenerateDataKeyPair", "GenerateDataKeyPairWithoutPlaintext", "GenerateMac",
+                                   "GenerateRandom", "ReEncrypt", "VerifyMac"})
+# Batch operations that IAM authorizes with the single action.
+IAM_ACTION_OF = {
+    ("sqs", "SendMessageBatch"): "sqs:SendMessage",
+    ("sqs", "DeleteMessageBatch"): "sqs:DeleteMessage",
+    ("sqs", "ChangeMessageVisibilityBatch"): "sqs:ChangeMessageVisibility",
+    ("sns", "PublishBatch"): "sns:Publish",
+    ("lambda", "Invoke"): "lambda:InvokeFunction",
+}
+
+# How each service answers a call its caller's policies do not allow (code, HTTP status).
+ACCESS_DENIED = {
+    "dynamodb": ("AccessDeniedException", 400),
+    "kms": ("AccessDeniedException", 400),
+    "events": ("AccessDeniedException", 400),
+    "lambda": ("AccessDeniedException", 403),
+    "sqs": ("AccessDenied", 403),
+    "sns": ("AuthorizationError", 403),
+}
+
+current_function: contextvars.ContextVar[str | None] = contextvars.ContextVar("strict_aws_function", default=None)
+_internal: contextvars.ContextVar[bool] = contextvars.ContextVar("strict_aws_internal", default=False)
+
+
+class StrictLayerError(RuntimeError):
+    """The layer cannot decide (an unsupported policy construct): it fails loudly, never allows."""
+
+
+@contextlib.contextmanager
+def acting_as(function: str | None) -> Iterator[None]:
+    """Calls made inside are made by `function` (its name: api, tick, worker)."""
+    token = current_function.set(function)
+    try:
+        yield
+    finally:
+        current_function.reset(token)
+
+
+# ---------------------------------------------------------------------------------------------
+# DynamoDB sizes (AWS-LIMITS.md §1, "Size formula")
+
+def number_size(text: str) -> int:
+    digits = text.lstrip("+-").lower().split("e")[0].replace(".", "").lstrip("0").rstrip("0")
+    return (len(digits) + 1) // 2 + 1
+
+
+def value_size(value: dict) -> int:
+    (kind, inner), = value.items()
+    if kind == "S":
+        return len(inner.encode("utf-8"))
+    if kind == "N":
+        return number_size(inner)
+    if kind == "B":
+        return len(_raw_bytes(inner))
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(s.encode("utf-8")) for s in inner)
+    if kind == "NS":
+        return sum(number_size(n) for n in inner)
+    if kind == "BS":
+        return sum(len(_raw_bytes(b)) for b in inner)
+    if kind == "L":
+        return 3 + sum(value_size(v) + 1 for v in inner)
+    if kind == "M":
+        return 3 + sum(len(k.encode("utf-8")) + value_size(v) + 1 for k, v in inner.items())
+    raise StrictLayerError(f"unknown DynamoDB type {kind!r}")
+
+
+def _raw_bytes(value: Any) -> bytes:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    return base64.b64decode(value)
+
+
+def item_size(item: dict | None) -> int:
+    """An item's size as DynamoDB counts it (attribute names count), from its wire form."""
+    if not item:
+        return 0
+    return sum(len(name.encode("utf-8")) + value_size(value) for name, value in item.items())
+
+
+def write_units(size: int) -> int:
+    return max(1, math.ceil(size / KB))
+
+
+def read_units(size: int, consistent: bool) -> float:
+    units = max(1, math.ceil(size / (4 * KB)))
+    return units if consistent else units / 2
+
+
+# ---------------------------------------------------------------------------------------------
+# IAM
+
+def _glob(pattern: str, ignore_case: bool = False) -> re.Pattern:
+    text = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.compile(text, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL)
+
+
+def _as_list(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+_STRING_OPERATORS = {
+    "StringEquals": lambda have, want: have == want,
+    "StringNotEquals": lambda have, want: have != want,
+    "StringEqualsIgnoreCase": lambda have, want: have.lower() == want.lower(),
+    "StringLike": lambda have, want: bool(_glob(want).fullmatch(have)),
+    "StringNotLike": lambda have, want: not _glob(want).fullmatch(have),
+    "ArnEquals": lambda have, want: have == want,
+    "ArnLike": lambda have, want: bool(_glob(want).fullmatch(have)),
+    "ArnNotEquals": lambda have, want: have != want,
+    "ArnNotLike": lambda have, want: not _glob(want).fullmatch(have),
+    "Bool": lambda have, want: have.lower() == str(want).lower(),
+}
+_NEGATED = {"StringNotEquals", "StringNotLike", "ArnNotEquals", "ArnNotLike"}
+
+
+def condition_holds(condition: dict, context: dict[str, str]) -> bool:
+    """Every operator and key of a statement's Condition holds (AND), any value of a key (OR)."""
+    for operator, keys in condition.items():
+        if_exists = operator.endswith("IfExists")
+        base = operator[:-len("IfExists")] if if_exists else operator
+        for key, wanted in keys.items():
+            have = context.get(key.lower())
+            if base == "Null":
+                if (have is None) != (str(wanted).lower() == "true"):
+                    return False
+                continue
+            test = _STRING_OPERATORS.get(base)
+            if test is None:
+                raise StrictLayerError(f"condition operator {operator!r} is not supported by the strict layer")
+            if have is None:
+                if if_exists or base in _NEGATED:
+                    continue
+                return False
+            results = [test(have, str(w)) for w in _as_list(wanted)]
+            if not (all(results) if base in _NEGATED else any(results)):
+                return False
+    return True
+
+
+@dataclass(frozen=True)
+class Statement:
+    allow: bool
+    actions: tuple[re.Pattern, ...]
+    resources: tuple[re.Pattern, ...]
+    condition: dict
+
+    def applies(self, action: str, resource: str, context: dict[str, str]) -> bool:
+        return (any(a.fullmatch(action) for a in self.actions)
+                and any(r.fullmatch(resource) for r in self.resources)
+                and (not self.condition or condition_holds(self.condition, context)))
+
+
+def _statement(raw: dict, resolve: Callable[[Any], str]) -> Statement:
+    for unsupported in ("NotAction", "NotResource", "NotPrincipal"):
+        if unsupported in raw:
+            raise StrictLayerError(f"{unsupported} is not supported by the strict layer: {raw}")
+    condition = raw.get("Condition") or {}
+    for operator in condition:
+        base = operator[:-len("IfExists")] if operator.endswith("IfExists") else operator
+        if base != "Null" and base not in _STRING_OPERATORS:
+            raise StrictLayerError(f"condition operator {operator!r} is not supported by the strict layer")
+    return Statement(
+        allow=raw.get("Effect", "Allow") == "Allow",
+        actions=tuple(_glob(a, ignore_case=True) for a in _as_list(raw["Action"])),
+        resources=tuple(_glob(resolve(r)) for r in _as_list(raw.get("Resource", "*"))),
+        condition=condition,
+    )
+
+
+class Template:
+    """What the layer needs from the synthesized template, with every reference resolved to
+    the emulator's ARNs of the created stack (its physical ids)."""
+
+    def __init__(self, template: dict, physical_ids: dict[str, str]) -> None:
+        self._resources = template["Resources"]
+        self._physical = physical_ids
+        self.policies: dict[str, list[Statement]] = {}  # function name → its role's statements
+        self.resource_denies: list[Statement] = []  # explicit Deny of resource policies (Principal *)
+        self.tables: dict[str, dict[str, tuple[str, str | None]]] = {}  # table name → {"": keys, index: keys}
+        roles: dict[str, str] = {}
+        for logical, resource in self._resources.items():
+            props = resource.get("Properties", {})
+            if resource["Type"] == "AWS::Lambda::Function":
+                role = props["Role"]["Fn::GetAtt"][0] if isinstance(props.get("Role"), dict) else None
+                name = props["Handler"].split(".")[-2]
+                roles[role] = name
+                self.policies.setdefault(name, [])
+            elif resource["Type"] == "AWS::DynamoDB::Table" and logical in physical_ids:
+                keys = {"": _key_names(props["KeySchema"])}
+                for index in props.get("GlobalSecondaryIndexes", []) + props.get("LocalSecondaryIndexes", []):
+                    keys[index["IndexName"]] = _key_names(index["KeySchema"])
+                self.tables[physical_ids[logical]] = keys
+        for logical, resource in self._resources.items():
+            props = resource.get("Properties", {})
+            if resource["Type"] == "AWS::IAM::Policy":
+                for role_ref in props.get("Roles", []):
+                    name = roles.get(role_ref.get("Ref")) if isinstance(role_ref, dict) else None
+                    if name:
+                        self.policies[name].extend(_statement(s, self.resolve) for s in props["PolicyDocument"]["Statement"])
+            elif resource["Type"] == "AWS::IAM::Role" and logical in roles:
+                if props.get("ManagedPolicyArns"):
+                    raise StrictLayerError(f"{logical}: managed policies are not resolved by the strict layer")
+                for inline in props.get("Policies", []):
+                    self.policies[roles[logical]].extend(_statement(s, self.resolve)
+                                                         for s in inline["PolicyDocument"]["Statement"])
+            elif resource["Type"] in ("AWS::SQS::QueuePolicy", "AWS::SNS::TopicPolicy"):
+                for raw in props["PolicyDocument"]["Statement"]:
+                    if raw.get("Effect") == "Deny" and raw.get("Principal") in ("*", {"AWS": "*"}):
+                        self.resource_denies.append(_statement(raw, self.resolve))
+
+    def resolve(self, value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        if "Ref" in value:
+            ref = value["Ref"]
+            pseudo = {"AWS::Partition": "aws", "AWS::AccountId": ACCOUNT, "AWS::Region": REGION,
+                      "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": "Jobsched"}
+            if ref in pseudo:
+                return pseudo[ref]
+            return self._arn(ref) if self._resources.get(ref, {}).get("Type") == "AWS::SNS::Topic" \
+                else self._physical.get(ref, ref)
+        if "Fn::GetAtt" in value:
+            logical, attribute = value["Fn::GetAtt"]
+            if attribute != "Arn":
+                raise StrictLayerError(f"Fn::GetAtt {logical}.{attribute} is not resolved by the strict layer")
+            return self._arn(logical)
+        if "Fn::Join" in value:
+            separator, parts = value["Fn::Join"]
+            return separator.join(self.resolve(p) for p in parts)
+        if "Fn::Sub" in value:
+            text = value["Fn::Sub"] if isinstance(value["Fn::Sub"], str) else value["Fn::Sub"][0]
+            extra = {} if isinstance(value["Fn::Sub"], str) else value["Fn::Sub"][1]
+
+            def substitute(match: re.Match) -> str:
+                name = match.group(1)
+                if name in extra:
+                    return self.resolve(extra[name])
+                if "." in name:
+                    return self.resolve({"Fn::GetAtt": name.split(".", 1)})
+                return self.resolve({"Ref": name})
+            return re.sub(r"\$\{([^}!]+)\}", substitute, text)
+        raise StrictLayerError(f"cannot resolve {value!r}")
+
+    def _arn(self, logical: str) -> str:
+        kind = self._resources[logical]["Type"]
+        physical = self._physical.get(logical)
+        if kind == "AWS::DynamoDB::Table" and physical:
+            return f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{physical}"
+        if kind == "AWS::SQS::Queue" and physical:
+            return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{physical.rsplit('/', 1)[-1]}"
+        if kind == "AWS::KMS::Key" and physical:
+            return f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{physical}"
+        # Not created in the emulator (log groups, topics, functions): an ARN of its own that no
+        # call the functions make can name, so a grant on it allows nothing else.
+        service = kind.split("::")[1].lower()
+        return f"arn:aws:{service}:{REGION}:{ACCOUNT}:jobsched-uncreated/{logical}"
+
+
+def _key_names(schema: list[dict]) -> tuple[str, str | None]:
+    hash_key = next(k["AttributeName"] for k in schema if k["KeyType"] == "HASH")
+    range_key = next((k["AttributeName"] for k in schema if k["KeyType"] == "RANGE"), None)
+    return hash_key, range_key
+
+
+# ---------------------------------------------------------------------------------------------
+# Capacity
+
+@dataclass
+class PartitionUse:
+    read_units: float = 0.0
+    write_units: float = 0.0
+    peak_rcu: float = 0.0
+    peak_wcu: float = 0.0
+    throttled: int = 0
+
+
+@dataclass
+class Report:
+    hottest: list[tuple[str, PartitionUse]]
+    kms_peak_per_second: int
+    kms_requests: int
+    throttled: int
+    denied: list[str]
+
+    def text(self, top: int = 5) -> str:
+        lines = [f"strict AWS: peak per partition key (limit {PARTITION_WCU_PER_SECOND} WCU/s, "
+                 f"{PARTITION_RCU_PER_SECOND} RCU/s per key)"]
+        for key, use in self.hottest[:top]:
+            lines.append(f"  {key}: peak {use.peak_wcu:g} WCU/s, {use.peak_rcu:g} RCU/s "
+                         f"(total {use.write_units:g} WCU, {use.read_units:g} RCU, throttled {use.throttled})")
+        lines.append(f"  KMS: peak {self.kms_peak_per_second} requests/s ({self.kms_requests} in all)")
+        if self.denied:
+            lines.append(f"  AccessDenied: {len(self.denied)} ({', '.join(sorted(set(self.denied))[:5])})")
+        return "\n".join(lines)
+
+
+class Ledger:
+    """Capacity units per partition key per second of the emulator's clock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.partitions: dict[str, PartitionUse] = defaultdict(PartitionUse)
+        self._second: dict[str, tuple[int, float, float]] = {}  # key → (second, rcu, wcu)
+        self.kms_second = (0, 0)
+        self.kms_peak = 0
+        self.kms_total = 0
+        self.denied: list[str] = []
+
+    def used(self, key: str, second: int) -> tuple[float, float]:
+        with self._lock:
+            at, rcu, wcu = self._second.get(key, (second, 0.0, 0.0))
+            return (rcu, wcu) if at == second else (0.0, 0.0)
+
+    def bill(self, key: str, second: int, rcu: float = 0.0, wcu: float = 0.0) -> None:
+        with self._lock:
+            at, used_r, used_w = self._second.get(key, (second, 0.0, 0.0))
+            if at != second:
+                used_r = used_w = 0.0
+            used_r, used_w = used_r + rcu, used_w + wcu
+            self._second[key] = (second, used_r, used_w)
+            use = self.partitions[key]
+            use.read_units += rcu
+            use.write_units += wcu
+            use.peak_rcu = max(use.peak_rcu, used_r)
+            use.peak_wcu = max(use.peak_wcu, used_w)
+
+    def count_kms(self, second: int) -> int:
+        with self._lock:
+            at, count = self.kms_second
+            count = count + 1 if at == second else 1
+            self.kms_second = (second, count)
+            self.kms_peak = max(self.kms_peak, count)
+            self.kms_total += 1
+            return count
+
+
+# ---------------------------------------------------------------------------------------------
+# The layer
+
+@dataclass
+class Limits:
+    partition_wcu: int = PARTITION_WCU_PER_SECOND
+    partition_rcu: int = PARTITION_RCU_PER_SECOND
+    kms_per_second: int = KMS_REQUESTS_PER_SECOND
+
+
+@dataclass
+class _Call:
+    """One call's state between its check and its bill (kept in botocore's request context)."""
+    service: str
+    operation: str
+    params: dict
+    second: int
+    before: dict = field(default_factory=dict)  # (table, key json) → the item before a write
+
+
+class StrictAws:
+    def __init__(self, template: dict, physical_ids: dict[str, str], now_ms: Callable[[], int] | None = None,
+                 limits: Limits | None = None) -> None:
+        self.template = _parsed(json.dumps(template, sort_keys=True), json.dumps(physical_ids, sort_keys=True))
+        self.now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self.limits = limits or Limits()
+        self.ledger = Ledger()
+        self._raw_client = None
+        self._peek_fn: Callable[[str, dict], dict | None] | None = None
+
+    @classmethod
+    def billing_only(cls, tables: dict[str, tuple[str, ...]], now_ms: Callable[[], int] | None = None,
+                     peek: Callable[[str, dict], dict | None] | None = None) -> "StrictAws":
+        """Bills capacity per key and refuses what AWS refuses by size, but checks no IAM and
+        throttles nothing: for benchmarks whose AWS is answered in-process (bench/instant_aws.py,
+        no template, and a clock that stands still over a whole hand-off, so that the ledger's
+        "second" is the whole run). `tables`: name → (partition key, sort key); `peek` gives the
+        item before a write (none: billed on the item written)."""
+        layer = cls.__new__(cls)
+        layer.template = _TablesOnly({name: {"": (keys[0], keys[1] if len(keys) > 1 else None)}
+                                      for name, keys in tables.items()})
+        layer.now_ms = now_ms or (lambda: int(time.time() * 1000))
+        unlimited = 10 ** 15
+        layer.limits = Limits(partition_wcu=unlimited, partition_rcu=unlimited, kms_per_second=unlimited)
+        layer.ledger = Ledger()
+        layer._raw_client = None
+        layer._peek_fn = peek or (lambda table, key: None)
+        return layer
+
+    # --- entry points from botocore's events ---------------------------------------------------
+
+    def before(self, client, model, params: dict, context: dict) -> None:
+        if _internal.get():
+            return
+        service = model.service_model.signing_name or model.service_model.endpoint_prefix
+        call = _Call(service, model.name, params, self.now_ms() // 1000)
+        function = current_function.get()
+        if function is not None:
+            self._authorize(client, function, call)
+        check = getattr(self, f"_check_{service}", None)
+        if check:
+            check(client, call)
+        context["strict_aws"] = call
+
+    def after(self, client, http_response, parsed: dict, model, context: dict) -> None:
+        call = context.get("strict_aws")
+        if call is None or _internal.get():
+            return
+        bill = getattr(self, f"_bill_{call.service}", None)
+        if bill:
+            bill(client, call, parsed, http_response.status_code < 300)
+
+    def report(self) -> Report:
+        hottest = sorted(self.ledger.partitions.items(),
+                         key=lambda kv: max(kv[1].peak_wcu / self.limits.partition_wcu,
+                                            kv[1].peak_rcu / self.limits.partition_rcu), reverse=True)
+        return Report(hottest, self.ledger.kms_peak, self.ledger.kms_total,
+                      sum(u.throttled for u in self.ledger.partitions.values()), list(self.ledger.denied))
+
+    # --- IAM ---------------------------------------------------------------------------------
+
+    def _authorize(self, client, function: str, call: _Call) -> None:
+        action = IAM_ACTION_OF.get((call.service, call.operation), f"{call.service}:{call.operation}")
+        statements = self.template.policies.get(function)
+        if statements is None:
+            raise StrictLayerError(f"no function {function!r} in the template")
+        context = self._condition_context(call)
+        for resource in self._resources_of(call):
+            denied = any(not s.allow and s.applies(action, resource, context)
+                         for s in statements + self.template.resource_denies)
+            allowed = any(s.allow and s.applies(action, resource, context) for s in statements)
+            if denied or not allowed:
+                self.ledger.denied.append(f"{function}:{action}")
+                role = f"arn:aws:sts::{ACCOUNT}:assumed-role/jobsched-{function}/jobsched-{function}"
+                how = "with an explicit deny in an identity-based policy" if denied \
+                    else "because no identity-based policy allows the"
+                code, status = ACCESS_DENIED.get(call.service, ("AccessDeniedException", 400))
+                raise _error(client, call.operation, code,
+                             f"User: {role} is not authorized to perform: {action} on resource: {resource} "
+                             f"{how} {action} action", status)
+
+    @staticmethod
+    def _condition_context(call: _Call) -> dict[str, str]:
+        context = {"aws:securetransport": "true", "aws:requestedregion": REGION}
+        for key, value in (call.params.get("EncryptionContext") or {}).items():
+            context[f"kms:encryptioncontext:{key}".lower()] = value
+        return context
+
+    def _resources_of(self, call: _Call) -> list[str]:
+        p, service = call.params, call.service
+        if service == "dynamodb":
+            tables = list(p.get("RequestItems", {})) or [t for item in p.get("TransactItems", [])
+                                                         for t in [next(iter(item.values()))["TableName"]]]
+            if "TableName" in p:
+                tables = [p["TableName"]]
+            arns = [self._table_arn(t) for t in dict.fromkeys(tables)]
+            if p.get("IndexName"):
+                arns = [f"{arns[0]}/index/{p['IndexName']}"]
+            return arns or ["*"]
+        if service == "sqs":
+            if "QueueUrl" in p:
+                return [_queue_arn(p["QueueUrl"])]
+            if "QueueName" in p:
+                return [f"arn:aws:sqs:{REGION}:{p.get('QueueOwnerAWSAccountId') or ACCOUNT}:{p['QueueName']}"]
+        if service == "sns":
+            return [p.get("TopicArn") or p.get("TargetArn") or "*"]
+        if service == "events" and call.operation == "PutEvents":
+            buses = {e.get("EventBusName") or "default" for e in p.get("Entries", [])}
+            return [b if b.startswith("arn:") else f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/{b}" for b in buses]
+        if service == "lambda" and "FunctionName" in p:
+            name = p["FunctionName"]
+            if name.startswith("arn:"):
+                return [name]
+            return [f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"]
+        if service == "kms":
+            key = p.get("KeyId")
+            if key is None and "CiphertextBlob" in p:
+                key = _moto_ciphertext_key(p["CiphertextBlob"])
+            if key is None:
+                return ["*"]
+            if key.startswith("arn:"):
+                return [key]
+            if key.startswith("alias/"):
+                return [f"arn:aws:kms:{REGION}:{ACCOUNT}:{key}"]
+            return [f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{key}"]
+        return ["*"]
+
+    @staticmethod
+    def _table_arn(name: str) -> str:
+        return name if name.startswith("arn:") else f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}"
+
+    # --- DynamoDB: limits, throttle, bill -----------------------------------------------------
+
+    def _keys_of(self, table: str, item: dict, index: str = "") -> tuple[str, str | None] | None:
+        keys = self.template.tables.get(table, {}).get(index)
+        return keys
+
+    def _partition(self, table: str, item: dict, index: str = "") -> str | None:
+        keys = self._keys_of(table, item, index)
+        if keys is None or keys[0] not in item:
+            return None
+        (kind, value), = item[keys[0]].items()
+        name = f"{table}/{index}" if index else table
+        return f"{name}[{value if kind != 'B' else '<binary>'}]"
+
+    def _check_key(self, client, operation: str, table: str, key: dict) -> None:
+        keys = self.template.tables.get(table, {}).get("")
+        if keys is None:
+            return
+        for name, limit in zip(keys, (MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES)):
+            if name and name in key and value_size(key[name]) > limit:
+                raise _error(client, operation, "ValidationException",
+                             f"One or more parameter values were invalid: Size of {'hashkey' if limit == MAX_PARTITION_KEY_BYTES else 'rangekey'} "
+                             f"has exceeded the maximum size limit of {limit} bytes", 400)
+
+    def _check_expressions(self, client, operation: str, request: dict) -> None:
+        for name in ("KeyConditionExpression", "FilterExpression", "ConditionExpression", "UpdateExpression",
+                     "ProjectionExpression"):
+            text = request.get(name)
+            if isinstance(text, str) and len(text.encode("utf-8")) > MAX_EXPRESSION_BYTES:
+                raise _error(client, operation, "ValidationException",
+                             f"Invalid {name}: Expression size has exceeded the maximum allowed size; "
+                             f"expression size: {len(text.encode())}", 400)
+        for placeholder in list(request.get("ExpressionAttributeNames") or {}) + list(
+                request.get("ExpressionAttributeValues") or {}):
+            if len(placeholder.encode("utf-8")) > MAX_PLACEHOLDER_BYTES:
+                raise _error(client, operation, "ValidationException",
+                             f"ExpressionAttributeNames or Values contains invalid key: {placeholder[:40]}...: "
+                             f"longer than {MAX_PLACEHOLDER_BYTES} bytes", 400)
+        values = request.get("ExpressionAttributeValues") or {}
+        if values and sum(value_size(v) for v in values.values()) > MAX_SUBSTITUTION_BYTES:
+            raise _error(client, operation, "ValidationException",
+                         "ExpressionAttributeValues exceed the 2 MB limit of all substitutions", 400)
+
+    def _check_item(self, client, operation: str, table: str, item: dict) -> None:
+        size = item_size(item)
+        if size > MAX_ITEM_BYTES:
+            raise _error(client, operation, "ValidationException",
+                         f"Item size has exceeded the maximum allowed size (item of {size} bytes in {table})", 400)
+        self._check_key(client, operation, table, item)
+
+    def _throttle(self, client, call: _Call, partitions: list[str | None], reads: bool) -> None:
+        for key in partitions:
+            if key is None:
+                continue
+            rcu, wcu = self.ledger.used(key, call.second)
+            over = rcu >= self.limits.partition_rcu if reads else wcu >= self.limits.partition_wcu
+            if over:
+                self.ledger.partitions[key].throttled += 1
+                raise _error(client, call.operation, "ProvisionedThroughputExceededException",
+                             f"Throughput exceeds the current capacity for one or more partitions: {key} "
+                             f"(ThrottlingReason: KeyRange{'Read' if reads else 'Write'}ThroughputExceeded)", 400)
+
+    def _check_dynamodb(self, client, call: _Call) -> None:
+        p, op = call.params, call.operation
+        self._check_expressions(client, op, p)
+        table = p.get("TableName")
+        if op == "PutItem":
+            self._check_item(client, op, table, p["Item"])
+            self._throttle(client, call, [self._partition(table, p["Item"])], reads=False)
+            call.before[_ref(table, self._primary(table, p["Item"]))] = self._peek(table, self._primary(table, p["Item"]))
+        elif op in ("UpdateItem", "DeleteItem"):
+            self._check_key(client, op, table, p["Key"])
+            self._throttle(client, call, [self._partition(table, p["Key"])], reads=False)
+            call.before[_ref(table, p["Key"])] = self._peek(table, p["Key"])
+        elif op == "GetItem":
+            self._check_key(client, op, table, p["Key"])
+            self._throttle(client, call, [self._partition(table, p["Key"])], reads=True)
+        elif op in ("Query", "Scan"):
+            index = p.get("IndexName") or ""
+            values = p.get("ExpressionAttributeValues") or {}
+            partition = None
+            keys = self.template.tables.get(table, {}).get(index)
+            if op == "Query" and keys:
+                # The partition is the value the key condition compares the hash key with.
+                names = p.get("ExpressionAttributeNames") or {}
+                match = re.search(r"([#\w]+)\s*=\s*(:\w+)", p.get("KeyConditionExpression", ""))
+                if match and names.get(match.group(1), match.group(1)) == keys[0] and match.group(2) in values:
+                    partition = self._partition(table, {keys[0]: values[match.group(2)]}, index)
+            call.before["partition"] = partition
+            self._throttle(client, call, [partition], reads=True)
+        elif op == "BatchGetItem":
+            count = sum(len(r["Keys"]) for r in p["RequestItems"].values())
+            if count > BATCH_GET_MAX_KEYS:
+                raise _error(client, op, "ValidationException",
+                             f"Too many items requested for the BatchGetItem call: {count} > {BATCH_GET_MAX_KEYS}", 400)
+            for name, request in p["RequestItems"].items():
+                self._check_expressions(client, op, request)
+                for key in request["Keys"]:
+                    self._check_key(client, op, name, key)
+                self._throttle(client, call, [self._partition(name, k) for k in request["Keys"]], reads=True)
+        elif op == "BatchWriteItem":
+            requests = [(name, r) for name, rs in p["RequestItems"].items() for r in rs]
+            if len(requests) > BATCH_WRITE_MAX_ITEMS:
+                raise _error(client, op, "ValidationException",
+                             "1 validation error detected: Value at 'requestItems' failed to satisfy constraint: "
+                             f"Map value must satisfy constraint: [Member must have length less than or equal to "
+                             f"{BATCH_WRITE_MAX_ITEMS}] ({len(requests)} requests)", 400)
+            for name, request in requests:
+                item = request["PutRequest"]["Item"] if "PutRequest" in request else request["DeleteRequest"]["Key"]
+                if "PutRequest" in request:
+                    self._check_item(client, op, name, item)
+                else:
+                    self._check_key(client, op, name, item)
+                self._throttle(client, call, [self._partition(name, item)], reads=False)
+                key = self._primary(name, item)
+                call.before[_ref(name, key)] = self._peek(name, key)
+        elif op in ("TransactWriteItems", "TransactGetItems"):
+            items = p["TransactItems"]
+            if len(items) > TRANSACTION_MAX_ITEMS:
+                raise _error(client, op, "ValidationException",
+                             f"Member must have length less than or equal to {TRANSACTION_MAX_ITEMS}", 400)
+            total = 0
+            for entry in items:
+                (kind, action), = entry.items()
+                self._check_expressions(client, op, action)
+                name = action["TableName"]
+                key = self._primary(name, action.get("Item") or action["Key"])
+                if kind == "Put":
+                    self._check_item(client, op, name, action["Item"])
+                    total += item_size(action["Item"])
+                else:
+                    self._check_key(client, op, name, key)
+                self._throttle(client, call, [self._partition(name, key)], reads=(kind == "Get"))
+                if op == "TransactWriteItems":
+                    call.before[_ref(name, key)] = self._peek(name, key)
+            if total > TRANSACTION_MAX_BYTES:
+                raise _error(client, op, "ValidationException",
+                             f"Transaction request cannot be larger than 4 MB ({total} bytes)", 400)
+
+    def _primary(self, table: str, item: dict) -> dict:
+        keys = self.template.tables.get(table, {}).get("")
+        if keys is None:
+            return item
+        return {k: item[k] for k in keys if k and k in item}
+
+    def _bill_write(self, table: str, key: dict, before: dict | None, after: dict | None, units_factor: int,
+                    second: int) -> None:
+        size = max(item_size(before), item_size(after))
+        wcu = write_units(size) * units_factor
+        partition = self._partition(table, key)
+        if partition:
+            self.ledger.bill(partition, second, wcu=wcu)
+        # Each index whose key the item carries (before or after) takes a write of its own.
+        for index in self.template.tables.get(table, {}):
+            if not index:
+                continue
+            for version in (before, after):
+                part = self._partition(table, version or {}, index)
+                if part:
+                    self.ledger.bill(part, second, wcu=write_units(item_size(version)))
+
+    def _bill_dynamodb(self, client, call: _Call, parsed: dict, ok: bool) -> None:
+        p, op, second = call.params, call.operation, call.second
+        table = p.get("TableName")
+        consistent = bool(p.get("ConsistentRead"))
+        if op in ("PutItem", "UpdateItem", "DeleteItem"):
+            key = self._primary(table, p["Item"]) if op == "PutItem" else p["Key"]
+            before = call.before.get(_ref(table, key))
+            after = None if op == "DeleteItem" else (p["Item"] if op == "PutItem" else self._peek(table, key))
+            if not ok:
+                after = p["Item"] if op == "PutItem" else None  # a failed condition is billed too
+            if ok and op == "UpdateItem" and item_size(after) > MAX_ITEM_BYTES:
+                self._restore(table, key, before)
+                raise _error(client, op, "ValidationException",
+                             f"Item size to update has exceeded the maximum allowed size ({item_size(after)} bytes)", 400)
+            self._bill_write(table, key, before, after, 1, second)
+        elif op == "GetItem" and ok:
+            item = parsed.get("Item")
+            size = item_size(self._peek(table, p["Key"])) if item and "ProjectionExpression" in p else item_size(item)
+            self.ledger.bill(self._partition(table, p["Key"]) or table, second, rcu=read_units(size, consistent))
+        elif op in ("Query", "Scan") and ok:
+            size = sum(item_size(i) for i in parsed.get("Items", []))
+            self.ledger.bill(call.before.get("partition") or f"{table}(scan)", second,
+                             rcu=read_units(size, consistent))
+        elif op == "BatchGetItem" and ok:
+            for name, items in parsed.get("Responses", {}).items():
+                request = p["RequestItems"][name]
+                projected = "ProjectionExpression" in request
+                for item in items:
+                    key = self._primary(name, item)
+                    size = item_size(self._peek(name, key)) if projected else item_size(item)
+                    self.ledger.bill(self._partition(name, key) or name, second,
+                                     rcu=read_units(size, bool(request.get("ConsistentRead"))))
+                found = {_ref(name, self._primary(name, i)) for i in items}
+                for key in request["Keys"]:  # a missing item still costs a read
+                    if _ref(name, key) not in found:
+                        self.ledger.bill(self._partition(name, key) or name, second,
+                                         rcu=read_units(0, bool(request.get("ConsistentRead"))))
+        elif op == "BatchWriteItem" and ok:
+            unprocessed = {_ref(n, self._primary(n, (r.get("PutRequest") or {}).get("Item")
+                                                 or r.get("DeleteRequest", {}).get("Key")))
+                           for n, rs in (parsed.get("UnprocessedItems") or {}).items() for r in rs}
+            for name, requests in p["RequestItems"].items():
+                for request in requests:
+                    item = request.get("PutRequest", {}).get("Item")
+                    key = self._primary(name, item or request["DeleteRequest"]["Key"])
+                    if _ref(name, key) in unprocessed:
+                        continue
+                    self._bill_write(name, key, call.before.get(_ref(name, key)), item, 1, second)
+        elif op == "TransactWriteItems":
+            for entry in p["TransactItems"]:
+                (kind, action), = entry.items()
+                name = action["TableName"]
+                key = self._primary(name, action.get("Item") or action["Key"])
+                after = action.get("Item") if kind == "Put" else (self._peek(name, key) if kind == "Update" and ok else None)
+                self._bill_write(name, key, call.before.get(_ref(name, key)), after, 2, second)
+        elif op == "TransactGetItems" and ok:
+            for entry in p["TransactItems"]:
+                action = entry["Get"]
+                self.ledger.bill(self._partition(action["TableName"], action["Key"]) or action["TableName"], second,
+                                 rcu=2 * read_units(item_size(self._peek(action["TableName"], action["Key"])), True))
+
+    # The item as stored, without billing it: from moto's backend when it runs in this process,
+    # else with an unchecked GetItem to the emulator.
+    def _peek(self, table: str, key: dict) -> dict | None:
+        if self._peek_fn is not None:
+            return self._peek_fn(table, key)
+        found, item = _peek_moto(table, key)
+        if found:
+            return item
+        token = _internal.set(True)
+        try:
+            return self._client().get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        except ClientError:
+            return None
+        finally:
+            _internal.reset(token)
+
+    def _restore(self, table: str, key: dict, before: dict | None) -> None:
+        token = _internal.set(True)
+        try:
+            if before is None:
+                self._client().delete_item(TableName=table, Key=key)
+            else:
+                self._client().put_item(TableName=table, Item=before)
+        finally:
+            _internal.reset(token)
+
+    def _client(self):
+        if self._raw_client is None:
+            import boto3
+
+            self._raw_client = boto3.session.Session().client("dynamodb", region_name=REGION)
+        return self._raw_client
+
+    # --- SQS, SNS, EventBridge, KMS ---------------------------------------------------------------
+
+    def _check_sqs(self, client, call: _Call) -> None:
+        p, op = call.params, call.operation
+        if op == "SendMessage":
+            size = _sqs_size(p)
+            if size > SQS_MAX_MESSAGE_BYTES:
+                raise _error(client, op, "InvalidParameterValue",
+                             f"One or more parameters are invalid. Reason: Message must be shorter than "
+                             f"{SQS_MAX_MESSAGE_BYTES} bytes.", 400)
+        elif op in ("SendMessageBatch", "DeleteMessageBatch", "ChangeMessageVisibilityBatch"):
+            entries = p.get("Entries", [])
+            if len(entries) > SQS_MAX_BATCH_ENTRIES:
+                raise _error(client, op, "TooManyEntriesInBatchRequest",
+                             f"Maximum number of entries per request are {SQS_MAX_BATCH_ENTRIES}. You have sent "
+                             f"{len(entries)}.", 400)
+            if op == "SendMessageBatch":
+                sizes = [_sqs_size(e) for e in entries]
+                if any(s > SQS_MAX_MESSAGE_BYTES for s in sizes) or sum(sizes) > SQS_MAX_BATCH_BYTES:
+                    raise _error(client, op, "BatchRequestTooLong",
+                                 f"Batch requests cannot be longer than {SQS_MAX_BATCH_BYTES} bytes. You have sent "
+                                 f"{sum(sizes)} bytes.", 400)
+
+    def _check_sns(self, client, call: _Call) -> None:
+        p, op = call.params, call.operation
+        if op == "Publish" and _sns_size(p) > SNS_MAX_MESSAGE_BYTES:
+            raise _error(client, op, "InvalidParameter",
+                         f"Invalid parameter: Message too long ({_sns_size(p)} bytes > {SNS_MAX_MESSAGE_BYTES})", 400)
+        if op == "PublishBatch":
+            entries = p.get("PublishBatchRequestEntries", [])
+            if len(entries) > SNS_MAX_BATCH_ENTRIES:
+                raise _error(client, op, "TooManyEntriesInBatchRequest",
+                             f"The batch request contains more entries than permissible ({len(entries)})", 400)
+            if sum(_sns_size(e) for e in entries) > SNS_MAX_BATCH_BYTES:
+                raise _error(client, op, "BatchRequestTooLong",
+                             f"The length of all the messages put together is more than the limit "
+                             f"({SNS_MAX_BATCH_BYTES} bytes)", 400)
+
+    def _check_events(self, client, call: _Call) -> None:
+        if call.operation != "PutEvents":
+            return
+        entries = call.params.get("Entries", [])
+        if len(entries) > EVENTS_MAX_ENTRIES:
+            raise _error(client, call.operation, "ValidationException",
+                         f"1 validation error detected: Value at 'entries' failed to satisfy constraint: Member "
+                         f"must have length less than or equal to {EVENTS_MAX_ENTRIES}", 400)
+        for entry in entries:
+            size = (14 if entry.get("Time") else 0) + sum(len(str(entry.get(k) or "").encode("utf-8"))
+                                                          for k in ("Source", "DetailType", "Detail")) \
+                + sum(len(r.encode("utf-8")) for r in entry.get("Resources") or [])
+            if size > EVENTS_MAX_ENTRY_BYTES:
+                raise _error(client, call.operation, "ValidationException",
+                             f"Total size of the entries in the request is over the limit ({size} bytes > "
+                             f"{EVENTS_MAX_ENTRY_BYTES}).", 400)
+
+    def _check_kms(self, client, call: _Call) -> None:
+        if call.operation not in KMS_CRYPTO_OPERATIONS:
+            return
+        if self.ledger.count_kms(call.second) > self.limits.kms_per_second:
+            raise _error(client, call.operation, "ThrottlingException",
+                         "You have exceeded the rate at which you may call KMS. Reduce the frequency of your calls.",
+                         400)
+
+
+@dataclass
+class _TablesOnly:
+    """A template's stand-in for a billing-only layer: key schemas, no policies."""
+    tables: dict
+    policies: dict = field(default_factory=dict)
+    resource_denies: list = field(default_factory=list)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(template_json: str, physical_json: str) -> Template:
+    """The template's policies parsed once per template and stack (the same for every test)."""
+    return Template(json.loads(template_json), json.loads(physical_json))
+
+
+def _ref(table: str, key: dict) -> str:
+    return table + json.dumps(key, sort_keys=True, default=str)
+
+
+def _queue_arn(url: str) -> str:
+    parts = url.rstrip("/").split("/")
+    account = parts[-2] if len(parts) >= 2 and parts[-2].isdigit() else ACCOUNT
+    return f"arn:aws:sqs:{REGION}:{account}:{parts[-1]}"
+
+
+def _moto_ciphertext_key(blob: Any) -> str | None:
+    # The emulator's ciphertext starts with the key id (moto's own format; AWS's is opaque).
+    raw = _raw_bytes(blob) if not isinstance(blob, (bytes, bytearray)) else bytes(blob)
+    try:
+        text = raw[:36].decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    return text if re.fullmatch(r"[0-9a-f-]{36}", text) else None
+
+
+def _attributes_size(attributes: dict | None) -> int:
+    total = 0
+    for name, value in (attributes or {}).items():
+        total += len(name.encode()) + len(value.get("DataType", "").encode())
+        total += len((value.get("StringValue") or "").encode()) + len(_raw_bytes(value["BinaryValue"])
+                                                                      if "BinaryValue" in value else b"")
+    return total
+
+
+def _sqs_size(params: dict) -> int:
+    return len(params.get("MessageBody", "").encode("utf-8")) + _attributes_size(params.get("MessageAttributes"))
+
+
+def _sns_size(params: dict) -> int:
+    return len(params.get("Message", "").encode("utf-8")) + _attributes_size(params.get("MessageAttributes"))
+
+
+def _error(client, operation: str, code: str, message: str, status: int) -> ClientError:
+    """The exception botocore raises for an error answer: the client's modeled class for the code."""
+    response = {"Error": {"Code": code, "Message": message},
+                "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": {}, "RetryAttempts": 0}}
+    return client.exceptions.from_code(code)(response, operation)
+
+
+def _peek_moto(table: str, key: dict) -> tuple[bool, dict | None]:
+    """(found the table in this process's moto, the item's wire form)."""
+    try:
+        from moto.dynamodb.models import dynamodb_backends
+        from moto.dynamodb.models.dynamo_type import DynamoType
+    except ImportError:  # pragma: no cover - moto is a dev dependency
+        return False, None
+    from jobsched.local.emulator import EMULATOR_LOCK
+
+    with EMULATOR_LOCK:  # moto is not thread-safe: read it as a request would
+        return _peek_locked(dynamodb_backends, DynamoType, table, key)
+
+
+def _peek_locked(dynamodb_backends, DynamoType, table: str, key: dict) -> tuple[bool, dict | None]:
+    backend = dynamodb_backends.get(ACCOUNT, {}).get(REGION) if ACCOUNT in dynamodb_backends else None
+    stored = backend.tables.get(table) if backend is not None else None
+    if stored is None:
+        return False, None
+    hash_name, range_name = stored.hash_key_attr, stored.range_key_attr
+    if hash_name not in key:
+        return True, None
+    item = stored.get_item(DynamoType(key[hash_name]), DynamoType(key[range_name]) if range_name else None)
+    return True, (item.to_json()["Attributes"] if item is not None else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Installation
+
+_active: StrictAws | None = None
+_installed = False
+
+
+def activate(layer: StrictAws | None) -> StrictAws | None:
+    """Make `layer` the one every client of the process answers to (None: off); returns the previous."""
+    global _active
+    previous, _active = _active, layer
+    return previous
+
+
+def active() -> StrictAws | None:
+    return _active
+
+
+def _before(client_ref, params, model, context, **_):
+    layer = _active
+    if layer is not None:
+        layer.before(client_ref(), model, params, context)
+
+
+def _after(client_ref, http_response, parsed, model, context, **_):
+    layer = _active
+    if layer is not None:
+        layer.after(client_ref(), http_response, parsed, model, context)
+
+
+def install() -> None:
+    """Hook every botocore client built from now on (idempotent). The hooks do nothing while no
+    layer is active. Also: a thread of a function's thread pool acts as that function (in Lambda
+    the whole process is the function)."""
+    global _installed
+    if _installed:
+        return
+    import weakref
+
+    import botocore.session
+
+    original = botocore.session.Session.create_client
+
+    @functools.wraps(original)
+    def create_client(self, *args, **kwargs):
+        client = original(self, *args, **kwargs)
+        ref = weakref.ref(client)
+        # Last: after boto3's resource layer has turned Python values into DynamoDB's wire form.
+        client.meta.events.register_last("before-parameter-build", functools.partial(_before, ref))
+        # First: before boto3's resource layer turns the answer's wire form into Python values.
+        # (a handler on the service's own event name runs before those on its parents).
+        service = client.meta.service_model.service_id.hyphenize()
+        client.meta.events.register_first(f"after-call.{service}", functools.partial(_after, ref))
+        return client
+
+    botocore.session.Session.create_client = create_client
+    original_submit = ThreadPoolExecutor.submit
+
+    def submit(self, fn, /, *args, **kwargs):
+        return original_submit(self, contextvars.copy_context().run, fn, *args, **kwargs)
+
+    ThreadPoolExecutor.submit = submit
+    _lift_moto_item_limit()
+    _installed = True
+
+
+def _lift_moto_item_limit() -> None:
+    """moto refuses items past 405,000 bytes by a count of its own (not DynamoDB's formula), which
+    refuses items AWS stores (400 KB = 409,600 bytes by AWS's formula) and sums the whole item on
+    every attribute set. While a layer is active, the layer alone decides, by AWS's formula."""
+    try:
+        from moto.dynamodb.models import dynamo_type
+    except ImportError:  # pragma: no cover - moto is a dev dependency
+        return
+    limited = dynamo_type.LimitedSizeDict
+    original = limited.__setitem__
+
+    def setitem(self, key, value):
+        if _active is None:
+            return original(self, key, value)
+        return dict.__setitem__(self, key, value)
+
+    limited.__setitem__ = setitem
