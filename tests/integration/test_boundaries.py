@@ -74,7 +74,9 @@ def test_a_list_page_of_large_jobs_stays_under_the_response_limit_and_pages_on(h
     for i in range(15):
         created.append(harness.create_job({"name": f"big{i}", "type": "RATE", "schedule": "PT1H", "target": HOOK,
                                            "payload": {"blob": '"' * 120_000}}))
-        harness.clock.advance_ms(1)  # job ids order by creation time
+        # About 240 write units each on the tenant's partition: a client paced as the throttle
+        # answer asks (test_a_throttled_create_answers_503_...) creates four a second.
+        harness.clock.advance_ms(300)
     seen, pages, cursor = [], 0, ""
     while True:
         path = "/v1/jobs?limit=100" + (f"&cursor={cursor}" if cursor else "")
@@ -88,6 +90,35 @@ def test_a_list_page_of_large_jobs_stays_under_the_response_limit_and_pages_on(h
         if not cursor:
             break
     assert seen == [j["jobId"] for j in created] and pages >= 2
+
+
+def test_a_throttled_create_answers_503_with_retry_after_and_its_retry_creates_the_job_once(harness):
+    """Given large jobs created faster than the tenant's partition takes (each about 240 write
+    units, against 1,000 a second per partition key), when the strict layer throttles a write,
+    then the answer is 503 THROTTLED with Retry-After (not a 500), and the same request repeated
+    a second later with its Idempotency-Key creates the job, once."""
+    body = {"name": "big", "type": "RATE", "schedule": "PT1H", "target": HOOK, "payload": {"blob": '"' * 120_000}}
+    answers = []
+    for i in range(8):
+        headers = {"Authorization": f"Bearer {KEY_A}", "Idempotency-Key": f"big-{i}"}
+        raw = harness.api.invoke(api_gateway_event("POST", "/v1/jobs", headers, json.dumps({**body, "name": f"big{i}"})))
+        answers.append((i, headers, raw))
+    throttled = [(i, headers, raw) for i, headers, raw in answers if raw["statusCode"] != 201]
+    assert throttled, "eight 240 KB creates within a second of one tenant's partition were all taken"
+    for _, _, raw in throttled:
+        assert raw["statusCode"] == 503, raw
+        headers = raw.get("headers") or {k: v[-1] for k, v in raw.get("multiValueHeaders", {}).items()}
+        assert headers["Retry-After"] == "1"
+        assert json.loads(raw["body"])["error"]["code"] == "THROTTLED"
+    for i, headers, _ in throttled:
+        harness.clock.advance_ms(1000)
+        raw = harness.api.invoke(api_gateway_event("POST", "/v1/jobs", headers, json.dumps({**body, "name": f"big{i}"})))
+        assert raw["statusCode"] == 201, raw
+    harness.clock.advance_ms(1000)
+    status, listed = harness.request("GET", "/v1/jobs?limit=100")
+    assert status == 200
+    names = sorted(j["name"] for j in listed["items"])
+    assert names == sorted(f"big{i}" for i in range(8))  # each once
 
 
 @pytest.mark.parametrize("extra,field", [

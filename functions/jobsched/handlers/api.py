@@ -46,6 +46,7 @@ from jobsched.service.callbacks import Callbacks
 from jobsched.service.jobs import JobsService, Quotas, body_hash
 from jobsched.service.outcomes import Outcomes
 from jobsched.service.signing import SigningSecrets
+from jobsched.store.aws import is_throttle
 
 logger = Logger(service="jobsched-api")
 
@@ -64,10 +65,11 @@ HTTP_STATUS = {
 }
 
 
-def error_response(status: int, code: str, message: str, details: list[FieldProblem] | None = None) -> Response:
+def error_response(status: int, code: str, message: str, details: list[FieldProblem] | None = None,
+                   headers: dict[str, str] | None = None) -> Response:
     body = {"error": {"code": code, "message": message,
                       "details": [{"field": d.field, "message": d.message} for d in details or []]}}
-    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body, headers=headers)
 
 
 # Every number a query string or header carries: ASCII digits only (str.isdigit() also takes
@@ -349,6 +351,13 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     @app.exception_handler(Exception)
     def unexpected(exc: Exception):
+        if is_throttle(exc):
+            # A partition, table or KMS over its rate (after botocore's own retries): the request
+            # changed nothing it could not take back (each write is one conditional item write, a
+            # quota place given back), so the client retries it, with its Idempotency-Key.
+            logger.warning("throttled", extra={"route": matched["route"]})
+            return error_response(503, "THROTTLED", "the service is over a rate for this tenant; retry shortly",
+                                  headers={"Retry-After": "1"})
         # Whatever escapes a route is a 500 in the API's error shape (counted in Api5xx below),
         # never a closed connection; the details stay in the log, not in the answer.
         logger.exception("unexpected error", extra={"route": matched["route"]})

@@ -246,6 +246,8 @@ class Template:
         self.policies: dict[str, list[Statement]] = {}  # function name → its role's statements
         self.resource_denies: list[Statement] = []  # explicit Deny of resource policies (Principal *)
         self.tables: dict[str, dict[str, tuple[str, str | None]]] = {}  # table name → {"": keys, index: keys}
+        # table name → {index: (projection type, non-key attributes)}: what an index entry holds
+        self.projections: dict[str, dict[str, tuple[str, frozenset[str]]]] = {}
         roles: dict[str, str] = {}
         for logical, resource in self._resources.items():
             props = resource.get("Properties", {})
@@ -256,9 +258,14 @@ class Template:
                 self.policies.setdefault(name, [])
             elif resource["Type"] == "AWS::DynamoDB::Table" and logical in physical_ids:
                 keys = {"": _key_names(props["KeySchema"])}
+                projections = {}
                 for index in props.get("GlobalSecondaryIndexes", []) + props.get("LocalSecondaryIndexes", []):
                     keys[index["IndexName"]] = _key_names(index["KeySchema"])
+                    projection = index.get("Projection", {})
+                    projections[index["IndexName"]] = (projection.get("ProjectionType", "KEYS_ONLY"),
+                                                       frozenset(projection.get("NonKeyAttributes", ())))
                 self.tables[physical_ids[logical]] = keys
+                self.projections[physical_ids[logical]] = projections
         for logical, resource in self._resources.items():
             props = resource.get("Properties", {})
             if resource["Type"] == "AWS::IAM::Policy":
@@ -700,20 +707,42 @@ class StrictAws:
         return {k: item[k] for k in keys if k and k in item}
 
     def _bill_write(self, table: str, key: dict, before: dict | None, after: dict | None, units_factor: int,
-                    second: int) -> None:
+                    second: int, written: bool = True) -> None:
         size = max(item_size(before), item_size(after))
         wcu = write_units(size) * units_factor
         partition = self._partition(table, key)
         if partition:
             self.ledger.bill(partition, second, wcu=wcu)
-        # Each index whose key the item carries (before or after) takes a write of its own.
+        # An index is written only where its entry changes (DynamoDB's GSI write rules): none when
+        # neither its key nor a projected attribute changed, one to add, update or remove an entry,
+        # two when its key changed (the old entry removed, the new one added). An entry is sized
+        # by what the index projects (KEYS_ONLY: the table's and the index's keys). A write refused
+        # by its condition writes no index.
+        if not written or (after is None and before is None):
+            return
         for index in self.template.tables.get(table, {}):
             if not index:
                 continue
-            for version in (before, after):
+            old, new = self._index_entry(table, index, before), self._index_entry(table, index, after)
+            if old == new:
+                continue
+            keys_of = self.template.tables[table][index]
+            moved = old is not None and new is not None and any(old.get(k) != new.get(k) for k in keys_of if k)
+            for version, entry in ((before, old), (after, new)) if moved or new is None else ((after, new),):
                 part = self._partition(table, version or {}, index)
-                if part:
-                    self.ledger.bill(part, second, wcu=write_units(item_size(version)))
+                if part and entry is not None:
+                    self.ledger.bill(part, second, wcu=write_units(item_size(entry)))
+
+    def _index_entry(self, table: str, index: str, item: dict | None) -> dict | None:
+        """The entry `item` has in `index` (None: the item is not in it: a key attribute missing)."""
+        keys = self.template.tables[table][index]
+        if not item or any(k and k not in item for k in keys):
+            return None
+        kind, extra = self.template.projections.get(table, {}).get(index, ("ALL", frozenset()))
+        if kind == "ALL":
+            return item
+        wanted = {k for k in keys + self.template.tables[table][""] if k} | (extra if kind == "INCLUDE" else set())
+        return {k: v for k, v in item.items() if k in wanted}
 
     def _bill_dynamodb(self, client, call: _Call, parsed: dict, ok: bool) -> None:
         p, op, second = call.params, call.operation, call.second
@@ -729,7 +758,7 @@ class StrictAws:
                 self._restore(table, key, before)
                 raise _error(client, op, "ValidationException",
                              f"Item size to update has exceeded the maximum allowed size ({item_size(after)} bytes)", 400)
-            self._bill_write(table, key, before, after, 1, second)
+            self._bill_write(table, key, before, after, 1, second, written=ok)
         elif op == "GetItem" and ok:
             item = parsed.get("Item")
             size = item_size(self._peek(table, p["Key"])) if item and "ProjectionExpression" in p else item_size(item)
@@ -769,7 +798,7 @@ class StrictAws:
                 name = action["TableName"]
                 key = self._primary(name, action.get("Item") or action["Key"])
                 after = action.get("Item") if kind == "Put" else (self._peek(name, key) if kind == "Update" and ok else None)
-                self._bill_write(name, key, call.before.get(_ref(name, key)), after, 2, second)
+                self._bill_write(name, key, call.before.get(_ref(name, key)), after, 2, second, written=ok)
         elif op == "TransactGetItems" and ok:
             for entry in p["TransactItems"]:
                 action = entry["Get"]

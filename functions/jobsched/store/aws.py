@@ -8,6 +8,7 @@ import platform
 import boto3
 import botocore
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from jobsched.domain.clock import Clock, SystemClock
 from jobsched.settings import Settings
@@ -15,6 +16,19 @@ from jobsched.store.dynamo import ApiKeysStore, ExecutionsStore, JobsStore, Time
 from jobsched.store.flow import FlowStore
 from jobsched.store.queues import LaneQueues
 from jobsched.store.signing import SigningSecretsStore
+
+# The error codes AWS answers when a call is over a rate: a partition's (DynamoDB's
+# ProvisionedThroughputExceededException, with reason KeyRangeThroughputExceeded), a table's or an
+# account's (RequestLimitExceeded), an API's (ThrottlingException: KMS, SQS, SNS, EventBridge).
+# botocore's standard mode retries them a few times first; what is left is the caller's to answer.
+THROTTLE_CODES = frozenset({"ProvisionedThroughputExceededException", "RequestLimitExceeded", "ThrottlingException",
+                            "Throttling", "ThrottledException", "TooManyRequestsException"})
+
+
+def is_throttle(exc: BaseException) -> bool:
+    """An AWS call refused for its rate, by error code (never by message text)."""
+    return isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") in THROTTLE_CODES
+
 
 # CPU per request (bench/cpu.py): botocore rebuilds its default User-Agent from a dozen parts on
 # every request (about 15% of a request's client CPU) unless one is given, and validates every
