@@ -63,6 +63,12 @@ class InstantAws:
                 rows.sort(key=lambda r: r[0])
 
     def attach(self, session) -> None:
+        # This double answers without an emulator: a strict layer left active by an earlier
+        # in-process stack would look items up through a real endpoint. A bench that wants the
+        # ledger activates a billing-only layer (StrictAws.billing_only) after attaching.
+        from jobsched.local import strict_aws
+
+        strict_aws.activate(None)
         session.events.register("before-send", self._answer)
 
     # --- answering -----------------------------------------------------------------------------
@@ -148,6 +154,9 @@ class InstantAws:
 
     def _sqs_ChangeMessageVisibility(self, params: dict) -> dict:
         return {}
+
+    def _sqs_ChangeMessageVisibilityBatch(self, params: dict) -> dict:
+        return {"Successful": [{"Id": e["Id"]} for e in params["Entries"]], "Failed": []}
 
     def _sqs_DeleteMessageBatch(self, params: dict) -> dict:
         return {"Successful": [{"Id": e["Id"]} for e in params["Entries"]], "Failed": []}

@@ -19,6 +19,14 @@ strict_aws.install()
 TEST_SEGMENTS = 2
 
 
+@pytest.fixture(autouse=True)
+def _no_strict_layer_outlives_its_test():
+    """A stack's layer answers for its own emulator: none is left active for the next test (a
+    leftover layer peeking for a test that has no emulator would call a real endpoint)."""
+    yield
+    strict_aws.activate(None)
+
+
 @pytest.fixture(scope="session")
 def template(tmp_path_factory):
     """The synthesized CloudFormation template, once per session."""
