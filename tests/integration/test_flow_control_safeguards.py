@@ -24,7 +24,7 @@ def trigger(harness, job):
 
 
 def held(harness):
-    return harness.stores.flow.held(TENANT_A, KEY)
+    return harness.stores.flow.held(TENANT_A, KEY, 0)  # maxConcurrency 1: a single slot item
 
 
 def test_a_delivery_that_loses_its_claim_gives_back_the_slot_it_took(harness):
