@@ -1,5 +1,6 @@
 """The local stack remembers: jobs, keys, history and queued messages survive a restart, and a
 job due after the restart fires once, on time."""
+import json
 import os
 import time
 
@@ -106,7 +107,7 @@ def test_a_rotated_signing_secret_still_signs_calls_after_a_restart(tmp_path):
         status, execution = call(runtime, "POST", f"/v1/jobs/{job['jobId']}/trigger")
         assert status == 202
         assert wait_for(lambda: call(runtime, "GET", f"/v1/executions/{execution['executionId']}")[1]["status"]
-                        == "SUCCEEDED", 15), call(runtime, "GET", f"/v1/executions/{execution['executionId']}")
+                        == "SUCCEEDED", 15), json.dumps(call(runtime, "GET", f"/v1/executions/{execution['executionId']}"))
         assert call(runtime, "POST", "/v1/signing-secrets/rotate", {})[0] == 201  # the previous one decrypts
         runtime.stop()
     finally:

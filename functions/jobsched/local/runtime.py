@@ -140,6 +140,7 @@ class LocalRuntime:
                 progress("jobsched: RESET: starting empty")
             restored = self.emulator.keep_state(opts.workdir, self.stack.physical_ids, opts.reset)
             self.state_path = Path(restored["path"])
+            self.strict.same_keys(restored.get("keyIds", {}))
             if restored["items"] or restored["messages"]:
                 progress(f"jobsched: restored {restored['items']} items and {restored['messages']} queued messages "
                          f"from {self.state_path}")

@@ -163,7 +163,7 @@ class StateKeeper:
         self.save()
 
     # --- restore -------------------------------------------------------------------------------
-    def restore(self, session) -> dict[str, int]:
+    def restore(self, session) -> dict:
         """Put a saved state back into the (empty, just created) tables and queues. Returns what
         was restored: items and messages."""
         if not self.path.is_file():
@@ -174,7 +174,7 @@ class StateKeeper:
         dynamodb = session.client("dynamodb")
         sqs = session.client("sqs")
         saved_at_ms = int(state["savedAtMs"])
-        self._restore_keys(state.get("keys", {}))
+        key_ids = self._restore_keys(state.get("keys", {}))
         items = messages = 0
         for logical, rows in state["tables"].items():
             table = self._physical.get(logical)
@@ -199,21 +199,27 @@ class StateKeeper:
                            for i, row in enumerate(rows[start:start + 10])]
                 sqs.send_message_batch(QueueUrl=url, Entries=entries)
             messages += len(rows)
-        return {"items": items, "messages": messages}
+        return {"items": items, "messages": messages, "keyIds": key_ids}
 
-    def _restore_keys(self, saved: dict) -> None:
+    def _restore_keys(self, saved: dict) -> dict[str, str]:
         """The new start's key takes the saved material, and answers to the ids the key had before
         (a ciphertext names the key id it was made with): signing secrets encrypted before the
-        restart decrypt after it, and new ones are made with the same material."""
+        restart decrypt after it, and new ones are made with the same material. Returns each
+        earlier id with the id the key has now (the strict layer checks IAM on the latter, as a
+        key on AWS keeps its one id)."""
         kms = self._kms()
+        same: dict[str, str] = {}
         with EMULATOR_LOCK:
             for logical, kept in saved.items():
-                key = kms.keys.get(self._physical.get(logical, ""))
+                current = self._physical.get(logical, "")
+                key = kms.keys.get(current)
                 if key is None:
                     continue  # a key the template no longer has
                 key.key_material = base64.b64decode(kept["material"])
                 for old_id in kept["ids"]:
                     kms.keys.setdefault(old_id, key)
+                    same[old_id] = key.id
+        return same
 
     def reset(self) -> None:
         for path in (self.path, *self.path.parent.glob(f"{self.path.stem}.*.tmp")):

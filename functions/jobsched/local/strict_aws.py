@@ -438,6 +438,7 @@ class StrictAws:
         self.limits = limits or Limits()
         self.ledger = Ledger()
         self._raw_client = None
+        self._kms_ids: dict[str, str] = {}  # a key id a ciphertext names -> the key's id now
         self._peek_fn: Callable[[str, dict], dict | None] | None = None
 
     @classmethod
@@ -548,6 +549,7 @@ class StrictAws:
             key = p.get("KeyId")
             if key is None and "CiphertextBlob" in p:
                 key = _moto_ciphertext_key(p["CiphertextBlob"])
+                key = self._kms_ids.get(key, key)
             if key is None:
                 return ["*"]
             if key.startswith("arn:"):
@@ -830,6 +832,12 @@ class StrictAws:
                 self._client().put_item(TableName=table, Item=before)
         finally:
             _internal.reset(token)
+
+    def same_keys(self, ids: dict[str, str]) -> None:
+        """Key ids the emulator answers for another key (the local stack's key restored under a
+        new id, local/state.py): a ciphertext naming one is checked on the key it is now, as a
+        key on AWS keeps its one id."""
+        self._kms_ids.update(ids)
 
     def _client(self):
         if self._raw_client is None:
