@@ -8,6 +8,7 @@ from jobsched.local.strict_aws import (
     MAX_ITEM_BYTES, SNS_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES, StrictLayerError, Template, acting_as, item_size,
 )
 from jobsched.settings import Env
+from jobsched.store.signing import SIGNING_PURPOSE
 
 from .harness import KEY_A, TENANT_A
 
@@ -94,14 +95,21 @@ def test_an_explicit_deny_wins_over_an_allow(harness):
         refused(lambda: sqs.send_message(QueueUrl=dlq, MessageBody="{}"), "AccessDenied", 403)
 
 
+# What the signing store encrypts under (store/signing.py): the API's kms:Encrypt needs the purpose.
+SIGNING = {"tenantId": "tenant-a", "purpose": SIGNING_PURPOSE}
+
+
 def test_kms_is_checked_on_the_key_a_ciphertext_names(harness):
     kms = harness.session.client("kms")
     key = harness.envs["api"][Env.SIGNING_KEY_ID]
     with acting_as("api"):
-        blob = kms.encrypt(KeyId=key, Plaintext=b"s")["CiphertextBlob"]
+        blob = kms.encrypt(KeyId=key, Plaintext=b"s", EncryptionContext=SIGNING)["CiphertextBlob"]
+        # The API may Encrypt only under the signing purpose (kms:EncryptionContext:purpose).
+        refused(lambda: kms.encrypt(KeyId=key, Plaintext=b"s"), "AccessDeniedException")
     with acting_as("tick"):
-        kms.decrypt(CiphertextBlob=blob)  # Decrypt is granted to every function
-        refused(lambda: kms.encrypt(KeyId=key, Plaintext=b"s"), "AccessDeniedException")  # Encrypt: API only
+        kms.decrypt(CiphertextBlob=blob, EncryptionContext=SIGNING)  # Decrypt is granted to every function
+        refused(lambda: kms.encrypt(KeyId=key, Plaintext=b"s", EncryptionContext=SIGNING),
+                "AccessDeniedException")  # Encrypt: API only
 
 
 def test_an_unsupported_condition_operator_fails_loudly():
@@ -229,10 +237,10 @@ def test_kms_requests_over_the_quota_are_throttled(harness):
     harness.strict.limits.kms_per_second = 5
     with acting_as("api"):
         for _ in range(5):
-            kms.encrypt(KeyId=key, Plaintext=b"s")
-        refused(lambda: kms.encrypt(KeyId=key, Plaintext=b"s"), "ThrottlingException")
+            kms.encrypt(KeyId=key, Plaintext=b"s", EncryptionContext=SIGNING)
+        refused(lambda: kms.encrypt(KeyId=key, Plaintext=b"s", EncryptionContext=SIGNING), "ThrottlingException")
         harness.clock.advance_ms(1000)
-        kms.encrypt(KeyId=key, Plaintext=b"s")
+        kms.encrypt(KeyId=key, Plaintext=b"s", EncryptionContext=SIGNING)
     assert harness.strict.report().kms_peak_per_second == 6
 
 
