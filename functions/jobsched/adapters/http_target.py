@@ -41,7 +41,7 @@ NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: the last 32 bit
 
 def embedded_ipv4(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     """The IPv4 address an IPv6 address carries to its destination (IPv4-mapped, 6to4, NAT64):
-    `2002:a9fe:a9fe::1` reaches 169.254.169.254 through a 6to4 relay, so it is checked as that."""
+    `2002:a9fe:a9fe::1` reaches the link-local instance-metadata address through a 6to4 relay, so it is checked as that."""
     if not isinstance(ip, ipaddress.IPv6Address):
         return None
     if ip.ipv4_mapped:
