@@ -4,6 +4,8 @@ import json
 import os
 import time
 
+import pytest
+
 from jobsched.domain.clock import SystemClock
 from jobsched.local.__main__ import boot
 from jobsched.local.echo import EchoServer
@@ -18,6 +20,22 @@ def call(runtime, method, path, body=None, key="k1"):
     return http_call(runtime, method, path, body, key)
 
 
+@pytest.fixture
+def boots():
+    """boot() that stops, at the end of the test, every stack it started: a failed assertion
+    leaves no API, ticks or pollers running into the tests that follow."""
+    started = []
+
+    def start(*args, **kwargs):
+        booted = boot(*args, **kwargs)
+        started.append(booted[0])
+        return booted
+
+    yield start
+    for runtime in started:
+        runtime.stop()
+
+
 def wait_for(predicate, seconds):
     deadline = time.time() + seconds
     while time.time() < deadline:
@@ -27,13 +45,13 @@ def wait_for(predicate, seconds):
     return predicate()
 
 
-def test_jobs_keys_history_and_queued_messages_survive_a_restart(tmp_path):
+def test_jobs_keys_history_and_queued_messages_survive_a_restart(tmp_path, boots):
     saved_env = dict(os.environ)
     echo = EchoServer()
     workdir = tmp_path / "local"
     quiet = lambda text: None  # noqa: E731
     try:
-        runtime, _, _ = boot(Options(port=0, segments=2, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
+        runtime, _, _ = boots(Options(port=0, segments=2, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
         ApiKeys(build_stores(runtime.settings).api_keys, SystemClock()).register("tenant-2", "k2")  # made at run time
         status, nightly = call(runtime, "POST", "/v1/jobs", {
             "name": "nightly", "type": "CRON", "schedule": "0 3 * * *", "target": {"type": "HTTP", "url": f"{echo.url}/n"}})
@@ -50,7 +68,7 @@ def test_jobs_keys_history_and_queued_messages_survive_a_restart(tmp_path):
         assert status == 201
         runtime.stop()
 
-        runtime, _, _ = boot(Options(port=0, segments=2, workdir=workdir), [], progress=quiet)
+        runtime, _, _ = boots(Options(port=0, segments=2, workdir=workdir), [], progress=quiet)
         assert runtime.state_path is not None and runtime.state_path.is_file()
         status, jobs = call(runtime, "GET", "/v1/jobs")  # the seeded key of the first start still works
         assert status == 200 and {j["name"] for j in jobs["items"]} == {"nightly", "after-restart"}
@@ -69,16 +87,16 @@ def test_jobs_keys_history_and_queued_messages_survive_a_restart(tmp_path):
         os.environ.update(saved_env)
 
 
-def test_reset_starts_empty(tmp_path):
+def test_reset_starts_empty(tmp_path, boots):
     saved_env = dict(os.environ)
     workdir = tmp_path / "local"
     quiet = lambda text: None  # noqa: E731
     try:
-        runtime, _, _ = boot(Options(port=0, segments=1, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
+        runtime, _, _ = boots(Options(port=0, segments=1, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
         assert call(runtime, "POST", "/v1/jobs", {"name": "x", "type": "RATE", "schedule": "PT1H",
                                                   "target": {"type": "HTTP", "url": "http://127.0.0.1:9/x"}})[0] == 201
         runtime.stop()
-        runtime, _, _ = boot(Options(port=0, segments=1, workdir=workdir, reset=True), [("tenant-1", "k1")],
+        runtime, _, _ = boots(Options(port=0, segments=1, workdir=workdir, reset=True), [("tenant-1", "k1")],
                              progress=quiet)
         assert call(runtime, "GET", "/v1/jobs")[1]["items"] == []
         runtime.stop()
@@ -87,7 +105,7 @@ def test_reset_starts_empty(tmp_path):
         os.environ.update(saved_env)
 
 
-def test_a_rotated_signing_secret_still_signs_calls_after_a_restart(tmp_path):
+def test_a_rotated_signing_secret_still_signs_calls_after_a_restart(tmp_path, boots):
     # The state keeps the tenants' secrets encrypted with the stack's KMS key: the key's material
     # must survive the restart too, or every signed call fails with AccessDenied on Decrypt.
     saved_env = dict(os.environ)
@@ -95,7 +113,7 @@ def test_a_rotated_signing_secret_still_signs_calls_after_a_restart(tmp_path):
     workdir = tmp_path / "local"
     quiet = lambda text: None  # noqa: E731
     try:
-        runtime, _, _ = boot(Options(port=0, segments=1, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
+        runtime, _, _ = boots(Options(port=0, segments=1, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
         assert call(runtime, "POST", "/v1/signing-secrets/rotate", {})[0] == 201
         status, job = call(runtime, "POST", "/v1/jobs", {
             "name": "signed", "type": "RATE", "schedule": "PT1H", "target": {"type": "HTTP", "url": f"{echo.url}/s"}})
@@ -103,7 +121,7 @@ def test_a_rotated_signing_secret_still_signs_calls_after_a_restart(tmp_path):
         runtime.stop()
         assert oct((runtime.state_path.stat().st_mode) & 0o777) == "0o600"  # it holds the key's material
 
-        runtime, _, _ = boot(Options(port=0, segments=1, workdir=workdir), [], progress=quiet)
+        runtime, _, _ = boots(Options(port=0, segments=1, workdir=workdir), [], progress=quiet)
         status, execution = call(runtime, "POST", f"/v1/jobs/{job['jobId']}/trigger")
         assert status == 202
         assert wait_for(lambda: call(runtime, "GET", f"/v1/executions/{execution['executionId']}")[1]["status"]

@@ -9,6 +9,7 @@ from jobsched.domain.schedule import format_instant, parse_instant
 from jobsched.service.handoff import HandOff
 from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.worker import Worker
+from jobsched.store import queues
 from jobsched.store.aws import build_stores
 
 from .harness import TENANT_A
@@ -174,3 +175,29 @@ def test_a_job_read_before_the_wait_is_read_again_after_it(harness, monkeypatch)
     # Then the pause answered during the wait stops it
     assert result.outcome is Outcome.STALE_MESSAGE
     assert harness.target.calls_for(job["jobId"]) == []
+
+
+def test_a_fire_visible_seconds_before_its_due_instant_goes_back_and_fires_on_time(harness, monkeypatch):
+    # Given a fire whose message becomes visible 3 s before its due second (a delay rounded down
+    # twice, as a restored local snapshot's is)
+    start = harness.clock.now_ms()
+    due = (start // MINUTE + 3) * MINUTE + 30_000
+    job = harness.create_job({"name": "early", "type": "ONE_TIME", "runAt": format_instant(due), "target": HOOK})
+    monkeypatch.setattr(queues, "delay_seconds", lambda at_ms, now_ms: max(0, (at_ms - now_ms) // 1000 - 3))
+    harness.advance((due - 30_000 - start) / 1000)  # its minute's tick hands it to SQS
+    monkeypatch.undo()
+    # When it is delivered 2.6 s before its due second
+    harness.clock.set_ms(due - 2_600)
+    harness.deliver()
+    # Then the target is not called early: the message goes back to the queue
+    assert harness.target.calls_for(job["jobId"]) == []
+    assert harness.executions_of(job["jobId"]) == []
+    harness.clock.set_ms(due - 1_700)
+    harness.deliver()
+    assert harness.target.calls_for(job["jobId"]) == []
+    # and is back within the last second, and fires at its due instant, once
+    harness.clock.set_ms(due - 500)
+    harness.deliver()
+    assert [c.at_ms for c in harness.target.calls_for(job["jobId"])] == [due]
+    harness.advance(5)
+    assert len(harness.target.calls_for(job["jobId"])) == 1

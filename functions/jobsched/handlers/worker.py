@@ -18,7 +18,7 @@ from jobsched.domain.dispatch_seal import ForgedDispatch
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.signing import SigningSecrets
-from jobsched.service.worker import LEASE_MARGIN_MS, UNREAD, RedeliverLater, Worker, early_ms, reads_its_job
+from jobsched.service.worker import LEASE_MARGIN_MS, UNREAD, ArrivedEarly, RedeliverLater, Worker, early_ms, reads_its_job
 from jobsched.settings import WORKER_BATCH_SIZE
 from jobsched.store.targets import AwsTargetInvoker
 
@@ -33,6 +33,8 @@ BATCH_SIZE = WORKER_BATCH_SIZE
 # each receive up to 15 minutes (not after the lane's visibility timeout of 90 minutes).
 TRANSIENT_RETRY_SECONDS = 30
 MAX_TRANSIENT_RETRY_SECONDS = 900
+# SQS's largest visibility timeout (ChangeMessageVisibility): 12 hours.
+MAX_VISIBILITY_SECONDS = 43_200
 # An invocation that fails as a whole (Lambda's time limit, out of memory, a crash) reports
 # nothing: its records come back after their visibility. The lane keeps AWS's six times the
 # function timeout (90 minutes) for a batch that waits for a throttled invocation; once the
@@ -125,6 +127,10 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
             return True, "WorkerRecordErrors", None
         try:
             result = worker.process(dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD))
+        except ArrivedEarly as early:
+            # Visible again when at most a second is left, which the next delivery waits out.
+            hand_back(record, min(MAX_VISIBILITY_SECONDS, early.early_ms // 1000), "early")
+            return True, "RedeliveredEarly", None
         except RedeliverLater as later:
             # Another delivery runs this execution under a live lease: come back when it ends.
             remaining_ms = (later.lease_until_ms or parts.clock.now_ms()) - parts.clock.now_ms()

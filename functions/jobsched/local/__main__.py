@@ -135,34 +135,39 @@ def main() -> None:
         reset=os.environ.get("JOBSCHED_RESET", "") in ("1", "true", "yes"),
     )
     seeded = parse_api_keys(os.environ.get("JOBSCHED_API_KEYS", ""))
-    runtime, key_lines, demo_key = boot(options, seeded)
-    from jobsched.local.echo import EchoServer
-
-    echo = EchoServer(port=_int_env("JOBSCHED_ECHO_PORT", 8081))
-    print("\n".join([
-        "",
-        f"jobsched is running: API {runtime.api_url}/v1  (health: {runtime.api_url}/v1/health)",
-        f"  emulator (moto) at {runtime.emulator.url}; {runtime.settings.segments} segments ticking each minute",
-        f"  echo endpoint for targets: {echo.url}/anything",
-        "API keys:",
-        *key_lines,
-        "Try:",
-        f"  export JOBSCHED_URL={runtime.api_url} JOBSCHED_API_KEY={demo_key}",
-        "  jobsched jobs list          (.venv/bin/jobsched, or `source .venv/bin/activate`)",
-        "  jobsched keys --local create another-tenant",
-        "  jobsched stats             (lateness and outcomes from the functions' EMF metric lines)",
-        "Ctrl-C stops it.",
-        "",
-    ]), flush=True)
-    if os.environ.get("DEMO", "") in ("1", "true", "yes"):
-        threading.Thread(target=run_demo, args=(runtime.api_url, demo_key, echo.url), daemon=True).start()
+    runtime = echo = None
+    # Ctrl-C stops the stack wherever it lands: while it starts, while it prints the banner, or
+    # while it runs (one that landed inside the banner's print used to end in a traceback).
     try:
+        runtime, key_lines, demo_key = boot(options, seeded)
+        from jobsched.local.echo import EchoServer
+
+        echo = EchoServer(port=_int_env("JOBSCHED_ECHO_PORT", 8081))
+        print("\n".join([
+            "",
+            f"jobsched is running: API {runtime.api_url}/v1  (health: {runtime.api_url}/v1/health)",
+            f"  emulator (moto) at {runtime.emulator.url}; {runtime.settings.segments} segments ticking each minute",
+            f"  echo endpoint for targets: {echo.url}/anything",
+            "API keys:",
+            *key_lines,
+            "Try:",
+            f"  export JOBSCHED_URL={runtime.api_url} JOBSCHED_API_KEY={demo_key}",
+            "  jobsched jobs list          (.venv/bin/jobsched, or `source .venv/bin/activate`)",
+            "  jobsched keys --local create another-tenant",
+            "  jobsched stats             (lateness and outcomes from the functions' EMF metric lines)",
+            "Ctrl-C stops it.",
+            "",
+        ]), flush=True)
+        if os.environ.get("DEMO", "") in ("1", "true", "yes"):
+            threading.Thread(target=run_demo, args=(runtime.api_url, demo_key, echo.url), daemon=True).start()
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         print("\njobsched: stopping", flush=True)
-        runtime.stop()
-        echo.stop()
+        if runtime is not None:
+            runtime.stop()
+        if echo is not None:
+            echo.stop()
 
 
 if __name__ == "__main__":

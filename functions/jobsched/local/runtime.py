@@ -276,6 +276,9 @@ class LocalRuntime:
         return server
 
     def stop(self) -> None:
+        """Stops the API, the pollers and the ticks, then the emulator (a second call does nothing)."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         for server in self._servers:
             server.shutdown()

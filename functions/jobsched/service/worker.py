@@ -22,7 +22,7 @@ LEASE_MARGIN_MS = 60_000
 # SQS delays are whole seconds rounded down: wait out at most this much before calling the target.
 MAX_PRECISION_WAIT_MS = 1_500
 
-__all__ = ["Outcome", "RedeliverLater", "UNREAD", "WorkResult", "Worker", "callback_token_hash", "early_ms",
+__all__ = ["ArrivedEarly", "Outcome", "RedeliverLater", "UNREAD", "WorkResult", "Worker", "callback_token_hash", "early_ms",
            "reads_its_job"]
 
 # Worker.process's `job` when the caller did not read it.
@@ -39,6 +39,16 @@ def early_ms(dispatch: Dispatch, now_ms: int) -> int:
     rounded down) waits before its job is read: 0 when it does not wait."""
     early = dispatch.due_ms - now_ms
     return early if dispatch.kind is DispatchKind.FIRE and 0 < early <= MAX_PRECISION_WAIT_MS else 0
+
+
+class ArrivedEarly(Exception):
+    """A FIRE that SQS made visible more than MAX_PRECISION_WAIT_MS before its due instant (a
+    delay rounded down twice: by the tick, and again by a restored snapshot or a hand-back). It
+    never runs early: the message goes back to the queue until its due second."""
+
+    def __init__(self, early_ms: int) -> None:
+        super().__init__(f"{early_ms} ms early")
+        self.early_ms = early_ms
 
 
 class RedeliverLater(Exception):
@@ -78,7 +88,10 @@ class Worker:
             return self._check_lease(dispatch)
         if dispatch.kind is DispatchKind.SWEEP:
             return self._sweep(dispatch)
-        wait_ms = early_ms(dispatch, self._clock.now_ms())
+        now_ms = self._clock.now_ms()
+        if dispatch.kind is DispatchKind.FIRE and dispatch.due_ms - now_ms > MAX_PRECISION_WAIT_MS:
+            raise ArrivedEarly(dispatch.due_ms - now_ms)
+        wait_ms = early_ms(dispatch, now_ms)
         if wait_ms:
             # Wait out the sub-second rest first, then read the job: a pause or delete answered
             # during the wait is seen, and its fire does not run. (Read before the wait, a pause
