@@ -1,6 +1,11 @@
 """Every test runs against fake AWS credentials and a fixed region; nothing may reach an
 instance-metadata address or a real account."""
+import fcntl
+import hashlib
+import json
 import os
+import shutil
+from pathlib import Path
 
 from jobsched.local.fake_aws import use_local_aws_env  # noqa: E402
 
@@ -10,13 +15,16 @@ os.environ["POWERTOOLS_METRICS_NAMESPACE"] = "Jobsched"
 import pytest  # noqa: E402
 
 from jobsched.local import strict_aws  # noqa: E402
-from jobsched.local.synth import synthesize  # noqa: E402
+from jobsched.local.synth import synthesize, template_key  # noqa: E402
 
 # Every botocore client built from here on answers to the strict layer while one is active (each
 # in-process stack activates one: tests/integration/conftest.py).
 strict_aws.install()
 
 TEST_SEGMENTS = 2
+ROOT = Path(__file__).resolve().parents[1]
+# The local stacks the tests start (each in a work directory of its own) share one template cache.
+os.environ.setdefault("JOBSCHED_TEMPLATE_CACHE", str(ROOT / ".build" / "test-template" / "local"))
 
 
 @pytest.fixture(autouse=True)
@@ -28,34 +36,104 @@ def _no_strict_layer_outlives_its_test():
 
 
 @pytest.fixture(scope="session")
+def cdk_out(template) -> Path:
+    """The directory the test template was synthesized into (its assets beside it)."""
+    return ROOT / ".build" / "test-template" / "cdk.out"
+
+
+def _template_inputs_digest() -> str:
+    """What the test template is made from: the CDK app and every function module (the app reads
+    some of their constants), the CDK and project settings, and the template's own options."""
+    digest = hashlib.sha256(f"{TEST_SEGMENTS}:allow-private".encode())
+    for base in (ROOT / "infra", ROOT / "functions"):
+        for path in sorted(base.rglob("*")):
+            if path.is_file() and path.suffix in (".py", ".json", ".toml") and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    for path in (ROOT / "cdk.json", ROOT / "pyproject.toml"):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:24]
+
+
+@pytest.fixture(scope="session")
 def template(tmp_path_factory):
-    """The synthesized CloudFormation template, once per session."""
-    return synthesize(tmp_path_factory.mktemp("cdk.out"), segments=TEST_SEGMENTS, allow_private_targets=True)
+    """The synthesized CloudFormation template: synthesized once (a CDK synthesis takes tens of
+    seconds) and kept in .build/test-template until its inputs change. The parallel test workers
+    share it: the first synthesizes under a file lock, the others wait and read it."""
+    cache = ROOT / ".build" / "test-template"
+    cache.mkdir(parents=True, exist_ok=True)
+    saved = cache / f"pytest-{_template_inputs_digest()}.json"
+    outdir = cache / "cdk.out"  # kept: a test reads the synthesized assets (tests/infra)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if saved.is_file():
+                return json.loads(saved.read_text())
+            shutil.rmtree(outdir, ignore_errors=True)
+            template = synthesize(outdir, segments=TEST_SEGMENTS, allow_private_targets=True)
+            for old in cache.glob("pytest-*.json"):
+                old.unlink()
+            saved.with_suffix(".tmp").write_text(json.dumps(template))
+            saved.with_suffix(".tmp").replace(saved)
+            # The same template is what a local stack of TEST_SEGMENTS segments starts from.
+            local = Path(os.environ["JOBSCHED_TEMPLATE_CACHE"])
+            local.mkdir(parents=True, exist_ok=True)
+            (local / f"template-s{TEST_SEGMENTS}-p-{template_key(TEST_SEGMENTS, True)}.json").write_text(
+                json.dumps(template))
+            return template
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that run the local stack on the wall clock (tests/e2e: a job must arrive within a
+    second of its due instant) are marked `realtime`: `make test` runs them alone, after the rest
+    has run on parallel workers, whose load made them late (a fire measured 5 s late)."""
+    for item in items:
+        if "tests/e2e/" in item.nodeid or item.nodeid.startswith("e2e/"):
+            item.add_marker(pytest.mark.realtime)
+
+
+def _strict_rows() -> list[dict]:
+    """The strict layer's figures of each test this process ran, as plain values."""
+    import sys
+
+    integration = sys.modules.get("tests.integration.conftest")
+    limits = strict_aws.Limits()
+    rows = []
+    for test, report in getattr(integration, "STRICT_REPORTS", None) or []:
+        key, use = report.hottest[0] if report.hottest else ("-", strict_aws.PartitionUse())
+        heat = max(use.peak_wcu / limits.partition_wcu, use.peak_rcu / limits.partition_rcu) if report.hottest else 0.0
+        rows.append({"test": test, "heat": heat, "key": key, "wcu": use.peak_wcu, "rcu": use.peak_rcu,
+                     "throttled": report.throttled, "kms": report.kms_peak_per_second,
+                     "denied": sorted(set(report.denied))})
+    return rows
+
+
+_WORKER_ROWS: list[dict] = []
+
+
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a parallel worker: its figures go to the controller
+        workeroutput["strict_rows"] = json.dumps(_strict_rows())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _WORKER_ROWS.extend(json.loads(getattr(node, "workeroutput", {}).get("strict_rows", "[]")))
 
 
 def pytest_terminal_summary(terminalreporter):
     """The strict AWS layer's figures of the session: the tests with the hottest partition keys
     (share of a key's per-second limit) and the highest KMS rates."""
-    import sys
-
-    integration = sys.modules.get("tests.integration.conftest")
-    STRICT_REPORTS = getattr(integration, "STRICT_REPORTS", None)
-    if not STRICT_REPORTS:
+    rows = _strict_rows() + _WORKER_ROWS
+    if not rows:
         return
-    limits = strict_aws.Limits()
-
-    def heat(report):
-        if not report.hottest:
-            return 0.0
-        use = report.hottest[0][1]
-        return max(use.peak_wcu / limits.partition_wcu, use.peak_rcu / limits.partition_rcu)
-
     terminalreporter.section("strict AWS: hottest partition keys per test")
-    for test, report in sorted(STRICT_REPORTS, key=lambda r: heat(r[1]), reverse=True)[:10]:
-        key, use = report.hottest[0] if report.hottest else ("-", strict_aws.PartitionUse())
-        terminalreporter.write_line(f"{heat(report):6.1%} {test}: {key} peak {use.peak_wcu:g} WCU/s, "
-                                    f"{use.peak_rcu:g} RCU/s, throttled {report.throttled}; "
-                                    f"KMS peak {report.kms_peak_per_second}/s; denied {len(report.denied)}")
-    denied = [(t, r.denied) for t, r in STRICT_REPORTS if r.denied]
-    for test, calls in denied:
-        terminalreporter.write_line(f"AccessDenied in {test}: {sorted(set(calls))}")
+    for row in sorted(rows, key=lambda r: r["heat"], reverse=True)[:10]:
+        terminalreporter.write_line(f"{row['heat']:6.1%} {row['test']}: {row['key']} peak {row['wcu']:g} WCU/s, "
+                                    f"{row['rcu']:g} RCU/s, throttled {row['throttled']}; "
+                                    f"KMS peak {row['kms']}/s; denied {len(row['denied'])}")
+    for row in rows:
+        if row["denied"]:
+            terminalreporter.write_line(f"AccessDenied in {row['test']}: {row['denied']}")

@@ -140,6 +140,7 @@ def test_ctrl_c_stops_a_freshly_synthesized_stack_without_a_traceback(tmp_path):
     env = {**os.environ, "JOBSCHED_WORKDIR": str(tmp_path / "local"), "JOBSCHED_PORT": "0",
            "JOBSCHED_EMULATOR_PORT": "0", "JOBSCHED_ECHO_PORT": "0", "JOBSCHED_SEGMENTS": "1"}
     env.pop("AWS_ENDPOINT_URL", None)
+    env.pop("JOBSCHED_TEMPLATE_CACHE", None)  # its own work directory's cache: a fresh synthesis
     stack = subprocess.Popen([sys.executable, "-m", "jobsched.local"], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
     seen = []

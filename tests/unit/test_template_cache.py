@@ -15,8 +15,11 @@ def test_the_template_is_synthesized_once_while_its_inputs_hold(tmp_path, monkey
     again = synth.cached_template(tmp_path, segments=3, progress=said.append)
     assert first == again == {"Resources": {"n": 3}} and calls == [3]
     assert "synthesizing" in said[0] and "cached" in said[1]
-    synth.cached_template(tmp_path, segments=5, progress=said.append)  # another input: synthesized anew
-    assert calls == [3, 5] and len(list(tmp_path.glob("template-*.json"))) == 1
+    synth.cached_template(tmp_path, segments=5, progress=said.append)  # other options: a template of their own
+    assert calls == [3, 5] and len(list(tmp_path.glob("template-*.json"))) == 2
+    monkeypatch.setattr(synth, "template_key", lambda *a: "changed")  # the infrastructure code changed
+    synth.cached_template(tmp_path, segments=3, progress=said.append)
+    assert calls == [3, 5, 3] and len(list(tmp_path.glob("template-*.json"))) == 2  # it replaced its older one
 
 
 def test_the_key_follows_the_infrastructure_code(tmp_path, monkeypatch):

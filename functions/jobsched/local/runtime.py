@@ -127,7 +127,10 @@ class LocalRuntime:
 
         strict_aws.install()  # before any client is built: every client answers to the layer
 
-        template = cached_template(opts.workdir, segments=opts.segments, allow_private_targets=True,
+        # JOBSCHED_TEMPLATE_CACHE: one template cache for several work directories (the test
+        # suite's stacks each have a work directory of their own, and would each synthesize).
+        template_dir = Path(os.environ.get("JOBSCHED_TEMPLATE_CACHE") or opts.workdir)
+        template = cached_template(template_dir, segments=opts.segments, allow_private_targets=True,
                                    progress=progress)
         session = boto3.session.Session()
         progress("jobsched: creating the tables and queues of the template in the emulator ...")

@@ -62,16 +62,18 @@ def cached_template(workdir: Path, segments: int = 4, allow_private_targets: boo
                     progress=print) -> dict:
     """The synthesized template, from `workdir` when its inputs have not changed since the last
     synthesis (a synthesis takes tens of seconds: CDK runs on Node.js), else synthesized anew."""
-    key = template_key(segments, allow_private_targets)
-    cached = workdir / f"template-{key}.json"
+    options = f"template-s{segments}-{'p' if allow_private_targets else 'n'}-"
+    cached = workdir / f"{options}{template_key(segments, allow_private_targets)}.json"
     if cached.is_file():
         progress("jobsched: the stack's template is unchanged since the last start (cached)")
         return json.loads(cached.read_text())
     progress("jobsched: synthesizing the stack with the CDK (the first start, or its code changed) ...")
     template = synthesize(workdir / "cdk.out", segments=segments, allow_private_targets=allow_private_targets)
-    for old in workdir.glob("template-*.json"):
+    for old in workdir.glob(f"{options}*.json"):  # an older synthesis with the same options
         old.unlink()
-    cached.write_text(json.dumps(template))
+    partial = cached.with_suffix(".partial")  # never a half-written cache to a reader
+    partial.write_text(json.dumps(template))
+    partial.replace(cached)
     return template
 
 
