@@ -85,6 +85,7 @@ class Execution(_Out):
     nextAttemptAt: str | None
     cancelRequested: bool
     throttledMs: int | None = None  # flow control held its start back this long
+    traceId: str  # W3C trace id that every attempt's target call carries (traceparent)
     steps: list[StepSummary] | None = None  # a run (a job with steps): each step, in the job's order
     runId: str | None = None  # a step: its run
     step: str | None = None  # a step: its name
