@@ -75,6 +75,8 @@ def test_the_console_lists_jobs_pauses_one_with_a_reason_and_shows_names_as_text
     browser.click(next(link for link, name in zip(links, names) if name == "nightly-report"))
     state = browser.wait_for(lambda: browser.text(browser.find("#job-state")) == "ACTIVE" and browser.find("#job-state"))
     assert len(browser.wait_for(lambda: browser.find_all("#next-fires li"))) == 10  # the next ten fire instants
+    assert browser.wait_for(lambda: browser.text(browser.find("#job-stats"))).startswith(
+        "0 fires, 0 succeeded, 0 failed, 0 dead, 0 skipped")  # its last day, from GET .../stats
     browser.screenshot(shots / "console-job.png")
     browser.type(browser.find("#pause-reason"), "maintenance window")
     browser.click(browser.find("#pause"))

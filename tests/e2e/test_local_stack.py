@@ -113,6 +113,8 @@ def test_cli_session_a_newcomer_would_type(local_stack):
     assert code == 0 and "SUCCEEDED" in out and "attempts:" in out
     code, out = run_cli(runtime, "executions", "list", job_id)
     assert code == 0 and execution_id in out
+    code, out = run_cli(runtime, "jobs", "stats", job_id, "--window", "1h")  # a trigger is not a fire
+    assert code == 0 and "fires 0  succeeded 1  failed 0  dead 0" in out and "lateness ms: p50 " in out
     code, out = run_cli(runtime, "preview", "0 3 * * *", "--timezone", "Europe/Paris", "--count", "2",
                         "--after", "2030-06-01T00:00:00Z")
     assert (code, out) == (0, "2030-06-01T01:00:00Z\n2030-06-02T01:00:00Z\n")

@@ -43,7 +43,7 @@ def test_payload_size_counts_utf8_bytes_not_escapes(harness):
 
 @pytest.mark.parametrize("name", ["Content-Length", "host", "Transfer-Encoding", "Connection", "X-Execution-Id",
                                   "x-attempt", "X-Jobsched-Signature", "X-Callback-Token", "Content-Type",
-                                  "X-Amz-Target", "x-amz-security-token", "X-Amz-Date"])
+                                  "X-Amz-Target", "x-amz-security-token", "X-Amz-Date", "Traceparent"])
 def test_headers_the_call_controls_cannot_be_set_by_a_job(harness, name):
     status, answer = harness.request("POST", "/v1/jobs", {"name": "n", "type": "RATE", "schedule": "PT1M",
                                                           "target": {**HOOK, "headers": {name: "1"}}})

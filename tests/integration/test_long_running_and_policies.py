@@ -3,6 +3,8 @@ import json
 
 import pytest
 
+from jobsched.domain.trace import trace_context
+
 from .harness import ACCEPTED, FAIL, TIMEOUT
 
 HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/hook"}
@@ -219,6 +221,13 @@ def test_sqs_sns_and_eventbridge_targets_receive_the_execution_id(real_targets):
     assert event["detail"]["payload"] == {"kind": "EVENTBRIDGE"}
     for job in jobs:
         assert [e["status"] for e in harness.executions_of(job["jobId"])] == ["SUCCEEDED"]
+    # and each call carries its execution's W3C trace context, which the execution names
+    for message in direct:  # the SQS target's and the SNS target's (raw delivery keeps attributes)
+        attributes = message["MessageAttributes"]
+        execution_id = attributes["executionId"]["StringValue"]
+        assert attributes["traceparent"]["StringValue"] == trace_context(execution_id, 1).traceparent
+        assert harness.execution(execution_id)["traceId"] == trace_context(execution_id, 1).trace_id
+    assert len(direct) == 2
 
 
 def test_an_aws_target_that_does_not_exist_fails_and_retries(real_targets):

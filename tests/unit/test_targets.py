@@ -1,4 +1,5 @@
 """Target invokers: HTTP against a loopback server, the address guard, Lambda through a stub."""
+import base64
 import io
 import json
 import threading
@@ -14,6 +15,7 @@ from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.executions import Dispatch, DispatchKind, ExecutionStatus
 from jobsched.domain.jobs import Job, JobSpec, JobState, Target, TargetType
 from jobsched.domain.schedule import one_time_schedule
+from jobsched.domain.trace import trace_context
 from jobsched.store.targets import AwsTargetInvoker
 
 
@@ -53,6 +55,7 @@ def job_for(target: Target, timeout_sec: int = 5) -> Job:
 
 
 DISPATCH = Dispatch(DispatchKind.FIRE, "tenant", "job_abc", "job_abc.0000000000001", 1, 1, 1)
+TRACEPARENT_1 = trace_context(DISPATCH.execution_id, 1).traceparent  # the first attempt's
 
 
 def http(url: str, **config) -> Target:
@@ -68,6 +71,17 @@ def test_http_target_gets_payload_execution_id_attempt_and_token(server):
     headers = seen["headers"]
     assert headers["X-Execution-Id"] == DISPATCH.execution_id and headers["X-Attempt"] == "2"
     assert headers["X-Callback-Token"] == "tok" and headers["X-Custom"] == "v" and headers["X-Progress"] == '{"p":1}'
+    assert headers["traceparent"] == trace_context(DISPATCH.execution_id, 2).traceparent
+
+
+def test_a_stored_traceparent_header_never_replaces_the_executions(server):
+    # A job stored before the header was reserved: the call carries one traceparent, the scheduler's,
+    # and the job's own tracestate passes through.
+    target = http(server, headers={"TraceParent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01", "tracestate": "k=v"})
+    assert HttpTargetInvoker(allow_private=True).invoke(job_for(target), DISPATCH, 1).ok
+    [seen] = Recorder.seen
+    assert [v for k, v in seen["headers"].items() if k.lower() == "traceparent"] == [TRACEPARENT_1]
+    assert seen["headers"]["tracestate"] == "k=v"
 
 
 @pytest.mark.parametrize("status,ok,accepted", [(202, True, True), (500, False, False), (302, False, False)])
@@ -120,7 +134,8 @@ def test_lambda_target_sends_the_envelope_and_reads_function_errors():
     arn = "arn:aws:lambda:us-east-1:123456789012:function:tenant-fn"
     job = job_for(Target(TargetType.LAMBDA, {"functionArn": arn}))
     client = invoker._client("lambda", arn, job.spec.timeout_sec)
-    expected = {"FunctionName": arn, "InvocationType": "RequestResponse",
+    context = base64.b64encode(json.dumps({"custom": {"traceparent": TRACEPARENT_1}}, separators=(",", ":")).encode())
+    expected = {"FunctionName": arn, "InvocationType": "RequestResponse", "ClientContext": context.decode(),
                 "Payload": b'{"executionId":"job_abc.0000000000001","attempt":1,"jobId":"job_abc","payload":{"n":1}}'}
     with Stubber(client) as stub:
         stub.add_response("invoke", {"StatusCode": 200, "Payload": io.BytesIO(b'{"rows": 3}')}, expected)
@@ -159,7 +174,8 @@ def test_aws_targets_receive_compact_utf8_json_as_size_checked():
             "TopicArn": arn, "Message": '{"city":"Zürich","n":[1,2]}',
             "MessageAttributes": {"executionId": {"DataType": "String", "StringValue": DISPATCH.execution_id},
                                   "attempt": {"DataType": "Number", "StringValue": "1"},
-                                  "jobId": {"DataType": "String", "StringValue": "job_abc"}}})
+                                  "jobId": {"DataType": "String", "StringValue": "job_abc"},
+                                  "traceparent": {"DataType": "String", "StringValue": TRACEPARENT_1}}})
         assert invoker.invoke(job, DISPATCH, 1).ok
 
 

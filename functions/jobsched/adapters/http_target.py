@@ -20,6 +20,7 @@ from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
+from jobsched.domain.trace import trace_context
 from jobsched.service.signing import (SIGNATURE_HEADER, SIGNED_CALL_HEADERS, SigningUnavailable, signature_header,
                                       standard_headers)
 
@@ -198,8 +199,9 @@ class HttpTargetInvoker:
         url = urlsplit(str(config["url"]))
         # A job stored before webhook-* headers were reserved cannot pass off its own as ours.
         headers = {str(k): str(v) for k, v in (config.get("headers") or {}).items()
-                   if str(k).lower() not in SIGNED_CALL_HEADERS}
+                   if str(k).lower() not in SIGNED_CALL_HEADERS and str(k).lower() != "traceparent"}
         headers.update({
+            "traceparent": trace_context(dispatch.execution_id, attempt).traceparent,
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
             "X-Execution-Id": dispatch.execution_id,

@@ -10,6 +10,7 @@ from jobsched.api.models import MAX_PAYLOAD_BYTES, JobRequest
 from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
 from jobsched.domain.executions import Execution
+from jobsched.domain.trace import trace_id_of
 from jobsched.domain.json_text import size_bytes
 from jobsched.domain.jobs import MAX_JOB_ITEM_BYTES, FlowControl, Job, JobSpec, job_item_sizes, JobState, MisfirePolicy, OverlapPolicy, Priority, Target, TargetType
 from jobsched.domain.retry import Backoff, RetryPolicy
@@ -375,4 +376,5 @@ def _execution_fields(execution: Execution) -> dict:
         "nextAttemptAt": format_instant(execution.retry_at_ms),
         "cancelRequested": execution.cancel_requested,
         "throttledMs": execution.throttled_ms,
+        "traceId": trace_id_of(execution.execution_id),  # the trace every attempt's call carries
     }

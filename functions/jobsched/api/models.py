@@ -27,6 +27,7 @@ RESERVED_HEADERS = frozenset({
     "proxy-authorization", "proxy-connection", "content-type", "user-agent", "expect",
     "x-execution-id", "x-attempt", "x-job-id", "x-callback-token", "x-progress", "x-run-id", "x-step",
     "webhook-id", "webhook-timestamp", "webhook-signature",  # signed calls: a job must not forge them
+    "traceparent",  # the execution's trace context (domain/trace.py); a job may set its tracestate
 })
 # X-Amz-*: a call must not carry AWS request headers (a signature, a security token, a target
 # operation) that an AWS endpoint, or the local stack's emulator, would act on.

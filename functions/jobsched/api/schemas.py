@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from jobsched.api.models import RetryPolicyModel
 
@@ -85,6 +85,7 @@ class Execution(_Out):
     nextAttemptAt: str | None
     cancelRequested: bool
     throttledMs: int | None = None  # flow control held its start back this long
+    traceId: str  # W3C trace id that every attempt's target call carries (traceparent)
     steps: list[StepSummary] | None = None  # a run (a job with steps): each step, in the job's order
     runId: str | None = None  # a step: its run
     step: str | None = None  # a step: its name
@@ -105,6 +106,29 @@ class HeartbeatAnswer(_Out):
 class JobList(_Out):
     items: list[Job]
     nextCursor: str | None
+
+
+class Lateness(_Out):
+    p50: int | None
+    p99: int | None
+    max: int | None
+
+
+class JobStats(_Out):
+    window: str
+    # The part of the window the figures cover: all of it unless `complete` is false (a job with
+    # more than 20,000 executions in the window: the newest 20,000).
+    from_: str = Field(alias="from")
+    to: str
+    complete: bool
+    fires: int  # occurrences of the schedule that fired (not skipped, not cancelled, not triggers)
+    succeeded: int
+    failed: int  # waiting for a retry after a failed attempt
+    dead: int
+    skipped: int
+    running: int  # pending or running now
+    lateMs: Lateness
+    missing: int | None  # absence expectations are not built yet: null
 
 
 class ExecutionList(_Out):

@@ -206,6 +206,17 @@ def run_command(args, client: Client, out) -> int:
             answer = client.call("POST", f"/v1/jobs/{args.job_id}/backfill", {"from": args.from_, "to": args.to})
             return show(answer, lambda: print(f"{answer['count']} occurrences sent", *answer["executionIds"],
                                               sep="\n", file=out))
+        if command == "stats":
+            answer = client.call("GET", f"/v1/jobs/{args.job_id}/stats", query={"window": args.window})
+            late = answer["lateMs"]
+
+            def render_stats() -> None:
+                print(f"last {answer['window']} ({answer['from']} to {answer['to']})"
+                      + ("" if answer["complete"] else ": the newest 20,000 executions only"), file=out)
+                print(f"fires {answer['fires']}  succeeded {answer['succeeded']}  failed {answer['failed']}  "
+                      f"dead {answer['dead']}  skipped {answer['skipped']}  running {answer['running']}", file=out)
+                print("lateness ms: " + "  ".join(f"{k} {'-' if v is None else v}" for k, v in late.items()), file=out)
+            return show(answer, render_stats)
         if command == "trigger":
             headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
             execution = client.call("POST", f"/v1/jobs/{args.job_id}/trigger", headers=headers)
@@ -384,6 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("job_id")
     backfill.add_argument("--from", dest="from_", required=True, help="RFC 3339 instant (inclusive)")
     backfill.add_argument("--to", required=True, help="RFC 3339 instant (exclusive, not in the future)")
+    job_stats = jobs.add_parser("stats", help="a job's outcomes and lateness over the last hour, day or week")
+    job_stats.add_argument("job_id")
+    job_stats.add_argument("--window", choices=["1h", "24h", "7d"], default="24h")
     trigger = jobs.add_parser("trigger", help="run now, outside the schedule")
     trigger.add_argument("job_id")
     trigger.add_argument("--idempotency-key")

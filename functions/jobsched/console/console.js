@@ -106,6 +106,12 @@ async function loadJob(jobId) {
     li.textContent = job.nextFireAt;
     fires.appendChild(li);
   }
+  const stats = await api("GET", "v1/jobs/" + encodeURIComponent(jobId) + "/stats?window=24h").catch(() => null);
+  const late = stats ? stats.lateMs : null;
+  $("job-stats").textContent = !stats ? "" : stats.fires + " fires, " + stats.succeeded + " succeeded, " +
+    stats.failed + " failed, " + stats.dead + " dead, " + stats.skipped + " skipped" +
+    (late && late.p50 !== null ? "; lateness p50 " + late.p50 + " ms, p99 " + late.p99 + " ms, max " + late.max + " ms" : "") +
+    (stats.complete ? "" : " (the newest 20,000 executions)");
   const executions = await api("GET", "v1/jobs/" + encodeURIComponent(jobId) + "/executions?limit=20");
   const body = $("executions-table").tBodies[0];
   body.replaceChildren();

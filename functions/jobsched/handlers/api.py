@@ -26,6 +26,7 @@ from jobsched.api.models import (
 )
 from jobsched.api.openapi import openapi_document
 from jobsched.api.routes import ROUTES
+from jobsched.domain.stats import WINDOWS_MS
 from jobsched.domain.jobs import JobSpec, JobState
 from jobsched.domain.schedule import format_instant, parse_instant
 from jobsched.domain.errors import (
@@ -255,6 +256,14 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         tenant_id = tenant()
         page = service.executions(tenant_id, jobId, _limit(query("limit")), query("cursor"))
         return ok(200, page_body(page, execution_to_json))
+
+    def job_stats(jobId: str):  # noqa: N803
+        tenant_id = tenant()
+        window = query("window") or "24h"
+        if window not in WINDOWS_MS:
+            raise InvalidRequest("window: one of 1h, 24h, 7d", [FieldProblem("window", "one of 1h, 24h, 7d")])
+        stats = service.stats(tenant_id, jobId, window)
+        return ok(200, {**stats, "from": format_instant(stats["from"]), "to": format_instant(stats["to"])})
 
     def with_steps(execution, run):
         """An execution's answer; a run's carries its steps (service.run_of)."""

@@ -18,6 +18,7 @@ from jobsched.domain.dispatch_seal import ForgedDispatch
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.signing import SigningSecrets
+from jobsched.domain.trace import trace_id_of
 from jobsched.service.worker import LEASE_MARGIN_MS, UNREAD, ArrivedEarly, RedeliverLater, Worker, early_ms, reads_its_job
 from jobsched.settings import WORKER_BATCH_SIZE
 from jobsched.store.targets import AwsTargetInvoker
@@ -145,6 +146,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
             return True, "WorkerRecordErrors", None
         logger.info("attempt", extra={"tenantId": dispatch.tenant_id, "jobId": dispatch.job_id,
                                       "executionId": dispatch.execution_id, "attempt": result.attempt,
+                                      "traceId": trace_id_of(dispatch.execution_id),
                                       "outcome": result.outcome.value, "lateMs": result.late_ms})
         return False, OUTCOME_METRIC[result.outcome], result.late_ms
 

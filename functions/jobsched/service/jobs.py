@@ -20,6 +20,7 @@ from jobsched.domain.executions import (
 )
 from jobsched.domain.flow import backfill_spread_ms
 from jobsched.domain.jobs import Job, JobSpec, JobState, new_job_id
+from jobsched.domain.stats import MAX_RECORDS, WINDOWS_MS, job_stats
 from jobsched.domain.timers import Timer, TimerKind, segment_of
 from jobsched.service.handoff import HandOff
 from jobsched.store.dynamo import name_prefix as name_prefix_of
@@ -372,6 +373,13 @@ class JobsService:
     def executions(self, tenant_id: str, job_id: str, limit: int, cursor: str | None) -> Page:
         self.get(tenant_id, job_id)
         return self._executions.list_for_job(job_id, limit, cursor)
+
+    def stats(self, tenant_id: str, job_id: str, window: str) -> dict:
+        """Outcomes and lateness of the job's executions scheduled in the last `window`."""
+        self.get(tenant_id, job_id)
+        now = self._clock.now_ms()
+        records, complete = self._executions.summaries_between(job_id, now - WINDOWS_MS[window], now + 1, MAX_RECORDS)
+        return job_stats(records, window, now, complete)
 
     def _owned(self, tenant_id: str, execution_id: str) -> tuple[Execution, Job]:
         """The execution and its job, read once; another tenant's execution answers 404 exactly
