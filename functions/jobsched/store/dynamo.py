@@ -1272,7 +1272,7 @@ class ExecutionsStore:
         kwargs: dict[str, Any] = {
             "KeyConditionExpression": Key("jobId").eq(job_id),
             "ScanIndexForward": False,
-            "Limit": 25,
+            "Limit": 10,
             "ProjectionExpression": "#run",
             "ExpressionAttributeNames": {"#run": "run"},
         }
