@@ -105,3 +105,23 @@ def test_the_preview_keeps_inside_the_bounds_and_stops_at_max_runs():
                                                    "2030-01-01T07:00:00Z"]
     assert len(preview_schedule("CRON", "0 * * * *", "UTC", 10, T0, max_runs=4)) == 4
     assert preview_schedule("CRON", "0 * * * *", "UTC", 10, T0, end_ms=at("2030-01-01T01:00:00Z")) == []
+
+
+def test_the_cli_sends_the_bounds_and_shows_the_counts():
+    import io
+
+    from jobsched.cli.main import JOB_KEYS, build_parser, details, job_body, request_of
+
+    args = build_parser().parse_args(["jobs", "create", "--name", "n", "--type", "RATE", "--schedule", "PT1M",
+                                      "--target-url", "https://e.com/h", "--start-at", "2030-01-01T00:00:00Z",
+                                      "--end-at", "2030-02-01T00:00:00Z", "--max-runs", "3",
+                                      "--pause-after-failures", "2"])
+    body = job_body(args)
+    assert (body["maxRuns"], body["pauseAfterFailures"], body["endAt"]) == (3, 2, "2030-02-01T00:00:00Z")
+    shown = {"jobId": "job_1", "state": "COMPLETED", "maxRuns": 3, "runCount": 3,
+             "completedReason": "MAX_RUNS_REACHED", "pauseAfterFailures": 2}
+    out = io.StringIO()
+    details(shown, JOB_KEYS, out)
+    lines = dict(line.split(None, 1) for line in out.getvalue().splitlines() if len(line.split(None, 1)) == 2)
+    assert lines["runCount"] == "3" and lines["completedReason"] == "MAX_RUNS_REACHED" and lines["maxRuns"] == "3"
+    assert request_of({**shown, "name": "n", "type": "RATE"})["maxRuns"] == 3  # an update keeps the bound
