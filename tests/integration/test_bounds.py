@@ -159,3 +159,31 @@ def test_the_preview_shows_only_fire_times_inside_the_bounds_and_stops_at_max_ru
     assert status == 200 and len(body["fireTimes"]) == 2
     status, body = harness.request("GET", "/v1/schedule-preview?type=RATE&schedule=PT1H&maxRuns=0")
     assert status == 400 and body["error"]["details"][0]["field"] == "maxRuns"
+
+
+def test_a_worker_dying_between_the_count_and_the_pause_counts_once_and_pauses_on_the_redelivery(harness, monkeypatch):
+    from jobsched.store.dynamo import JobsStore
+
+    from .harness import WorkerDied
+
+    # Every two hours: the end's message comes back (after the lane's visibility timeout) before
+    # the next fire.
+    job = harness.create_job({"name": "c", "type": "RATE", "schedule": "PT2H", "target": HOOK,
+                              "retryPolicy": ONCE, "pauseAfterFailures": 2})
+    harness.target.script[job["jobId"]] = [FAIL, FAIL, FAIL, FAIL]
+    original = JobsStore.pause_itself
+    died = []
+
+    def die_once(self, *args):
+        if not died:
+            died.append(args)
+            raise WorkerDied("the worker died after the second DEAD was counted, before the pause")
+        return original(self, *args)
+
+    monkeypatch.setattr(JobsStore, "pause_itself", die_once)
+    harness.advance(4 * 3600 + 30, step_ms=30_000)  # 02:00:05 DEAD (1), 04:00:05 DEAD (2): dies before pausing
+    assert died and get(harness, job)["state"] == "ACTIVE"
+    harness.advance(7000, step_ms=30_000)  # the end's message comes back before the next fire (06:00:05)
+    body = get(harness, job)
+    assert body["state"] == "PAUSED" and body["pausedReason"].startswith("paused after 2 consecutive")
+    assert len(fired(harness, job)) == 2

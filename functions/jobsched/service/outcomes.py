@@ -145,7 +145,7 @@ class Outcomes:
         more in a row, and the job pauses itself at the threshold; one that SUCCEEDED clears the
         count. No write on the success path while the count (as the worker read it) is zero.
         Crash between the count and the pause: the end's redelivered message counts nothing
-        twice (the count remembers its last execution) and does not pause; the next DEAD does."""
+        twice (the count remembers its last execution) and makes the pause then."""
         if job is None or dispatch.run is None:
             return
         if status is ExecutionStatus.SUCCEEDED:

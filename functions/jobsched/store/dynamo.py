@@ -551,8 +551,9 @@ class JobsStore:
     # --- self-pausing (pauseAfterFailures): written only where an execution of the job ends DEAD,
     # or ends SUCCEEDED while the count is above zero (known from the job item the worker read). --
     def count_dead(self, job: Job, execution_id: str, now_ms: int) -> int | None:
-        """One more execution ended DEAD in a row; returns the count, or None when this execution
-        was already counted (its end handled twice) or the job is gone."""
+        """One more execution ended DEAD in a row; returns the count. An end handled twice (its
+        message delivered again after a crash) counts once and returns the count as it is, so that
+        the pause that may not have followed is made; None if the job is gone."""
         try:
             answer = self._client.update_item(
                 TableName=self._name,
@@ -564,11 +565,16 @@ class JobsStore:
                 ExpressionAttributeNames={"#ver": "version"},
                 ExpressionAttributeValues=values_to_wire({":zero": 0, ":one": 1, ":eid": execution_id, ":now": now_ms}),
                 ReturnValues="UPDATED_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            if _condition_lost(exc, "failure counted"):
+            lost = _condition_lost(exc, "failure counted")
+            if lost is None:
+                raise
+            current = lost.current or {}
+            if current.get("lastDeadExecution") != execution_id:
                 return None
-            raise
+            return int(current.get("consecutiveFailures", 0))
         return int(answer["Attributes"]["consecutiveFailures"]["N"])
 
     def pause_itself(self, job: Job, threshold: int, reason: str, now_ms: int) -> bool:
