@@ -441,6 +441,12 @@ MUTATIONS = [
   "                             consecutive_failures=0, last_dead_execution=None)",
   "        return self._changed(now_ms, state=JobState.ACTIVE, paused_reason=None, run_count=runs)",
   "tests/unit/test_bounds.py::test_resume_clears_the_failure_count_and_keeps_the_run_count"),
+ ("self-pausing: an end handled twice counts once and still makes the pause", "functions/jobsched/store/dynamo.py",
+  '            if current.get("lastDeadExecution") != execution_id:\n                return None\n'
+  '            return int(current.get("consecutiveFailures", 0))',
+  "            return None",
+  "tests/integration/test_bounds.py::"
+  "test_a_worker_dying_between_the_count_and_the_pause_counts_once_and_pauses_on_the_redelivery"),
 ]
 
 
