@@ -45,7 +45,7 @@ def test_the_job_page_shows_runs_bounds_and_why_a_job_completed_or_paused(stack,
     start, end = format_instant(now_ms + 3_600_000 - now_ms % 1000), format_instant(now_ms + 30 * 3_600_000)
     bounded = call(stack, "POST", "/v1/jobs", {"name": "bounded", "type": "RATE", "schedule": "PT1H", "target": FAILING,
                                      "startAt": start, "endAt": end, "maxRuns": 3, "pauseAfterFailures": 5})
-    done = call(stack, "POST", "/v1/jobs", {"name": "three-runs", "type": "RATE", "schedule": "PT1S",
+    done = call(stack, "POST", "/v1/jobs", {"name": "two-runs", "type": "RATE", "schedule": "PT1S",
                                             "target": FAILING, "retryPolicy": ONCE, "maxRuns": 2})
     failing = call(stack, "POST", "/v1/jobs", {"name": "self-paused", "type": "RATE", "schedule": "PT2S",
                                                "target": FAILING, "retryPolicy": ONCE, "pauseAfterFailures": 2})
@@ -60,7 +60,7 @@ def test_the_job_page_shows_runs_bounds_and_why_a_job_completed_or_paused(stack,
     assert len(fires) == 3 and fires[0] == start
     browser.screenshot(shots / "console-job-bounds.png")
 
-    # A job that used up its runs: COMPLETED, and why.
+    # A job that used up its two runs: COMPLETED, and why.
     completed = wait_for_state(stack, done["jobId"], "COMPLETED")
     assert (completed["completedReason"], completed["runCount"]) == ("MAX_RUNS_REACHED", 2)
     open_job(browser, stack, done["jobId"])
