@@ -415,7 +415,7 @@ MUTATIONS = [
   [("        if nominal is None or (max_runs is not None and runs >= max_runs):", "        if nominal is None:"),
    ("            if max_runs is not None and runs >= max_runs:\n                return None",
     "            if False:\n                return None")], None,
-  "tests/integration/test_bounds.py::test_max_runs_fires_that_many_times_then_is_completed_with_max_runs_reached"),
+  "tests/integration/test_bounds.py::test_no_fire_follows_the_last_run_even_while_that_run_is_still_running"),
  ("schedule bounds: a new chain of timers counts on from the fires counted so far", "functions/jobsched/service/jobs.py",
   "                      self._handoff.segment_of(job.job_id), runs=job.run_count)",
   "                      self._handoff.segment_of(job.job_id))",

@@ -187,3 +187,24 @@ def test_a_worker_dying_between_the_count_and_the_pause_counts_once_and_pauses_o
     body = get(harness, job)
     assert body["state"] == "PAUSED" and body["pausedReason"].startswith("paused after 2 consecutive")
     assert len(fired(harness, job)) == 2
+
+
+def test_no_fire_follows_the_last_run_even_while_that_run_is_still_running(harness):
+    from .harness import ACCEPTED
+
+    # Given maxRuns 2 and a second run that a long-running target keeps RUNNING past the next occurrence
+    job = harness.create_job({"name": "l", "type": "RATE", "schedule": "PT1M", "target": HOOK, "maxRuns": 2,
+                              "heartbeatTimeoutSec": 900})
+    harness.target.script[job["jobId"]] = [OK, ACCEPTED]
+    harness.advance(300)
+    # Then the job is not complete yet (its last run has not ended), and yet no third fire ran
+    assert fired(harness, job) == ["2030-01-01T00:01:05Z", "2030-01-01T00:02:05Z"]
+    body = get(harness, job)
+    assert body["state"] == "ACTIVE" and body["runCount"] == 2 and body["nextFireAt"] is None
+    # When the last run reports its end, the job is COMPLETED
+    last = harness.target.calls_for(job["jobId"])[-1].execution_id
+    status, _ = harness.request("POST", f"/v1/executions/{last}/complete", {}, key=None,
+                                headers={"X-Callback-Token": harness.target.tokens[last]})
+    assert status == 200
+    body = get(harness, job)
+    assert body["state"] == "COMPLETED" and body["completedReason"] == "MAX_RUNS_REACHED"
