@@ -75,7 +75,8 @@ class TestCronCalendar:
 
     def test_end_at_bounds_the_schedule(self):
         bounded = cron_schedule("0 * * * *", "UTC", at("2030-01-01T00:00:00Z"), end_ms=at("2030-01-01T02:00:00Z"))
-        assert fires(bounded, "2030-01-01T00:00:00Z", 5) == ["2030-01-01T01:00:00Z", "2030-01-01T02:00:00Z"]
+        # Fires only in [startAt, endAt) (shared/API.md): the occurrence at endAt itself does not fire.
+        assert fires(bounded, "2030-01-01T00:00:00Z", 5) == ["2030-01-01T01:00:00Z"]
 
     def test_start_at_delays_the_first_fire(self):
         later = cron_schedule("0 * * * *", "UTC", at("2030-01-01T00:00:00Z"), start_ms=at("2030-01-01T05:00:00Z"))
@@ -108,9 +109,10 @@ class TestRate:
         rate = rate_schedule("PT1H", at("2030-01-01T00:00:00Z"), start_ms=at("2030-01-02T03:00:00Z"))
         assert fires(rate, "2030-01-01T00:00:00Z", 2) == ["2030-01-02T03:00:00Z", "2030-01-02T04:00:00Z"]
 
-    def test_end_at_is_inclusive(self):
+    def test_end_at_is_exclusive(self):
+        # Round 3 of the contract (shared/API.md): fires only in [startAt, endAt).
         rate = rate_schedule("PT1M", at("2030-01-01T00:00:00Z"), end_ms=at("2030-01-01T00:02:00Z"))
-        assert fires(rate, "2030-01-01T00:00:00Z", 5) == ["2030-01-01T00:01:00Z", "2030-01-01T00:02:00Z"]
+        assert fires(rate, "2030-01-01T00:00:00Z", 5) == ["2030-01-01T00:01:00Z"]
 
     @pytest.mark.parametrize("text,ms", [("PT1S", 1000), ("PT0.5S", None), ("PT1M30S", 90_000), ("P1D", 86_400_000),
                                          ("P1W", 604_800_000), ("PT2H", 7_200_000)])

@@ -114,6 +114,9 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         tags=dict(request.tags),
         flow_control=FlowControl(request.flowControl.key, request.flowControl.maxConcurrency,
                                  request.flowControl.ratePerSecond) if request.flowControl is not None else None,
+        # Schedule bounds and self-pausing (checked in _schedule: recurring jobs only).
+        max_runs=request.maxRuns,
+        pause_after_failures=request.pauseAfterFailures,
     )
     _check_item_size(spec)
     return spec
@@ -187,7 +190,15 @@ def _workflow(models: list, own: OwnResources) -> Workflow:
     return Workflow(steps)
 
 
+# Schedule bounds and self-pausing: only a recurring job has them; on another one each is a 422.
+_RECURRING_ONLY_FIELDS = ("startAt", "endAt", "maxRuns", "pauseAfterFailures")
+
+
 def _schedule(request: JobRequest, now_ms: int) -> Schedule:
+    if request.type not in ("CRON", "RATE"):
+        for name in _RECURRING_ONLY_FIELDS:
+            if getattr(request, name) is not None:
+                raise UnprocessableRequest.for_field(name, f"only CRON and RATE jobs take it, not {request.type}")
     given = {name for name in _SCHEDULE_FIELDS if getattr(request, name) is not None}
     stray = sorted(given - _FIELDS_BY_TYPE[request.type])
     if stray:
@@ -236,8 +247,11 @@ def parse_rate_period(expression: str) -> int:
     return parse_duration_ms(rate_to_duration(expression) if is_aws_expression(expression) else expression)
 
 
-def preview_schedule(job_type: str, expression: str, tz: str, count: int, after_ms: int) -> list[int]:
-    """The next `count` fire instants after `after_ms`, for a form that shows them."""
+def preview_schedule(job_type: str, expression: str, tz: str, count: int, after_ms: int,
+                     start_ms: int | None = None, end_ms: int | None = None, max_runs: int | None = None) -> list[int]:
+    """The next `count` fire instants after `after_ms`, for a form that shows them. Schedule
+    bounds: only instants in [startAt, endAt), and no more than `max_runs` of them (the fires a
+    job created now with these bounds would make)."""
     if job_type not in PREVIEW_TYPES:
         raise InvalidRequest(f"type: preview takes one of {', '.join(PREVIEW_TYPES)}", [FieldProblem("type", "unsupported")])
     if not 1 <= count <= 100:
@@ -252,9 +266,11 @@ def preview_schedule(job_type: str, expression: str, tz: str, count: int, after_
     if job_type == "CRON":
         # Checked from the beginning of time: an expression that matches dates has simply none
         # left after an `after` near the end of time (an empty list), it does not "never match".
-        schedule = cron_schedule(expression, tz, BEGINNING_OF_TIME_MS)
+        schedule = cron_schedule(expression, tz, BEGINNING_OF_TIME_MS, start_ms, end_ms)
     else:
-        schedule = rate_schedule(expression, after_ms - parse_rate_period(expression))
+        schedule = rate_schedule(expression, after_ms - parse_rate_period(expression), start_ms, end_ms)
+    if max_runs is not None:
+        count = min(count, max_runs)
     out: list[int] = []
     cursor = after_ms
     while len(out) < count:
@@ -275,6 +291,8 @@ def _required(value: Any, field_name: str, job_type: str) -> Any:
 def next_fire_at(job: Job, now_ms: int) -> int | None:
     if job.state is not JobState.ACTIVE:
         return None
+    if job.spec.max_runs is not None and job.run_count >= job.spec.max_runs:
+        return None  # schedule bounds: its last run is under way; none follows
     schedule = job.spec.schedule
     if not schedule.recurring:
         nominal = schedule.run_at_ms
@@ -324,6 +342,11 @@ def job_to_json(job: Job, now_ms: int) -> dict:
         "flowControl": spec.flow_control.to_item() if spec.flow_control else None,
         "tags": dict(spec.tags),
         "pausedReason": job.paused_reason,
+        # Schedule bounds and self-pausing.
+        "maxRuns": spec.max_runs,
+        "pauseAfterFailures": spec.pause_after_failures,
+        "runCount": job.run_count,
+        "completedReason": job.completed_reason.value if job.completed_reason else None,
         "state": job.state.value,
         "nextFireAt": format_instant(next_fire_at(job, now_ms)),
         "createdAt": format_instant(job.created_ms),

@@ -177,6 +177,9 @@ class JobRequest(_Model):
     onFailure: TargetModel | None = None  # called once per execution that ends DEAD, with its summary
     flowControl: FlowControlModel | None = None
     tags: dict[str, str] = Field(default_factory=dict)
+    # Schedule bounds and self-pausing (CRON and RATE jobs only).
+    maxRuns: int | None = Field(None, ge=1, le=10_000_000)
+    pauseAfterFailures: int | None = Field(None, ge=1, le=1000)
 
     @field_validator("name")
     @classmethod

@@ -101,7 +101,12 @@ ROUTES: tuple[Route, ...] = (
               Param("type", "query", "CRON, RATE or ONE_TIME"), Param("schedule", "query", "the expression"),
               Param("timezone", "query", "IANA time zone, default UTC"),
               Param("count", "query", "1..100, default 10", "integer"),
-              Param("after", "query", "RFC 3339 instant, default now")), errors=(400, 401, 422)),
+              Param("after", "query", "RFC 3339 instant, default now"),
+              # Schedule bounds: only fire times in [startAt, endAt), at most maxRuns of them.
+              Param("startAt", "query", "RFC 3339 instant: no fire time before it"),
+              Param("endAt", "query", "RFC 3339 instant: no fire time at or after it"),
+              Param("maxRuns", "query", "1..10000000: at most this many fire times", "integer")),
+          errors=(400, 401, 422)),
     Route("rotate_signing_secret", "POST", "/v1/signing-secrets/rotate",
           "New signing secret (shown once); the previous one keeps signing for graceSec", 201,
           schemas.SigningSecret, RotateSigningSecretRequest, errors=(400, 401, 422)),

@@ -39,6 +39,11 @@ class Job(_Out):
     flowControl: dict[str, Any] | None = None
     tags: dict[str, str] = {}
     pausedReason: str | None = None
+    # Schedule bounds and self-pausing.
+    maxRuns: int | None = None
+    pauseAfterFailures: int | None = None
+    runCount: int = 0
+    completedReason: Literal["END_REACHED", "MAX_RUNS_REACHED"] | None = None
     state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"]
     nextFireAt: str | None
     createdAt: str

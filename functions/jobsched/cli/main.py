@@ -64,6 +64,10 @@ REQUEST_FIELDS = ("name", "type", "schedule", "timezone", "runAt", "delaySeconds
                   "payload", "retryPolicy", "timeoutSec", "priority", "overlapPolicy", "misfirePolicy", "jitterSec",
                   "heartbeatTimeoutSec", "tags")
 SCHEDULE_FIELDS = ("schedule", "timezone", "runAt", "delaySeconds", "startAt", "endAt")
+# Schedule bounds and self-pausing: taken back by a PUT; shown by `jobs get`.
+REQUEST_FIELDS += ("maxRuns", "pauseAfterFailures")
+SCHEDULE_FIELDS += ("maxRuns",)  # a new --type drops it with the schedule (a ONE_TIME job has none)
+JOB_KEYS += ["maxRuns", "runCount", "completedReason", "pauseAfterFailures", "pausedReason"]
 
 
 def read_body_file(path: str) -> dict:
@@ -110,6 +114,7 @@ def job_body(args, base: dict | None = None) -> dict:
         "runAt": args.run_at, "delaySeconds": args.delay, "startAt": args.start_at, "endAt": args.end_at,
         "timeoutSec": args.timeout, "priority": args.priority,
     }
+    flags.update({"maxRuns": args.max_runs, "pauseAfterFailures": args.pause_after_failures})  # schedule bounds
     body.update({k: v for k, v in flags.items() if v is not None})
     if args.target_url:
         body["target"] = {"type": "HTTP", "url": args.target_url, "method": args.method}
@@ -375,6 +380,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a tag (repeatable); update: added to the job's tags")
         cmd.add_argument("--flow-control", help='flow control as JSON: {"key": "partner-api", "maxConcurrency": 5, '
                                                 '"ratePerSecond": 10}')
+        # Schedule bounds and self-pausing (CRON and RATE jobs).
+        cmd.add_argument("--max-runs", type=int, help="fire at most this many times, then COMPLETED")
+        cmd.add_argument("--pause-after-failures", type=int,
+                         help="pause the job after this many consecutive executions ended DEAD")
     listing = jobs.add_parser("list", help="the tenant's jobs")
     _filters(listing)
     _paging(listing)

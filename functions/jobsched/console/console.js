@@ -69,6 +69,25 @@ async function loadJobs(more) {
 }
 
 // --- one job -------------------------------------------------------------------------------
+// Schedule bounds and self-pausing: the job's runs, bounds and why it completed, and the preview
+// kept inside them (the runs left, from now).
+const BOUND_FIELDS = { "Completed because": "job-completed-reason", "Runs": "job-runs", "Starts": "job-start-at",
+  "Ends": "job-end-at", "Pauses after failures": "job-pause-after-failures" };
+
+function boundFields(job) {
+  return [["Completed because", job.completedReason],
+    ["Runs", job.type !== "CRON" && job.type !== "RATE" ? null
+      : job.maxRuns ? job.runCount + " of " + job.maxRuns : job.runCount],
+    ["Starts", job.startAt], ["Ends", job.endAt], ["Pauses after failures", job.pauseAfterFailures]];
+}
+
+function boundPreview(job, query) {
+  if (job.startAt) query.set("startAt", job.startAt);
+  if (job.endAt) query.set("endAt", job.endAt);
+  if (job.maxRuns) query.set("maxRuns", String(Math.max(1, job.maxRuns - (job.runCount || 0))));
+  return query;
+}
+
 async function loadJob(jobId) {
   const job = await api("GET", "v1/jobs/" + encodeURIComponent(jobId));
   $("job-name").textContent = job.name;
@@ -80,6 +99,7 @@ async function loadJob(jobId) {
     ["Steps", job.steps ? job.steps.map((s) => s.name + (s.dependsOn ? " after " + s.dependsOn.join(", ") : "")).join("; ") : null],
     ["Tags", Object.entries(job.tags || {}).map(([k, v]) => k + ":" + v).join(" ")],
     ["Payload", JSON.stringify(job.payload)], ["Version", job.version]];
+  fields.splice(3, 0, ...boundFields(job));
   for (const [label, value] of fields) {
     if (value === null || value === undefined || value === "") continue;
     const dt = document.createElement("dt");
@@ -88,14 +108,15 @@ async function loadJob(jobId) {
     dd.textContent = String(value);
     if (label === "State") { dd.id = "job-state"; dd.className = "state-" + value; }
     if (label === "Paused because") dd.id = "job-paused-reason";
+    if (BOUND_FIELDS[label]) dd.id = BOUND_FIELDS[label];
     details.append(dt, dd);
   }
   $("job-view").dataset.jobId = job.jobId;
   const fires = $("next-fires");
   fires.replaceChildren();
   if (job.schedule && job.state === "ACTIVE") {
-    const preview = await api("GET", "v1/schedule-preview?" + new URLSearchParams({
-      type: job.type, schedule: job.schedule, timezone: job.timezone, count: "10" }).toString()).catch(() => null);
+    const preview = await api("GET", "v1/schedule-preview?" + boundPreview(job, new URLSearchParams({
+      type: job.type, schedule: job.schedule, timezone: job.timezone, count: "10" })).toString()).catch(() => null);
     for (const at of preview ? preview.fireTimes : []) {
       const li = document.createElement("li");
       li.textContent = at;

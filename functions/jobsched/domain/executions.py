@@ -66,6 +66,9 @@ class Dispatch:
     attempt: int = 1
     # Flow control deferred this dispatch since then (the execution shows how long: throttledMs).
     throttled_from_ms: int | None = None
+    # Schedule bounds: a scheduled fire's number among the job's fires (1 for the first), carried
+    # by its retries; None for triggers, backfills, steps and hooks (they are not counted).
+    run: int | None = None
 
     def to_json(self) -> str:
         body = {
@@ -80,6 +83,8 @@ class Dispatch:
         }
         if self.throttled_from_ms is not None:
             body["throttledFromMs"] = self.throttled_from_ms
+        if self.run is not None:
+            body["run"] = self.run
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -94,6 +99,7 @@ class Dispatch:
             generation=int(data["generation"]),
             attempt=int(data["attempt"]),
             throttled_from_ms=int(data["throttledFromMs"]) if data.get("throttledFromMs") is not None else None,
+            run=int(data["run"]) if data.get("run") is not None else None,
         )
 
 
@@ -151,6 +157,7 @@ class Execution:
     upstream_done: frozenset = frozenset()
     redriving: bool = False
     throttled_ms: int | None = None  # how long flow control held its start back
+    run: int | None = None  # schedule bounds: a scheduled fire's number (Dispatch.run)
 
     @property
     def late_ms(self) -> int | None:
@@ -190,6 +197,7 @@ class Execution:
             upstream_done=frozenset(item.get("upstreamDone") or ()),
             redriving=bool(item.get("redriving")),
             throttled_ms=int(item["throttledMs"]) if item.get("throttledMs") is not None else None,
+            run=int(item["run"]) if item.get("run") is not None else None,
         )
 
 

@@ -23,6 +23,12 @@ class JobState(str, Enum):
     CANCELLED = "CANCELLED"
 
 
+class CompletedReason(str, Enum):
+    """Why a recurring job ended COMPLETED (schedule bounds)."""
+    END_REACHED = "END_REACHED"  # no occurrence left before endAt
+    MAX_RUNS_REACHED = "MAX_RUNS_REACHED"  # fired maxRuns times
+
+
 class Priority(str, Enum):
     HIGH = "HIGH"
     NORMAL = "NORMAL"
@@ -123,6 +129,10 @@ class JobSpec:
     tags: dict[str, str] = field(default_factory=dict)
     # A job whose fire runs a DAG of steps instead of calling one target.
     steps: Workflow | None = None
+    # Schedule bounds and self-pausing: fire at most max_runs times; pause after this many
+    # consecutive executions ended DEAD.
+    max_runs: int | None = None
+    pause_after_failures: int | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,13 @@ class Job:
     # counter every job held before counters were sharded).
     quota_shard: int = 0
     paused_reason: str | None = None  # why it was paused (shown on the job), while PAUSED
+    # Schedule bounds and self-pausing: fires counted as last recorded on the item (the live count
+    # rides the FIRE timers: service/handoff.py), why it COMPLETED, and the executions that ended
+    # DEAD in a row (the last one's id makes a repeated end count once).
+    run_count: int = 0
+    completed_reason: CompletedReason | None = None
+    consecutive_failures: int = 0
+    last_dead_execution: str | None = None
 
     def fires(self) -> bool:
         return self.state is JobState.ACTIVE
@@ -166,12 +183,32 @@ class Job:
             raise Conflict("only recurring (CRON, RATE) jobs can be paused; cancel a one-off job instead")
         return self._changed(now_ms, state=JobState.PAUSED, paused_reason=reason)
 
-    def resumed(self, now_ms: int) -> "Job":
+    def resumed(self, now_ms: int, run_count: int | None = None) -> "Job":
+        """ACTIVE again, its failure count cleared. `run_count`: the fires counted so far; a job
+        that has used up its runs, or has no occurrence left before its end, is COMPLETED instead
+        (it would never fire again)."""
         if self.state is JobState.ACTIVE:
             return self
         if self.state is not JobState.PAUSED:
             raise Conflict(f"job is {self.state.value}; only a PAUSED job can be resumed")
-        return self._changed(now_ms, state=JobState.ACTIVE, paused_reason=None)
+        runs = max(self.run_count, run_count or 0)
+        ended = self.end_reason(runs, now_ms)
+        if ended is not None:
+            return self._changed(now_ms, state=JobState.COMPLETED, paused_reason=None, completed_reason=ended,
+                                 run_count=runs, consecutive_failures=0, last_dead_execution=None)
+        return self._changed(now_ms, state=JobState.ACTIVE, paused_reason=None, run_count=runs,
+                             consecutive_failures=0, last_dead_execution=None)
+
+    def end_reason(self, run_count: int, after_ms: int) -> CompletedReason | None:
+        """Why a recurring job with `run_count` fires behind it would fire no more after `after_ms`;
+        None while it still has fires left."""
+        if not self.spec.schedule.recurring:
+            return None
+        if self.spec.max_runs is not None and run_count >= self.spec.max_runs:
+            return CompletedReason.MAX_RUNS_REACHED
+        if self.spec.schedule.next_fire_after(self.nominal_of(after_ms)) is None:
+            return CompletedReason.END_REACHED
+        return None
 
     def cancelled(self, now_ms: int) -> "Job":
         if self.state is JobState.CANCELLED:
@@ -229,6 +266,13 @@ class Job:
             **({"flowControl": _json(spec.flow_control.to_item())} if spec.flow_control else {}),
             **({"tags": dict(spec.tags)} if spec.tags else {}),
             **({"pausedReason": self.paused_reason} if self.paused_reason else {}),
+            # Schedule bounds and self-pausing.
+            **({"maxRuns": spec.max_runs} if spec.max_runs is not None else {}),
+            **({"pauseAfterFailures": spec.pause_after_failures} if spec.pause_after_failures is not None else {}),
+            **({"runCount": self.run_count} if self.run_count else {}),
+            **({"completedReason": self.completed_reason.value} if self.completed_reason else {}),
+            **({"consecutiveFailures": self.consecutive_failures} if self.consecutive_failures else {}),
+            **({"lastDeadExecution": self.last_dead_execution} if self.last_dead_execution else {}),
             "state": self.state.value,
             "generation": self.generation,
             "version": self.version,
@@ -258,6 +302,9 @@ class Job:
             on_failure=Target.from_item(_parsed(item["onFailure"])) if "onFailure" in item else None,
             flow_control=FlowControl.from_item(_parsed(item["flowControl"])) if "flowControl" in item else None,
             tags={str(k): str(v) for k, v in (item.get("tags") or {}).items()},
+            # Schedule bounds and self-pausing.
+            max_runs=int(item["maxRuns"]) if "maxRuns" in item else None,
+            pause_after_failures=int(item["pauseAfterFailures"]) if "pauseAfterFailures" in item else None,
         )
         return cls(
             tenant_id=item["tenantId"],
@@ -270,13 +317,18 @@ class Job:
             updated_ms=int(item["updatedMs"]),
             quota_shard=int(item.get("quotaShard", 0)),
             paused_reason=item.get("pausedReason"),
+            # Schedule bounds and self-pausing.
+            run_count=int(item.get("runCount", 0)),
+            completed_reason=CompletedReason(item["completedReason"]) if "completedReason" in item else None,
+            consecutive_failures=int(item.get("consecutiveFailures", 0)),
+            last_dead_execution=item.get("lastDeadExecution"),
         )
 
 
     @classmethod
     def for_hand_off(cls, item: dict) -> "Job":
         """Only what handing off a timer reads (store/dynamo.py HAND_OFF_ATTRIBUTES): schedule,
-        priority, misfire policy, jitter, state and generation. The rest is absent (target and
+        priority, misfire policy, jitter, maxRuns, state and generation. The rest is absent (target and
         retry policy None, name empty, counters 0): such a job is never written (to_item
         refuses) nor shown."""
         spec = JobSpec(
@@ -288,6 +340,7 @@ class Job:
             priority=Priority(item["priority"]),
             misfire_policy=MisfirePolicy(item.get("misfirePolicy", "RUN_ONCE")),
             jitter_sec=int(item.get("jitterSec", 0)),
+            max_runs=int(item["maxRuns"]) if "maxRuns" in item else None,  # schedule bounds
         )
         return cls(tenant_id=item["tenantId"], job_id=item["jobId"], spec=spec, state=JobState(item["state"]),
                    generation=int(item["generation"]), version=0, created_ms=0, updated_ms=0)
@@ -309,7 +362,10 @@ def job_item_sizes(spec: JobSpec) -> dict[str, int]:
     with a ValidationException, after the idempotency record and the quota place were taken)."""
     probe = Job(tenant_id=_PROBE_TENANT, job_id=new_job_id(_MAX_NUMBER // 1000), spec=spec, state=JobState.PAUSED,
                 generation=_MAX_NUMBER, version=_MAX_NUMBER, created_ms=_MAX_NUMBER, updated_ms=_MAX_NUMBER,
-                quota_shard=_MAX_NUMBER, paused_reason="\U0001F600" * 500)
+                quota_shard=_MAX_NUMBER, paused_reason="\U0001F600" * 500,
+                # Schedule bounds and self-pausing: the bookkeeping at its largest.
+                run_count=_MAX_NUMBER, completed_reason=CompletedReason.MAX_RUNS_REACHED,
+                consecutive_failures=_MAX_NUMBER, last_dead_execution="e" * 128)
     return {name: attribute_bytes(name, value) for name, value in probe.to_item().items()}
 
 

@@ -217,7 +217,8 @@ class Schedule:
     def _bounded(self, candidate: int | None) -> int | None:
         if candidate is None or candidate > LAST_OCCURRENCE_MS:
             return None
-        if self.end_ms is not None and candidate > self.end_ms:
+        # Fires only in [startAt, endAt): an occurrence at endAt itself is past the end.
+        if self.end_ms is not None and candidate >= self.end_ms:
             return None
         return candidate
 

@@ -79,6 +79,9 @@ class Timer:
     segment: int
     execution_id: str | None = None  # RETRY: the execution to run again
     attempt: int = 1  # RETRY: the attempt it runs
+    # Schedule bounds: FIRE: the job's fires counted before this occurrence (the hand-off counts
+    # them here, in the timer it writes anyway); RETRY: the run number of the execution it retries.
+    runs: int = 0
 
     @property
     def minute(self) -> int:
@@ -109,6 +112,8 @@ class Timer:
         }
         if self.execution_id:
             item["executionId"] = self.execution_id
+        if self.runs:
+            item["runs"] = self.runs
         return item
 
     def to_wire(self) -> dict:
@@ -128,6 +133,7 @@ class Timer:
             segment=int(item["segment"]["N"]),
             execution_id=execution["S"] if execution else None,
             attempt=int(item["attempt"]["N"]) if "attempt" in item else 1,
+            runs=int(item["runs"]["N"]) if "runs" in item else 0,
         )
 
     @classmethod
@@ -141,6 +147,7 @@ class Timer:
             segment=int(item["segment"]),
             execution_id=item.get("executionId"),
             attempt=int(item.get("attempt", 1)),
+            runs=int(item.get("runs", 0)),
         )
 
 

@@ -102,6 +102,14 @@ def _int_param(value: str | None, name: str, default: int | None) -> int | None:
     return int(text)
 
 
+def _bounded_int_param(value: str | None, name: str, low: int, high: int) -> int | None:
+    """An optional integer query parameter in [low, high]: 400 naming it otherwise."""
+    number = _int_param(value, name, None)
+    if number is not None and not low <= number <= high:
+        raise InvalidRequest(f"{name}: must be from {low} to {high}", [FieldProblem(name, f"{low}..{high}")])
+    return number
+
+
 def _idempotency_key(value: str | None) -> str | None:
     if value is None:
         return None
@@ -229,7 +237,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         return ok(202, {"count": len(ids), "executionIds": ids})
 
     def get_job(jobId: str):  # noqa: N803 - path parameter names follow the API contract
-        return ok(200, job_body(service.get(tenant(), jobId)))
+        return ok(200, job_body(service.get_counted(tenant(), jobId)))
 
     def replace_job(jobId: str):  # noqa: N803
         tenant_id = tenant()
@@ -311,6 +319,10 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
             query("timezone") or "UTC",
             _int_param(query("count"), "count", 10),
             parse_instant(after, "after") if after else parts.clock.now_ms(),
+            # Schedule bounds: only fire times in [startAt, endAt), at most maxRuns of them.
+            parse_instant(query("startAt"), "startAt") if query("startAt") else None,
+            parse_instant(query("endAt"), "endAt") if query("endAt") else None,
+            _bounded_int_param(query("maxRuns"), "maxRuns", 1, 10_000_000),
         )
         return ok(200, {"fireTimes": [format_instant(t) for t in fire_times]})
 

@@ -86,4 +86,4 @@ def _dispatch(execution: Execution, job: Job | None) -> Dispatch:
     kind = DispatchKind.MANUAL if execution.execution_id.endswith(".manual") else DispatchKind.FIRE
     generation = job.generation if job else 0
     return Dispatch(kind, execution.tenant_id, execution.job_id, execution.execution_id, execution.scheduled_ms,
-                    generation, execution.attempt)
+                    generation, execution.attempt, run=execution.run)

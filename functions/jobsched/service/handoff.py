@@ -145,7 +145,8 @@ class HandOff:
         if timer.kind is TimerKind.RETRY:
             assert timer.execution_id is not None
             dispatch = Dispatch(DispatchKind.RETRY, job.tenant_id, job.job_id, timer.execution_id,
-                                scheduled_ms_of(timer.execution_id), job.generation, timer.attempt)
+                                scheduled_ms_of(timer.execution_id), job.generation, timer.attempt,
+                                run=timer.runs or None)
             outgoing.append(Outgoing(job.spec.priority, dispatch, timer.due_ms))
             return None
         return self._fire_chain(timer, job, claimed, now, outgoing, report)
@@ -157,7 +158,13 @@ class HandOff:
         schedule = job.spec.schedule
         policy = job.spec.misfire_policy
         nominal: int | None = job.nominal_of(timer.due_ms)
+        # Schedule bounds: the fires counted so far ride the chain of FIRE timers (written here
+        # anyway), so maxRuns costs no call; the chain ends with the maxRuns-th fire.
+        runs = timer.runs
+        max_runs = job.spec.max_runs if schedule.recurring else None
         while nominal is not None and minute_of(job.fire_at(nominal)) <= claimed:
+            if max_runs is not None and runs >= max_runs:
+                return None
             occurrence = job.fire_at(nominal)
             late = occurrence < now - MISFIRE_GRACE_MS
             if late and schedule.recurring and policy is MisfirePolicy.SKIP:
@@ -167,8 +174,10 @@ class HandOff:
                 report.skipped.append((job, occurrence))
                 nominal = schedule.next_fire_after(nominal)
                 continue
+            runs += 1
             dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id,
-                                execution_id_for(job.job_id, occurrence), occurrence, job.generation)
+                                execution_id_for(job.job_id, occurrence), occurrence, job.generation,
+                                run=runs if schedule.recurring else None)
             # A tenant's herd enters the lane at its fair share a second (service/fairness.py).
             outgoing.append(Outgoing(job.spec.priority, dispatch, self._fair.visible_at(job.tenant_id, occurrence)))
             if not schedule.recurring:
@@ -177,6 +186,7 @@ class HandOff:
             # RUN_ALL (and any occurrence on time): the next one follows from this due instant.
             after = max(nominal, job.nominal_of(now)) if late and policy is MisfirePolicy.RUN_ONCE else nominal
             nominal = schedule.next_fire_after(after)
-        if nominal is None:
+        if nominal is None or (max_runs is not None and runs >= max_runs):
             return None
-        return Timer(job.fire_at(nominal), TimerKind.FIRE, job.tenant_id, job.job_id, job.generation, timer.segment)
+        return Timer(job.fire_at(nominal), TimerKind.FIRE, job.tenant_id, job.job_id, job.generation, timer.segment,
+                     runs=runs)

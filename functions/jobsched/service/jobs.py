@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace as replaced_with
 
 from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost, Conflict, NotFound, QuotaExceeded, UnprocessableRequest
@@ -166,6 +166,19 @@ class JobsService:
             raise NotFound(f"no job {job_id}")
         return job
 
+    # --- schedule bounds: the fires counted ---------------------------------------------------
+    def counted(self, job: Job) -> Job:
+        """The job with its runCount as of now: the item's count (recorded by each write of the
+        job) or, for a recurring job still firing, the newest fire's number its claim recorded
+        (one small query; the hand-off counts in its timers and writes no job item per fire)."""
+        if not job.spec.schedule.recurring or job.state not in (JobState.ACTIVE, JobState.PAUSED):
+            return job
+        latest = self._executions.latest_run(job.job_id)
+        return replaced_with(job, run_count=latest) if latest is not None and latest > job.run_count else job
+
+    def get_counted(self, tenant_id: str, job_id: str) -> Job:
+        return self.counted(self.get(tenant_id, job_id))
+
     def list(self, tenant_id: str, state: JobState | None, limit: int, cursor: str | None,
              tags: list[tuple[str, str]] = (), name_prefix: str | None = None) -> Page:
         """The tenant's jobs; with tags (all must match) or a name prefix, read through the index
@@ -297,6 +310,10 @@ class JobsService:
         if if_match is not None and if_match != job.version:
             raise Conflict(f"If-Match {if_match} does not match the job's version {job.version}")
         now = self._clock.now_ms()
+        job = self.counted(job)
+        if spec.max_runs is not None and spec.schedule.recurring and job.run_count >= spec.max_runs:
+            # A job stays in its state through an update: one that would have no run left is refused.
+            raise UnprocessableRequest.for_field("maxRuns", f"the job has already fired {job.run_count} times")
         updated = job.replaced(spec, now)
         self._jobs.save(job, updated)
         if updated.state is JobState.ACTIVE:
@@ -312,7 +329,7 @@ class JobsService:
         return cancelled
 
     def pause(self, tenant_id: str, job_id: str, reason: str | None = None) -> Job:
-        job = self.get(tenant_id, job_id)
+        job = self.counted(self.get(tenant_id, job_id))
         paused = job.paused(self._clock.now_ms(), reason)
         self._jobs.save(job, paused)
         return paused
@@ -321,10 +338,14 @@ class JobsService:
         """The next fire is computed from now, not from the pause: missed ones are not run."""
         job = self.get(tenant_id, job_id)
         now = self._clock.now_ms()
-        resumed = job.resumed(now)
+        counted = self.counted(job)
+        resumed = job.resumed(now, counted.run_count)
         if resumed is job:
             return job
         self._jobs.save(job, resumed)
+        if resumed.state is JobState.COMPLETED:  # no run left (maxRuns, endAt): it ends here
+            self._jobs.give_back_quota(tenant_id, active_counter(job.quota_shard))
+            return resumed
         self._place_first_timer(resumed, resumed.spec.schedule.next_fire_after(now))
         return resumed
 
@@ -336,8 +357,9 @@ class JobsService:
     def _place_first_timer(self, job: Job, nominal_ms: int | None) -> None:
         if nominal_ms is None or job.state is not JobState.ACTIVE:
             return
+        # The new chain of timers counts on from the fires counted so far (schedule bounds).
         timer = Timer(job.fire_at(nominal_ms), TimerKind.FIRE, job.tenant_id, job.job_id, job.generation,
-                      self._handoff.segment_of(job.job_id))
+                      self._handoff.segment_of(job.job_id), runs=job.run_count)
         self._handoff.place(timer, job)
 
     # --- executions ------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, ExecutionStatus
-from jobsched.domain.jobs import Job, JobState
+from jobsched.domain.jobs import CompletedReason, Job, JobState
 from jobsched.domain.retry import SQS_MAX_DELAY_MS
 from jobsched.domain.executions import scheduled_ms_of
 from jobsched.domain.hooks import hook_execution_id, hook_of
@@ -40,6 +40,12 @@ class Outcome(str, Enum):
     LOST = "LOST"  # a long-running attempt missed its heartbeat deadline
     RUN_STARTED = "RUN_STARTED"  # a job with steps: its run's first steps were sent
     THROTTLED = "THROTTLED"  # flow control held it back: sent again for later, no attempt used
+
+
+def pause_reason(count: int, execution_id: str, error: str | None) -> str:
+    """The pausedReason of a job that paused itself: the count, the last execution, its error."""
+    last = f"; last error: {error[:300]}" if error else ""
+    return f"paused after {count} consecutive executions ended DEAD; the last: {execution_id}{last}"
 
 
 def retry_delay(retry, next_attempt: int, unit_random: float, retry_after_ms: int | None) -> int:
@@ -89,7 +95,7 @@ class Outcomes:
             if retry is None or retry.exhausted(attempt) or job.state is JobState.CANCELLED or not outcome.retryable:
                 self._record_end(job, dispatch, attempt, ExecutionStatus.DEAD, records, now, outcome.error,
                                  lease_expired_by=lease_expired_by, dead_letter=not step)
-                self._ended(job, dispatch, ExecutionStatus.DEAD, now, step)
+                self._ended(job, dispatch, ExecutionStatus.DEAD, now, step, outcome.error)
                 return Outcome.DEAD
             retry_at = now + retry_delay(retry, attempt + 1, self._random(), outcome.retry_after_ms)
             self._record_end(job, dispatch, attempt, ExecutionStatus.FAILED, records, now, outcome.error,
@@ -112,15 +118,17 @@ class Outcomes:
         self._executions.finish_attempt(dispatch, attempt, status, records, now_ms, error, **details)
         self.flow.give_back(job, dispatch.execution_id)
 
-    def _ended(self, job: Job | None, dispatch: Dispatch, status: ExecutionStatus, now_ms: int, step: bool) -> None:
+    def _ended(self, job: Job | None, dispatch: Dispatch, status: ExecutionStatus, now_ms: int, step: bool,
+               error: str | None = None) -> None:
         """After an execution's end is recorded: a step moves its run on; anything else may
         complete its job and call its completion hook."""
         if step:
             self.runs.step_ended(job, dispatch.execution_id, status)
         else:
-            self.after_end(job, dispatch, status, now_ms)
+            self.after_end(job, dispatch, status, now_ms, error)
 
-    def after_end(self, job: Job | None, dispatch: Dispatch, status: ExecutionStatus, now_ms: int) -> None:
+    def after_end(self, job: Job | None, dispatch: Dispatch, status: ExecutionStatus, now_ms: int,
+                  error: str | None = None) -> None:
         """An execution (or a run) ended: its job may be complete, and its hook is called."""
         if hook_of(dispatch.execution_id) is not None:
             return  # a hook's own call: it completes nothing and has no hook
@@ -128,6 +136,28 @@ class Outcomes:
         # redelivered message still reaches Worker._claim_lost, which does both again.
         self.send_hook(job, dispatch.execution_id, status)
         self._complete_if_last(job, dispatch, now_ms)
+        # After the completion: a job whose last run ended DEAD is COMPLETED, not paused.
+        self._count_failures(job, dispatch, status, now_ms, error)
+
+    def _count_failures(self, job: Job | None, dispatch: Dispatch, status: ExecutionStatus, now_ms: int,
+                        error: str | None) -> None:
+        """pauseAfterFailures: a scheduled fire (it has a run number) that ended DEAD counts one
+        more in a row, and the job pauses itself at the threshold; one that SUCCEEDED clears the
+        count. No write on the success path while the count (as the worker read it) is zero.
+        Crash between the count and the pause: the end's redelivered message counts nothing
+        twice (the count remembers its last execution) and makes the pause then."""
+        if job is None or dispatch.run is None:
+            return
+        if status is ExecutionStatus.SUCCEEDED:
+            if job.consecutive_failures > 0:
+                self._jobs.clear_failures(job, now_ms)
+            return
+        threshold = job.spec.pause_after_failures
+        if status is not ExecutionStatus.DEAD or threshold is None:
+            return
+        count = self._jobs.count_dead(job, dispatch.execution_id, now_ms)
+        if count is not None and count >= threshold and job.state is JobState.ACTIVE:
+            self._jobs.pause_itself(job, threshold, pause_reason(count, dispatch.execution_id, error), now_ms)
 
     def send_hook(self, job: Job | None, execution_id: str, status: ExecutionStatus) -> None:
         """Record the hook's call PENDING and send it (safe to repeat: the record is written once,
@@ -161,13 +191,13 @@ class Outcomes:
         """Backoffs up to SQS's 15-minute cap ride an SQS delay; longer ones become RETRY timers."""
         now = self._clock.now_ms()
         retry = Dispatch(DispatchKind.RETRY, dispatch.tenant_id, dispatch.job_id, dispatch.execution_id,
-                         dispatch.due_ms, job.generation, attempt)
+                         dispatch.due_ms, job.generation, attempt, run=dispatch.run)
         if retry_at_ms - now <= SQS_MAX_DELAY_MS:
             # Rounded up to the next whole second: a retry is never early.
             self._lanes.send([Outgoing(job.spec.priority, retry, retry_at_ms + 999)])
             return
         timer = Timer(retry_at_ms, TimerKind.RETRY, job.tenant_id, job.job_id, job.generation,
-                      self._handoff.segment_of(job.job_id), dispatch.execution_id, attempt)
+                      self._handoff.segment_of(job.job_id), dispatch.execution_id, attempt, runs=dispatch.run or 0)
         self._handoff.place(timer, job)
 
     def arm_lease_check(self, dispatch: Dispatch, attempt: int, deadline_ms: int, job: Job | None) -> None:
@@ -180,9 +210,15 @@ class Outcomes:
         past its endAt) is COMPLETED once that occurrence has ended."""
         if job is None or dispatch.kind in (DispatchKind.MANUAL, DispatchKind.BACKFILL) or job.state is not JobState.ACTIVE:
             return
-        if job.spec.schedule.next_fire_after(job.nominal_of(dispatch.due_ms)) is None:
-            if self._jobs.mark_completed(job, now_ms):
-                self._give_back(job.tenant_id, active_counter(job.quota_shard))
+        recurring = job.spec.schedule.recurring
+        if recurring and dispatch.run is not None and job.spec.max_runs is not None and dispatch.run >= job.spec.max_runs:
+            reason: CompletedReason | None = CompletedReason.MAX_RUNS_REACHED  # its last run has ended
+        elif job.spec.schedule.next_fire_after(job.nominal_of(dispatch.due_ms)) is None:
+            reason = CompletedReason.END_REACHED if recurring else None
+        else:
+            return
+        if self._jobs.mark_completed(job, now_ms, reason, dispatch.run if recurring else None):
+            self._give_back(job.tenant_id, active_counter(job.quota_shard))
 
     def _give_back(self, tenant_id: str, counter: str) -> None:
         with self._lock:

@@ -49,7 +49,7 @@ def run_dispatch(job: Job, run: Execution) -> Dispatch:
     """The dispatch a run was started by (for what follows its end, e.g. a one-off job completes)."""
     kind = DispatchKind.MANUAL if run.execution_id.endswith(".manual") else DispatchKind.FIRE
     return Dispatch(kind, job.tenant_id, job.job_id, run.execution_id, scheduled_ms_of(run.execution_id),
-                    job.generation, run.attempt)
+                    job.generation, run.attempt, run=run.run)
 
 
 class Runs:

@@ -124,6 +124,8 @@ class Worker:
                                                         dispatch.due_ms, job.generation,
                                                         "skipped: the previous run was still running",
                                                         self._clock.now_ms())
+                if recorded:  # schedule bounds: a skipped last run completes its job all the same
+                    self._outcomes.after_end(job, dispatch, ExecutionStatus.SKIPPED, self._clock.now_ms())
                 return WorkResult(Outcome.SKIPPED if recorded else Outcome.DUPLICATE)
 
         return self._attempt(job, dispatch)
@@ -290,14 +292,14 @@ class Worker:
         records = [AttemptRecord(dispatch.attempt, ExecutionStatus.LOST, execution.attempt_started_ms or now, now,
                                  "missed its heartbeat deadline")]
         lost = AttemptOutcome(False, ExecutionStatus.LOST, "missed its heartbeat deadline")
-        outcome = self._outcomes.finish(job, _as_attempt(dispatch, execution.scheduled_ms), dispatch.attempt, records,
+        outcome = self._outcomes.finish(job, _as_attempt(dispatch, execution.scheduled_ms, execution.run), dispatch.attempt, records,
                                         lost, lease_expired_by=now)
         return WorkResult(Outcome.LOST if outcome is not Outcome.STALE_RESULT else outcome, dispatch.attempt)
 
 
-def _as_attempt(dispatch: Dispatch, scheduled_ms: int) -> Dispatch:
+def _as_attempt(dispatch: Dispatch, scheduled_ms: int, run: int | None = None) -> Dispatch:
     return Dispatch(DispatchKind.RETRY, dispatch.tenant_id, dispatch.job_id, dispatch.execution_id, scheduled_ms,
-                    dispatch.generation, dispatch.attempt)
+                    dispatch.generation, dispatch.attempt, run=run)
 
 
 def _still_wanted(job: Job | None, dispatch: Dispatch) -> bool:

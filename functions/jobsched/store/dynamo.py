@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 
 from jobsched.domain.errors import ConditionLost, Conflict, FieldProblem, InvalidRequest
 from jobsched.domain.executions import AttemptRecord, Dispatch, Execution, ExecutionStatus
-from jobsched.domain.jobs import Job, JobState
+from jobsched.domain.jobs import CompletedReason, Job, JobState
 from jobsched.domain.json_text import compact
 from jobsched.domain.timers import Timer, Watermark
 from jobsched.store.wire import item_from_wire, values_to_wire
@@ -43,7 +43,8 @@ BULK_PREFIX = "bulk#"
 # What a hand-off reads of a job (Job.for_hand_off): each attribute left out is one less for
 # boto3 to parse and for us to decode, thousands of times a minute (bench cpu: about 15% of the
 # tick's CPU per timer).
-HAND_OFF_ATTRIBUTES = ("tenantId", "jobId", "schedule", "priority", "misfirePolicy", "jitterSec", "state", "generation")
+HAND_OFF_ATTRIBUTES = ("tenantId", "jobId", "schedule", "priority", "misfirePolicy", "jitterSec", "state", "generation",
+                       "maxRuns")
 BATCH_GET_LIMIT = 100
 # Batch calls of one page in flight at once (the tick's job reads, its next-timer writes).
 GET_PARALLELISM = 8
@@ -512,10 +513,12 @@ class JobsStore:
             if not _condition_lost(exc, "quota"):
                 raise
 
-    def mark_completed(self, job: Job, now_ms: int) -> bool:
+    def mark_completed(self, job: Job, now_ms: int, reason: CompletedReason | None = None,
+                       run_count: int | None = None) -> bool:
         """ACTIVE → COMPLETED, only for this generation; False if the job changed meanwhile. The
         caller gives the job's quota place back (service/outcomes.py). A one-time job expires
-        after the retention (ended_job_expires_at)."""
+        after the retention (ended_job_expires_at). A recurring job records why (schedule bounds)
+        and its fires counted."""
         expires_at = ended_job_expires_at(replace(job, state=JobState.COMPLETED, updated_ms=now_ms),
                                           self._retention_days)
         try:
@@ -523,7 +526,9 @@ class JobsStore:
                 TableName=self._name,
                 Key={"tenantId": {"S": job.tenant_id}, "jobId": {"S": job.job_id}},
                 UpdateExpression="SET #state = :completed, #ver = #ver + :one, updatedMs = :now"
-                                 + (", expiresAt = :expires" if expires_at is not None else ""),
+                                 + (", expiresAt = :expires" if expires_at is not None else "")
+                                 + (", completedReason = :reason" if reason is not None else "")
+                                 + (", runCount = :runs" if run_count is not None else ""),
                 ConditionExpression="#state = :active AND generation = :gen",
                 ExpressionAttributeNames={"#state": "state", "#ver": "version"},
                 ExpressionAttributeValues=values_to_wire({
@@ -533,6 +538,8 @@ class JobsStore:
                     ":one": 1,
                     ":now": now_ms,
                     **({":expires": expires_at} if expires_at is not None else {}),
+                    **({":reason": reason.value} if reason is not None else {}),
+                    **({":runs": run_count} if run_count is not None else {}),
                 }),
             )
             return True
@@ -540,6 +547,72 @@ class JobsStore:
             if _condition_lost(exc, "job changed"):
                 return False
             raise
+
+    # --- self-pausing (pauseAfterFailures): written only where an execution of the job ends DEAD,
+    # or ends SUCCEEDED while the count is above zero (known from the job item the worker read). --
+    def count_dead(self, job: Job, execution_id: str, now_ms: int) -> int | None:
+        """One more execution ended DEAD in a row; returns the count. An end handled twice (its
+        message delivered again after a crash) counts once and returns the count as it is, so that
+        the pause that may not have followed is made; None if the job is gone."""
+        try:
+            answer = self._client.update_item(
+                TableName=self._name,
+                Key={"tenantId": {"S": job.tenant_id}, "jobId": {"S": job.job_id}},
+                UpdateExpression="SET consecutiveFailures = if_not_exists(consecutiveFailures, :zero) + :one, "
+                                 "lastDeadExecution = :eid, #ver = #ver + :one, updatedMs = :now",
+                ConditionExpression="attribute_exists(jobId) AND "
+                                    "(attribute_not_exists(lastDeadExecution) OR lastDeadExecution <> :eid)",
+                ExpressionAttributeNames={"#ver": "version"},
+                ExpressionAttributeValues=values_to_wire({":zero": 0, ":one": 1, ":eid": execution_id, ":now": now_ms}),
+                ReturnValues="UPDATED_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            lost = _condition_lost(exc, "failure counted")
+            if lost is None:
+                raise
+            current = lost.current or {}
+            if current.get("lastDeadExecution") != execution_id:
+                return None
+            return int(current.get("consecutiveFailures", 0))
+        return int(answer["Attributes"]["consecutiveFailures"]["N"])
+
+    def pause_itself(self, job: Job, threshold: int, reason: str, now_ms: int) -> bool:
+        """ACTIVE → PAUSED with its reason, once the count reached `threshold`; the generation
+        moves on (its timers and in-flight fires are dropped, as for a pause asked for)."""
+        try:
+            self._client.update_item(
+                TableName=self._name,
+                Key={"tenantId": {"S": job.tenant_id}, "jobId": {"S": job.job_id}},
+                UpdateExpression="SET #state = :paused, pausedReason = :reason, generation = generation + :one, "
+                                 "#ver = #ver + :one, updatedMs = :now",
+                ConditionExpression="#state = :active AND consecutiveFailures >= :threshold",
+                ExpressionAttributeNames={"#state": "state", "#ver": "version"},
+                ExpressionAttributeValues=values_to_wire({
+                    ":paused": JobState.PAUSED.value, ":active": JobState.ACTIVE.value, ":reason": reason,
+                    ":one": 1, ":now": now_ms, ":threshold": threshold}),
+            )
+            return True
+        except ClientError as exc:
+            if _condition_lost(exc, "job changed"):
+                return False
+            raise
+
+    def clear_failures(self, job: Job, now_ms: int) -> None:
+        """A success ends the run of failures (a no-op if another end cleared it first)."""
+        try:
+            self._client.update_item(
+                TableName=self._name,
+                Key={"tenantId": {"S": job.tenant_id}, "jobId": {"S": job.job_id}},
+                UpdateExpression="SET consecutiveFailures = :zero, #ver = #ver + :one, updatedMs = :now "
+                                 "REMOVE lastDeadExecution",
+                ConditionExpression="consecutiveFailures > :zero",
+                ExpressionAttributeNames={"#ver": "version"},
+                ExpressionAttributeValues=values_to_wire({":zero": 0, ":one": 1, ":now": now_ms}),
+            )
+        except ClientError as exc:
+            if not _condition_lost(exc, "failures cleared"):
+                raise
 
 
 class TimerPage(list):
@@ -713,6 +786,8 @@ class ExecutionsStore:
                     "startedMs = if_not_exists(startedMs, :start), attemptStartedMs = :start, "
                     "leaseUntilMs = :lease, callbackTokenHash = :token"
                     + (", throttledMs = :throttled" if throttled_ms is not None else "")
+                    # Schedule bounds: the fire's number, in the write the claim makes anyway.
+                    + (", #run = :run" if dispatch.run is not None else "")
                     + " REMOVE retryAtMs, accepted"
                 ),
                 ConditionExpression=(
@@ -720,7 +795,7 @@ class ExecutionsStore:
                     " OR (#st IN (:failed, :pending) AND attempt = :prev)"
                     " OR (#st = :running AND leaseUntilMs < :now)"
                 ),
-                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeNames={"#st": "status", **({"#run": "run"} if dispatch.run is not None else {})},
                 ExpressionAttributeValues=values_to_wire({
                     ":running": ExecutionStatus.RUNNING.value,
                     ":failed": ExecutionStatus.FAILED.value,
@@ -736,6 +811,7 @@ class ExecutionsStore:
                     ":token": token_hash,
                     ":start": started_ms if started_ms is not None else now_ms,
                     **({":throttled": throttled_ms} if throttled_ms is not None else {}),
+                    **({":run": dispatch.run} if dispatch.run is not None else {}),
                 }),
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -1225,6 +1301,27 @@ class ExecutionsStore:
             if "LastEvaluatedKey" not in answer:
                 return found, True
             kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+    def latest_run(self, job_id: str, pages: int = 4) -> int | None:
+        """The highest fire number recorded on the job's newest executions (schedule bounds: the
+        claim records it), None when none in reach has one. Newest first; a few small pages at
+        most (a run's steps, triggers and hooks carry none), only the number projected."""
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": Key("jobId").eq(job_id),
+            "ScanIndexForward": False,
+            "Limit": 10,
+            "ProjectionExpression": "#run",
+            "ExpressionAttributeNames": {"#run": "run"},
+        }
+        for _ in range(pages):
+            answer = self._table.query(**kwargs)
+            runs = [int(i["run"]) for i in answer.get("Items", []) if i.get("run") is not None]
+            if runs:
+                return max(runs)
+            if not answer.get("LastEvaluatedKey"):
+                return None
+            kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        return None
 
     def list_for_job(self, job_id: str, limit: int, cursor: str | None) -> Page:
         """The job's history, newest first: its executions and runs, not the steps of its runs (a
