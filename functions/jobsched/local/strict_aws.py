@@ -32,7 +32,6 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any, Callable, Iterator
 
 from botocore.exceptions import ClientError
