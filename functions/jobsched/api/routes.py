@@ -98,7 +98,11 @@ ROUTES: tuple[Route, ...] = (
               Param("type", "query", "CRON, RATE or ONE_TIME"), Param("schedule", "query", "the expression"),
               Param("timezone", "query", "IANA time zone, default UTC"),
               Param("count", "query", "1..100, default 10", "integer"),
-              Param("after", "query", "RFC 3339 instant, default now")), errors=(400, 401, 422)),
+              Param("after", "query", "RFC 3339 instant, default now"),
+              # Catch-up that does not flood
+              Param("maxCatchUp", "query", "1..10000: show a RUN_ALL catch-up of at most this many", "integer"),
+              Param("catchUpPerMinute", "query", "1..600: the catch-up's release rate", "integer")),
+          errors=(400, 401, 422)),
     Route("rotate_signing_secret", "POST", "/v1/signing-secrets/rotate",
           "New signing secret (shown once); the previous one keeps signing for graceSec", 201,
           schemas.SigningSecret, RotateSigningSecretRequest, errors=(400, 401, 422)),

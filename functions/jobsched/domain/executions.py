@@ -66,6 +66,8 @@ class Dispatch:
     attempt: int = 1
     # Flow control deferred this dispatch since then (the execution shows how long: throttledMs).
     throttled_from_ms: int | None = None
+    # Catch-up that does not flood: a missed occurrence released late by its job's catch-up policy.
+    catch_up: bool = False
 
     def to_json(self) -> str:
         body = {
@@ -80,6 +82,8 @@ class Dispatch:
         }
         if self.throttled_from_ms is not None:
             body["throttledFromMs"] = self.throttled_from_ms
+        if self.catch_up:
+            body["catchUp"] = True
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -94,6 +98,7 @@ class Dispatch:
             generation=int(data["generation"]),
             attempt=int(data["attempt"]),
             throttled_from_ms=int(data["throttledFromMs"]) if data.get("throttledFromMs") is not None else None,
+            catch_up=data.get("catchUp") is True,
         )
 
 
@@ -151,6 +156,12 @@ class Execution:
     upstream_done: frozenset = frozenset()
     redriving: bool = False
     throttled_ms: int | None = None  # how long flow control held its start back
+    # Catch-up that does not flood: a fire released late by the catch-up policy; or, SKIPPED with
+    # skip_reason MISSED_WINDOW, the one record of the older missed occurrences (count, newest).
+    catch_up: bool = False
+    skip_reason: str | None = None
+    skipped_count: int | None = None
+    skipped_through_ms: int | None = None
 
     @property
     def late_ms(self) -> int | None:
@@ -190,6 +201,10 @@ class Execution:
             upstream_done=frozenset(item.get("upstreamDone") or ()),
             redriving=bool(item.get("redriving")),
             throttled_ms=int(item["throttledMs"]) if item.get("throttledMs") is not None else None,
+            catch_up=bool(item.get("catchUp")),
+            skip_reason=item.get("skipReason"),
+            skipped_count=int(item["skippedCount"]) if item.get("skippedCount") is not None else None,
+            skipped_through_ms=int(item["skippedThroughMs"]) if item.get("skippedThroughMs") is not None else None,
         )
 
 
