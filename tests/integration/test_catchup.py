@@ -118,3 +118,14 @@ def test_catch_up_bounds_are_422_naming_the_field(harness):
                                                         "target": HOOK, "misfirePolicy": {
                                                             "policy": "RUN_ALL", "catchUpPerMinute": 601}}, KEY_A)
     assert status == 422 and body["error"]["details"][0]["field"] == "misfirePolicy.catchUpPerMinute", body
+
+
+def test_the_preview_shows_what_a_catch_up_would_do(harness):
+    status, body = harness.request("GET", "/v1/schedule-preview?type=RATE&schedule=PT1M&count=2"
+                                          "&maxCatchUp=100&catchUpPerMinute=10", key=KEY_A)
+    assert status == 200, body
+    assert body["catchUp"] == {"policy": "RUN_ALL", "maxCatchUp": 100, "catchUpPerMinute": 10, "drainSeconds": 604}
+    status, body = harness.request("GET", "/v1/schedule-preview?type=RATE&schedule=PT1M&count=2", key=KEY_A)
+    assert status == 200 and "catchUp" not in body
+    status, body = harness.request("GET", "/v1/schedule-preview?type=RATE&schedule=PT1M&maxCatchUp=0", key=KEY_A)
+    assert status == 422 and body["error"]["details"][0]["field"] == "maxCatchUp", body
