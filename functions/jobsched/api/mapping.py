@@ -6,12 +6,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from jobsched.adapters.targets import largest_payload_bytes
-from jobsched.api.models import MAX_PAYLOAD_BYTES, JobRequest
+from jobsched.api.models import MAX_PAYLOAD_BYTES, JobRequest, MisfirePolicyModel
 from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
 from jobsched.domain.executions import Execution
 from jobsched.domain.trace import trace_id_of
 from jobsched.domain.json_text import size_bytes
+from jobsched.domain.catchup import release_offset_ms
+from jobsched.domain.jobs import CATCH_UP_PER_MINUTE_LIMIT, MAX_CATCH_UP_LIMIT, CatchUp
 from jobsched.domain.jobs import MAX_JOB_ITEM_BYTES, FlowControl, Job, JobSpec, job_item_sizes, JobState, MisfirePolicy, OverlapPolicy, Priority, Target, TargetType
 from jobsched.domain.retry import Backoff, RetryPolicy
 from jobsched.domain.steps import Step, Workflow
@@ -105,7 +107,7 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         timeout_sec=request.timeoutSec,
         priority=Priority(request.priority),
         overlap_policy=OverlapPolicy(request.overlapPolicy),
-        misfire_policy=MisfirePolicy(request.misfirePolicy),
+        misfire_policy=_misfire_policy(request.misfirePolicy),
         jitter_sec=request.jitterSec,
         heartbeat_timeout_sec=request.heartbeatTimeoutSec,
         retry_on_4xx=request.retryOn4xx,
@@ -117,9 +119,69 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         # Schedule bounds and self-pausing (checked in _schedule: recurring jobs only).
         max_runs=request.maxRuns,
         pause_after_failures=request.pauseAfterFailures,
+        # Catch-up that does not flood.
+        catch_up=_catch_up(request.misfirePolicy, schedule),
     )
+    if spec.max_runs is not None and spec.catch_up is not None:
+        # The fires a catch-up releases carry no run number: a bound on runs could not hold.
+        raise UnprocessableRequest.for_field("maxRuns", "cannot be combined with a catch-up policy "
+                                             "(misfirePolicy with maxCatchUp / catchUpPerMinute)")
     _check_item_size(spec)
     return spec
+
+
+# --- Catch-up that does not flood: misfirePolicy's object form --------------------------------
+DEFAULT_MAX_CATCH_UP = 100
+DEFAULT_CATCH_UP_PER_MINUTE = 10
+
+
+def _misfire_policy(value: str | MisfirePolicyModel) -> MisfirePolicy:
+    return MisfirePolicy(value.policy if isinstance(value, MisfirePolicyModel) else value)
+
+
+def _catch_up(value: str | MisfirePolicyModel, schedule: Schedule) -> CatchUp | None:
+    """The object form's bounds; None for a string (its meaning is unchanged) and for an object
+    without numbers under RUN_ONCE or SKIP (the same as the string)."""
+    if not isinstance(value, MisfirePolicyModel):
+        return None
+    for name, given, limit in (("maxCatchUp", value.maxCatchUp, MAX_CATCH_UP_LIMIT),
+                               ("catchUpPerMinute", value.catchUpPerMinute, CATCH_UP_PER_MINUTE_LIMIT)):
+        if given is None:
+            continue
+        if value.policy != MisfirePolicy.RUN_ALL.value:
+            raise UnprocessableRequest.for_field(f"misfirePolicy.{name}", "goes only with policy RUN_ALL "
+                                                 f"(policy is {value.policy})")
+        if not 1 <= given <= limit:
+            raise UnprocessableRequest.for_field(f"misfirePolicy.{name}", f"must be 1..{limit:,}")
+    if value.policy != MisfirePolicy.RUN_ALL.value:
+        return None
+    if not schedule.recurring:
+        raise UnprocessableRequest.for_field("misfirePolicy", "a catch-up policy needs a recurring (CRON, RATE) "
+                                             "schedule; a one-off job always runs, late")
+    return CatchUp(value.maxCatchUp if value.maxCatchUp is not None else DEFAULT_MAX_CATCH_UP,
+                   value.catchUpPerMinute if value.catchUpPerMinute is not None else DEFAULT_CATCH_UP_PER_MINUTE)
+
+
+def preview_catch_up(max_catch_up: int | None, per_minute: int | None) -> dict | None:
+    """The schedule preview's view of a catch-up policy: after an outage or a pause, at most
+    maxCatchUp missed occurrences run, the last of them drainSeconds after the first."""
+    if max_catch_up is None and per_minute is None:
+        return None
+    policy = MisfirePolicyModel(policy="RUN_ALL", maxCatchUp=max_catch_up, catchUpPerMinute=per_minute)
+    for name, given, limit in (("maxCatchUp", max_catch_up, MAX_CATCH_UP_LIMIT),
+                               ("catchUpPerMinute", per_minute, CATCH_UP_PER_MINUTE_LIMIT)):
+        if given is not None and not 1 <= given <= limit:
+            raise UnprocessableRequest.for_field(name, f"must be 1..{limit:,}")
+    catch_up = CatchUp(policy.maxCatchUp or DEFAULT_MAX_CATCH_UP, policy.catchUpPerMinute or DEFAULT_CATCH_UP_PER_MINUTE)
+    return {"policy": "RUN_ALL", **catch_up.to_item(),
+            "drainSeconds": release_offset_ms(catch_up.max_catch_up - 1, catch_up.per_minute) // 1000}
+
+
+def misfire_policy_to_json(spec: JobSpec) -> str | dict:
+    """A job created with a string answers with the string, as before."""
+    if spec.catch_up is None:
+        return spec.misfire_policy.value
+    return {"policy": spec.misfire_policy.value, **spec.catch_up.to_item()}
 
 
 # The request fields a job item's attributes come from (the rest are bookkeeping of fixed size).
@@ -333,7 +395,7 @@ def job_to_json(job: Job, now_ms: int) -> dict:
         "timeoutSec": spec.timeout_sec,
         "priority": spec.priority.value,
         "overlapPolicy": spec.overlap_policy.value,
-        "misfirePolicy": spec.misfire_policy.value,
+        "misfirePolicy": misfire_policy_to_json(spec),
         "jitterSec": spec.jitter_sec,
         "heartbeatTimeoutSec": spec.heartbeat_timeout_sec,
         "retryOn4xx": spec.retry_on_4xx,
@@ -400,4 +462,8 @@ def _execution_fields(execution: Execution) -> dict:
         "cancelRequested": execution.cancel_requested,
         "throttledMs": execution.throttled_ms,
         "traceId": trace_id_of(execution.execution_id),  # the trace every attempt's call carries
+        # Catch-up that does not flood.
+        "catchUp": execution.catch_up,
+        **({"reason": execution.skip_reason, "skippedCount": execution.skipped_count,
+            "skippedThrough": format_instant(execution.skipped_through_ms)} if execution.skip_reason else {}),
     }

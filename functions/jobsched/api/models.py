@@ -152,6 +152,17 @@ class StepModel(_Model):
     timeoutSec: int | None = Field(None, ge=1, le=MAX_TIMEOUT_SEC)
 
 
+class MisfirePolicyModel(_Model):
+    """Catch-up that does not flood: misfirePolicy's object form. The numbers' ranges, and that
+    they go only with RUN_ALL, are checked in api/mapping.py (422 naming the field)."""
+    policy: Literal["RUN_ONCE", "RUN_ALL", "SKIP"]
+    maxCatchUp: int | None = None
+    catchUpPerMinute: int | None = None
+
+
+_MISFIRE_NAMES = ("RUN_ONCE", "RUN_ALL", "SKIP")
+
+
 class JobRequest(_Model):
     name: str = Field(min_length=1, max_length=128)
     type: Literal["ONE_TIME", "DELAYED", "CRON", "RATE"]
@@ -169,7 +180,7 @@ class JobRequest(_Model):
     timeoutSec: int = Field(300, ge=1, le=MAX_TIMEOUT_SEC)
     priority: Literal["HIGH", "NORMAL", "LOW"] = "NORMAL"
     overlapPolicy: Literal["ALLOW", "SKIP"] = "ALLOW"
-    misfirePolicy: Literal["RUN_ONCE", "RUN_ALL", "SKIP"] = "RUN_ONCE"
+    misfirePolicy: Literal["RUN_ONCE", "RUN_ALL", "SKIP"] | MisfirePolicyModel = "RUN_ONCE"
     jitterSec: int = Field(0, ge=0, le=3600)
     heartbeatTimeoutSec: int = Field(300, ge=10, le=86_400)
     retryOn4xx: bool = False  # retry an HTTP 4xx other than 408 and 429 (not retried by default)
@@ -185,6 +196,21 @@ class JobRequest(_Model):
     @classmethod
     def _printable_name(cls, value: str) -> str:
         return printable_name(value)
+
+    @field_validator("misfirePolicy", mode="before")
+    @classmethod
+    def _misfire_form(cls, value: Any) -> Any:
+        # Catch-up that does not flood: one clear message for either form (a union's error names
+        # each member it tried).
+        if isinstance(value, dict):
+            try:
+                return MisfirePolicyModel.model_validate(value)
+            except ValidationError as exc:
+                raise ValueError("; ".join(f"{_field_path(e['loc'])}: {e['msg']}" for e in exc.errors())) from None
+        if value not in _MISFIRE_NAMES:
+            raise ValueError("one of RUN_ONCE, RUN_ALL, SKIP, or an object "
+                             "{\"policy\", \"maxCatchUp\", \"catchUpPerMinute\"}")
+        return value
 
     @field_validator("tags")
     @classmethod

@@ -105,7 +105,10 @@ ROUTES: tuple[Route, ...] = (
               # Schedule bounds: only fire times in [startAt, endAt), at most maxRuns of them.
               Param("startAt", "query", "RFC 3339 instant: no fire time before it"),
               Param("endAt", "query", "RFC 3339 instant: no fire time at or after it"),
-              Param("maxRuns", "query", "1..10000000: at most this many fire times", "integer")),
+              Param("maxRuns", "query", "1..10000000: at most this many fire times", "integer"),
+              # Catch-up that does not flood
+              Param("maxCatchUp", "query", "1..10000: show a RUN_ALL catch-up of at most this many", "integer"),
+              Param("catchUpPerMinute", "query", "1..600: the catch-up's release rate", "integer")),
           errors=(400, 401, 422)),
     Route("rotate_signing_secret", "POST", "/v1/signing-secrets/rotate",
           "New signing secret (shown once); the previous one keeps signing for graceSec", 201,

@@ -13,6 +13,13 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class CatchUpPolicy(_Out):
+    """Catch-up that does not flood: misfirePolicy's object form, as stored."""
+    policy: Literal["RUN_ALL"]
+    maxCatchUp: int
+    catchUpPerMinute: int
+
+
 class Job(_Out):
     jobId: str
     name: str
@@ -30,7 +37,7 @@ class Job(_Out):
     timeoutSec: int
     priority: Literal["HIGH", "NORMAL", "LOW"]
     overlapPolicy: Literal["ALLOW", "SKIP"]
-    misfirePolicy: Literal["RUN_ONCE", "RUN_ALL", "SKIP"]
+    misfirePolicy: Literal["RUN_ONCE", "RUN_ALL", "SKIP"] | CatchUpPolicy
     jitterSec: int
     heartbeatTimeoutSec: int
     retryOn4xx: bool
@@ -94,6 +101,13 @@ class Execution(_Out):
     steps: list[StepSummary] | None = None  # a run (a job with steps): each step, in the job's order
     runId: str | None = None  # a step: its run
     step: str | None = None  # a step: its name
+    # Catch-up that does not flood: a fire released late by the catch-up policy (its lateMs says
+    # how late); a SKIPPED record of the occurrences it left out: reason MISSED_WINDOW, their
+    # count, and the newest one's instant (scheduledAt is the oldest's).
+    catchUp: bool = False
+    reason: Literal["MISSED_WINDOW"] | None = None
+    skippedCount: int | None = None
+    skippedThrough: str | None = None
 
 
 class SigningSecret(_Out):
@@ -154,8 +168,16 @@ class BackfillAnswer(_Out):
     executionIds: list[str]
 
 
+class CatchUpPreview(_Out):
+    policy: Literal["RUN_ALL"]
+    maxCatchUp: int
+    catchUpPerMinute: int
+    drainSeconds: int  # from the first missed occurrence released to the last
+
+
 class Preview(_Out):
     fireTimes: list[str]
+    catchUp: CatchUpPreview | None = None  # catch-up that does not flood: with maxCatchUp / catchUpPerMinute
 
 
 class Health(_Out):

@@ -52,6 +52,8 @@ JOB_COLUMNS = [("jobId", "JOB ID"), ("name", "NAME"), ("type", "TYPE"), ("schedu
 JOB_KEYS = ["jobId", "name", "type", "schedule", "timezone", "runAt", "delaySeconds", "startAt", "endAt", "state",
             "nextFireAt", "target", "payload", "retryPolicy", "timeoutSec", "priority", "version", "createdAt",
             "updatedAt"]
+# Catch-up that does not flood: `jobs get` shows the misfire policy (an object for a catch-up).
+JOB_KEYS.insert(JOB_KEYS.index("priority") + 1, "misfirePolicy")
 EXECUTION_COLUMNS = [("executionId", "EXECUTION ID"), ("status", "STATUS"), ("attempt", "ATTEMPT"),
                      ("scheduledAt", "SCHEDULED"), ("lateMs", "LATE MS"), ("error", "ERROR")]
 EXECUTION_KEYS = ["executionId", "jobId", "status", "attempt", "scheduledAt", "startedAt", "finishedAt", "durationMs",
@@ -135,12 +137,29 @@ def job_body(args, base: dict | None = None) -> dict:
     for flag, field in ((args.on_success_url, "onSuccess"), (args.on_failure_url, "onFailure")):
         if flag:
             body[field] = {"type": "HTTP", "url": flag}
+    _misfire_flags(args, body)
     for required in ("name", "type"):
         if required not in body:
             raise UsageError(f"a job needs --{required} (or --file with it)")
     if "target" not in body and "steps" not in body:
         raise UsageError("a job needs --target-url (an HTTP target), --target JSON, --steps JSON, or --file")
     return body
+
+
+def _misfire_flags(args, body: dict) -> None:
+    """Catch-up that does not flood: --misfire-policy alone sends the string form; with
+    --max-catch-up or --catch-up-per-minute, the object form (policy RUN_ALL unless given)."""
+    if args.max_catch_up is None and args.catch_up_per_minute is None:
+        if args.misfire_policy:
+            body["misfirePolicy"] = args.misfire_policy
+        return
+    current = body.get("misfirePolicy")
+    policy = {"policy": current} if isinstance(current, str) else dict(current or {})
+    policy["policy"] = args.misfire_policy or policy.get("policy") or "RUN_ALL"
+    for value, name in ((args.max_catch_up, "maxCatchUp"), (args.catch_up_per_minute, "catchUpPerMinute")):
+        if value is not None:
+            policy[name] = value
+    body["misfirePolicy"] = policy
 
 
 def _tag_arg(text: str) -> tuple[str, str]:
@@ -384,6 +403,14 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--max-runs", type=int, help="fire at most this many times, then COMPLETED")
         cmd.add_argument("--pause-after-failures", type=int,
                          help="pause the job after this many consecutive executions ended DEAD")
+        # Catch-up that does not flood.
+        cmd.add_argument("--misfire-policy", choices=["RUN_ONCE", "RUN_ALL", "SKIP"],
+                         help="what a recurring job does with occurrences missed in an outage or a pause")
+        cmd.add_argument("--max-catch-up", type=int, metavar="N",
+                         help="RUN_ALL: run at most the newest N missed occurrences (1..10000); older ones "
+                              "are SKIPPED (MISSED_WINDOW)")
+        cmd.add_argument("--catch-up-per-minute", type=int, metavar="N",
+                         help="RUN_ALL: release missed occurrences at most N a minute (1..600)")
     listing = jobs.add_parser("list", help="the tenant's jobs")
     _filters(listing)
     _paging(listing)

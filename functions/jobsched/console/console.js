@@ -111,6 +111,7 @@ async function loadJob(jobId) {
     if (BOUND_FIELDS[label]) dd.id = BOUND_FIELDS[label];
     details.append(dt, dd);
   }
+  showCatchUp(details, job.misfirePolicy);
   $("job-view").dataset.jobId = job.jobId;
   const fires = $("next-fires");
   fires.replaceChildren();
@@ -155,7 +156,28 @@ async function loadJob(jobId) {
       steps.appendChild(list);
     }
     cell(row, e.error);
+    markCatchUp(row.cells[1], e);
     body.appendChild(row);
+  }
+}
+
+// --- catch-up that does not flood ----------------------------------------------------------
+function showCatchUp(details, misfire) {
+  if (!misfire) return;
+  const dt = document.createElement("dt");
+  dt.textContent = "Misfire policy";
+  const dd = document.createElement("dd");
+  dd.id = "job-misfire-policy";
+  dd.textContent = typeof misfire === "string" ? misfire
+    : misfire.policy + ": the newest " + misfire.maxCatchUp + " missed run, " + misfire.catchUpPerMinute +
+      " a minute; older ones are skipped (MISSED_WINDOW)";
+  details.append(dt, dd);
+}
+
+function markCatchUp(statusCell, e) {
+  if (e.catchUp) statusCell.textContent += " (catch-up, " + Math.round(e.lateMs / 1000) + " s late)";
+  if (e.reason === "MISSED_WINDOW") {
+    statusCell.textContent += " (MISSED_WINDOW: " + e.skippedCount + " through " + e.skippedThrough + ")";
   }
 }
 

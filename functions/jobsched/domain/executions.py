@@ -69,6 +69,8 @@ class Dispatch:
     # Schedule bounds: a scheduled fire's number among the job's fires (1 for the first), carried
     # by its retries; None for triggers, backfills, steps and hooks (they are not counted).
     run: int | None = None
+    # Catch-up that does not flood: a missed occurrence released late by its job's catch-up policy.
+    catch_up: bool = False
 
     def to_json(self) -> str:
         body = {
@@ -85,6 +87,8 @@ class Dispatch:
             body["throttledFromMs"] = self.throttled_from_ms
         if self.run is not None:
             body["run"] = self.run
+        if self.catch_up:
+            body["catchUp"] = True
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -100,6 +104,7 @@ class Dispatch:
             attempt=int(data["attempt"]),
             throttled_from_ms=int(data["throttledFromMs"]) if data.get("throttledFromMs") is not None else None,
             run=int(data["run"]) if data.get("run") is not None else None,
+            catch_up=data.get("catchUp") is True,
         )
 
 
@@ -158,6 +163,12 @@ class Execution:
     redriving: bool = False
     throttled_ms: int | None = None  # how long flow control held its start back
     run: int | None = None  # schedule bounds: a scheduled fire's number (Dispatch.run)
+    # Catch-up that does not flood: a fire released late by the catch-up policy; or, SKIPPED with
+    # skip_reason MISSED_WINDOW, the one record of the older missed occurrences (count, newest).
+    catch_up: bool = False
+    skip_reason: str | None = None
+    skipped_count: int | None = None
+    skipped_through_ms: int | None = None
 
     @property
     def late_ms(self) -> int | None:
@@ -198,6 +209,10 @@ class Execution:
             redriving=bool(item.get("redriving")),
             throttled_ms=int(item["throttledMs"]) if item.get("throttledMs") is not None else None,
             run=int(item["run"]) if item.get("run") is not None else None,
+            catch_up=bool(item.get("catchUp")),
+            skip_reason=item.get("skipReason"),
+            skipped_count=int(item["skippedCount"]) if item.get("skippedCount") is not None else None,
+            skipped_through_ms=int(item["skippedThroughMs"]) if item.get("skippedThroughMs") is not None else None,
         )
 
 

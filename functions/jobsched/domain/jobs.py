@@ -46,6 +46,27 @@ class MisfirePolicy(str, Enum):
     SKIP = "SKIP"
 
 
+# Catch-up that does not flood (misfirePolicy as an object): the bounds the API accepts.
+MAX_CATCH_UP_LIMIT = 10_000
+CATCH_UP_PER_MINUTE_LIMIT = 600
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """RUN_ALL, bounded: of the occurrences missed at once (an outage, a pause), only the newest
+    `max_catch_up` run, released `per_minute` a minute; the older ones are recorded as one SKIPPED
+    (reason MISSED_WINDOW) execution (domain/catchup.py)."""
+    max_catch_up: int
+    per_minute: int
+
+    def to_item(self) -> dict:
+        return {"maxCatchUp": self.max_catch_up, "catchUpPerMinute": self.per_minute}
+
+    @classmethod
+    def from_item(cls, item: dict) -> "CatchUp":
+        return cls(int(item["maxCatchUp"]), int(item["catchUpPerMinute"]))
+
+
 class TargetType(str, Enum):
     HTTP = "HTTP"
     SQS = "SQS"
@@ -133,6 +154,8 @@ class JobSpec:
     # consecutive executions ended DEAD.
     max_runs: int | None = None
     pause_after_failures: int | None = None
+    # Catch-up that does not flood: set only with misfire_policy RUN_ALL (the object form).
+    catch_up: CatchUp | None = None
 
 
 @dataclass(frozen=True)
@@ -279,6 +302,8 @@ class Job:
             "createdMs": self.created_ms,
             "updatedMs": self.updated_ms,
             **({"quotaShard": self.quota_shard} if self.quota_shard else {}),
+            # Catch-up that does not flood: absent for the string forms of misfirePolicy.
+            **({"catchUp": _json(spec.catch_up.to_item())} if spec.catch_up else {}),
         }
 
     @classmethod
@@ -305,6 +330,8 @@ class Job:
             # Schedule bounds and self-pausing.
             max_runs=int(item["maxRuns"]) if "maxRuns" in item else None,
             pause_after_failures=int(item["pauseAfterFailures"]) if "pauseAfterFailures" in item else None,
+            # Catch-up that does not flood.
+            catch_up=CatchUp.from_item(_parsed(item["catchUp"])) if "catchUp" in item else None,
         )
         return cls(
             tenant_id=item["tenantId"],
@@ -341,6 +368,8 @@ class Job:
             misfire_policy=MisfirePolicy(item.get("misfirePolicy", "RUN_ONCE")),
             jitter_sec=int(item.get("jitterSec", 0)),
             max_runs=int(item["maxRuns"]) if "maxRuns" in item else None,  # schedule bounds
+            # Catch-up that does not flood (HAND_OFF_ATTRIBUTES reads it).
+            catch_up=CatchUp.from_item(_parsed(item["catchUp"])) if "catchUp" in item else None,
         )
         return cls(tenant_id=item["tenantId"], job_id=item["jobId"], spec=spec, state=JobState(item["state"]),
                    generation=int(item["generation"]), version=0, created_ms=0, updated_ms=0)

@@ -24,6 +24,7 @@ class TimerKind(str, Enum):
     RETRY = "RETRY"  # a backoff longer than SQS's 15-minute delay cap
     LEASE = "LEASE"  # the heartbeat deadline of a long-running attempt
     SWEEP = "SWEEP"  # armed with a trigger's or redrive's PENDING record, before its send
+    CATCHUP = "CATCHUP"  # a missed occurrence's release beyond SQS's delay cap (domain/catchup.py)
 
 
 def segment_of(job_id: str, segments: int) -> int:

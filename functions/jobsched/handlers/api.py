@@ -11,6 +11,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 
 from jobsched.api.mapping import OwnResources, execution_to_json, job_to_json, preview_schedule, to_spec
+from jobsched.api.mapping import preview_catch_up  # catch-up that does not flood
 from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.api.models import (
     BackfillRequest,
@@ -324,7 +325,11 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
             parse_instant(query("endAt"), "endAt") if query("endAt") else None,
             _bounded_int_param(query("maxRuns"), "maxRuns", 1, 10_000_000),
         )
-        return ok(200, {"fireTimes": [format_instant(t) for t in fire_times]})
+        # Catch-up that does not flood: what a RUN_ALL catch-up with these bounds would do.
+        catch_up = preview_catch_up(_int_param(query("maxCatchUp"), "maxCatchUp", None),
+                                    _int_param(query("catchUpPerMinute"), "catchUpPerMinute", None))
+        return ok(200, {"fireTimes": [format_instant(t) for t in fire_times],
+                        **({"catchUp": catch_up} if catch_up else {})})
 
     def rotate_signing_secret():
         tenant_id = tenant()

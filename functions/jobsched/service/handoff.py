@@ -5,6 +5,7 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from jobsched.domain.catchup import CATCH_UP_SQS_REACH_MS, CatchUpPlan, plan_catch_up
 from jobsched.domain.clock import Clock
 from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for, scheduled_ms_of
 from jobsched.domain.jobs import Job, MisfirePolicy, Priority
@@ -35,6 +36,10 @@ class HandOffReport:
     misfires_skipped: int = 0
     sqs_batches: int = 0
     skipped: list = field(default_factory=list)  # (job, occurrence) recorded SKIPPED
+    # Catch-up that does not flood: releases beyond SQS's delay reach, and the MISSED_WINDOW records.
+    catch_up_timers: list = field(default_factory=list)
+    missed_windows: list = field(default_factory=list)  # (job, CatchUpPlan)
+    catch_ups: int = 0
 
     def add(self, other: "HandOffReport") -> None:
         self.dispatched += other.dispatched
@@ -42,6 +47,7 @@ class HandOffReport:
         self.next_timers += other.next_timers
         self.misfires_skipped += other.misfires_skipped
         self.sqs_batches += other.sqs_batches
+        self.catch_ups += other.catch_ups
 
 
 class HandOff:
@@ -111,6 +117,9 @@ class HandOff:
                         if mine:
                             claimed = max(claimed, watermark.claimed_through)
                             pending.extend(mine)
+            if report.catch_up_timers:
+                # Due more than 14 minutes ahead: far beyond any claimed bucket, so no watermark read.
+                self._timers.put_many(report.catch_up_timers)
             # Crash before or during the send: the bucket is not marked done, so it is handed off
             # again; the deterministic execution ids make the repeat a duplicate send, not a rerun.
             if outgoing:
@@ -124,6 +133,13 @@ class HandOff:
             self._executions.put_skipped(job.tenant_id, job.job_id, execution_id_for(job.job_id, occurrence),
                                          occurrence, job.generation, "skipped: missed while the scheduler was behind "
                                          "(misfirePolicy SKIP)", now)
+        for job, plan in report.missed_windows:
+            # One record per catch-up, whatever the count: a job missing a minute's fire for a
+            # year writes one item, not 525,600. Conditional on the id: a repeat writes nothing.
+            self._executions.put_missed_window(job.tenant_id, job.job_id,
+                                               execution_id_for(job.job_id, plan.skipped_from_ms),
+                                               plan.skipped_from_ms, job.generation, plan.skipped_count,
+                                               plan.skipped_through_ms, plan.uncounted_before_ms, now)
         return report
 
     def _dispatch(self, timer: Timer, job: Job | None, claimed: int, now: int, outgoing: list[Outgoing],
@@ -142,6 +158,14 @@ class HandOff:
         if job is None or job.generation != timer.generation or not job.fires():
             report.stale += 1  # deleted, updated, paused or finished since: drop
             return None
+        if timer.kind is TimerKind.CATCHUP:
+            # A missed occurrence released at its turn (domain/catchup.py); the schedule goes on elsewhere.
+            assert timer.execution_id is not None
+            dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id, timer.execution_id,
+                                scheduled_ms_of(timer.execution_id), job.generation, catch_up=True)
+            outgoing.append(Outgoing(job.spec.priority, dispatch, timer.due_ms))
+            report.catch_ups += 1
+            return None
         if timer.kind is TimerKind.RETRY:
             assert timer.execution_id is not None
             dispatch = Dispatch(DispatchKind.RETRY, job.tenant_id, job.job_id, timer.execution_id,
@@ -159,14 +183,24 @@ class HandOff:
         policy = job.spec.misfire_policy
         nominal: int | None = job.nominal_of(timer.due_ms)
         # Schedule bounds: the fires counted so far ride the chain of FIRE timers (written here
-        # anyway), so maxRuns costs no call; the chain ends with the maxRuns-th fire.
+        # anyway), so maxRuns costs no call; the chain ends with the maxRuns-th fire. (A job with
+        # maxRuns has no catch-up policy: the API refuses the two together.)
         runs = timer.runs
         max_runs = job.spec.max_runs if schedule.recurring else None
-        while nominal is not None and minute_of(job.fire_at(nominal)) <= claimed:
+        reach = claimed  # the last minute dispatched here rather than through a next timer
+        while nominal is not None and minute_of(job.fire_at(nominal)) <= reach:
             if max_runs is not None and runs >= max_runs:
                 return None
             occurrence = job.fire_at(nominal)
             late = occurrence < now - MISFIRE_GRACE_MS
+            if late and schedule.recurring and policy is MisfirePolicy.RUN_ALL and job.spec.catch_up is not None:
+                nominal = self._catch_up(job, timer.segment, nominal, now, outgoing, report)
+                if claimed < minute_of(now):
+                    # The tick is behind real time (an outage): a next timer now would be read
+                    # late again and start a second catch-up beside this one. The occurrences
+                    # of the next 14 minutes go out by SQS delay instead, on time.
+                    reach = max(claimed, minute_of(now + CATCH_UP_SQS_REACH_MS) - 1)
+                continue
             if late and schedule.recurring and policy is MisfirePolicy.SKIP:
                 # Missed while the scheduler was behind: recorded SKIPPED, not run. (A one-off
                 # job always runs, late: skipping it would lose it.)
@@ -190,3 +224,25 @@ class HandOff:
             return None
         return Timer(job.fire_at(nominal), TimerKind.FIRE, job.tenant_id, job.job_id, job.generation, timer.segment,
                      runs=runs)
+
+    @staticmethod
+    def _catch_up(job: Job, segment: int, nominal: int, now: int, outgoing: list[Outgoing],
+                  report: HandOffReport) -> int | None:
+        """Every occurrence missed from `nominal` on, at once: the newest maxCatchUp are released
+        at catchUpPerMinute (by SQS delay within its reach, by CATCHUP timers beyond it), the
+        older ones become one MISSED_WINDOW record. Returns the first occurrence not missed."""
+        plan: CatchUpPlan = plan_catch_up(job, nominal, now, MISFIRE_GRACE_MS)
+        for occurrence, release in plan.releases:
+            execution_id = execution_id_for(job.job_id, occurrence)
+            if release - now <= CATCH_UP_SQS_REACH_MS:
+                dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id, execution_id, occurrence,
+                                    job.generation, catch_up=True)
+                outgoing.append(Outgoing(job.spec.priority, dispatch, release))
+            else:
+                report.catch_up_timers.append(Timer(release, TimerKind.CATCHUP, job.tenant_id, job.job_id,
+                                                    job.generation, segment, execution_id))
+        report.catch_ups += len(plan.releases)
+        if plan.skipped_from_ms is not None:
+            report.missed_windows.append((job, plan))
+            report.misfires_skipped += plan.skipped_count
+        return plan.resume_nominal

@@ -21,6 +21,7 @@ from jobsched.domain.executions import (
 from jobsched.domain.flow import backfill_spread_ms
 from jobsched.domain.jobs import Job, JobSpec, JobState, new_job_id
 from jobsched.domain.stats import MAX_RECORDS, WINDOWS_MS, job_stats
+from jobsched.domain.jobs import MisfirePolicy  # catch-up that does not flood
 from jobsched.domain.timers import Timer, TimerKind, segment_of
 from jobsched.service.handoff import HandOff
 from jobsched.store.dynamo import name_prefix as name_prefix_of
@@ -335,7 +336,8 @@ class JobsService:
         return paused
 
     def resume(self, tenant_id: str, job_id: str) -> Job:
-        """The next fire is computed from now, not from the pause: missed ones are not run."""
+        """The next fire is computed from now, not from the pause: missed ones are not run, except
+        under a catch-up policy (below)."""
         job = self.get(tenant_id, job_id)
         now = self._clock.now_ms()
         counted = self.counted(job)
@@ -347,6 +349,12 @@ class JobsService:
             self._jobs.give_back_quota(tenant_id, active_counter(job.quota_shard))
             return resumed
         self._place_first_timer(resumed, resumed.spec.schedule.next_fire_after(now))
+        if resumed.spec.catch_up is not None and resumed.spec.misfire_policy is MisfirePolicy.RUN_ALL:
+            # Catch-up that does not flood: what the pause missed (from the pause, or the last
+            # change while paused) is caught up, bounded and spread, by the hand-off. Placed after
+            # the next timer: if this fails, the job still fires from now on (the catch-up's own
+            # chain reaches that same timer, one item, and its same execution ids).
+            self._place_first_timer(resumed, resumed.spec.schedule.next_fire_after(job.updated_ms))
         return resumed
 
     def _arm_sweep(self, job: Job, execution_id: str, attempt: int, now_ms: int) -> None:

@@ -44,7 +44,7 @@ BULK_PREFIX = "bulk#"
 # boto3 to parse and for us to decode, thousands of times a minute (bench cpu: about 15% of the
 # tick's CPU per timer).
 HAND_OFF_ATTRIBUTES = ("tenantId", "jobId", "schedule", "priority", "misfirePolicy", "jitterSec", "state", "generation",
-                       "maxRuns")
+                       "maxRuns", "catchUp")  # catchUp: catch-up that does not flood
 BATCH_GET_LIMIT = 100
 # Batch calls of one page in flight at once (the tick's job reads, its next-timer writes).
 GET_PARALLELISM = 8
@@ -788,6 +788,7 @@ class ExecutionsStore:
                     + (", throttledMs = :throttled" if throttled_ms is not None else "")
                     # Schedule bounds: the fire's number, in the write the claim makes anyway.
                     + (", #run = :run" if dispatch.run is not None else "")
+                    + (", catchUp = :catchup" if dispatch.catch_up else "")
                     + " REMOVE retryAtMs, accepted"
                 ),
                 ConditionExpression=(
@@ -812,6 +813,7 @@ class ExecutionsStore:
                     ":start": started_ms if started_ms is not None else now_ms,
                     **({":throttled": throttled_ms} if throttled_ms is not None else {}),
                     **({":run": dispatch.run} if dispatch.run is not None else {}),
+                    **({":catchup": True} if dispatch.catch_up else {}),
                 }),
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -962,6 +964,20 @@ class ExecutionsStore:
         execution already exists (it ran, or was recorded before)."""
         return self._put_unrun(ExecutionStatus.SKIPPED, tenant_id, job_id, execution_id, scheduled_ms, generation,
                                reason, now_ms)
+
+    def put_missed_window(self, tenant_id: str, job_id: str, execution_id: str, scheduled_ms: int, generation: int,
+                          count: int, through_ms: int, uncounted_before_ms: int | None, now_ms: int) -> bool:
+        """Catch-up that does not flood: the occurrences a catch-up left out (older than its
+        maxCatchUp newest), as one SKIPPED record under the oldest one's id, with their count and
+        the newest one's instant. False if it exists already (a repeated hand-off)."""
+        reason = (f"skipped: {count} missed occurrences beyond maxCatchUp (MISSED_WINDOW)"
+                  + (" and every occurrence more than 7 days before the catch-up, not counted"
+                     if uncounted_before_ms is not None else ""))
+        item = {"jobId": job_id, "executionId": execution_id, "tenantId": tenant_id, "scheduledMs": scheduled_ms,
+                "status": ExecutionStatus.SKIPPED.value, "attempt": 0, "generation": generation, "attempts": [],
+                "error": reason, "finishedMs": now_ms, "expiresAt": self._expires_at(now_ms),
+                "skipReason": "MISSED_WINDOW", "skippedCount": count, "skippedThroughMs": through_ms}
+        return self._put_new(item)
 
     def put_cancelled(self, tenant_id: str, job_id: str, execution_id: str, scheduled_ms: int, generation: int,
                       reason: str, now_ms: int) -> bool:
