@@ -40,6 +40,7 @@ class Outcome(str, Enum):
     LOST = "LOST"  # a long-running attempt missed its heartbeat deadline
     RUN_STARTED = "RUN_STARTED"  # a job with steps: its run's first steps were sent
     THROTTLED = "THROTTLED"  # flow control held it back: sent again for later, no attempt used
+    LANE_SHARE_HELD = "LANE_SHARE_HELD"  # its tenant or host holds its lane share: later, no attempt used
 
 
 def retry_delay(retry, next_attempt: int, unit_random: float, retry_after_ms: int | None) -> int:
