@@ -30,12 +30,11 @@ def format_caps(caps: dict[str, int]) -> str:
 
 
 def share_of(cap: int, percent: int) -> int:
-    """Slots out of a lane cap of `cap` at `percent` (0: no bound). At least one, and always below
-    the cap when the percent is below 100, so that another tenant keeps a unit of a small lane."""
+    """Slots out of a lane cap of `cap` at `percent` (0: no bound): at least one, rounded down, so
+    below 100% another tenant keeps a unit of any lane of 2 or more (a cap is at least 2)."""
     if percent <= 0:
         return 0
-    share = cap * percent // 100
-    return max(1, min(share, cap - 1) if percent < 100 and cap > 1 else share)
+    return max(1, cap * percent // 100)
 
 
 def target_host(job: Job) -> str | None:

@@ -68,6 +68,7 @@ class LaneGate:
         self._key_locks: dict[Bound, threading.Lock] = {}
         self._held: dict[Bound, _Held] = {}
         self._full_until: dict[Bound, int] = {}
+        self.faults = 0  # slot writes that failed (throttled, denied): attempts that ran unbounded
 
     def bounds(self, job: Job) -> list[Bound]:
         lane = job.spec.priority
@@ -86,7 +87,15 @@ class LaneGate:
         saturated (what it took meanwhile is given back)."""
         admission = Admission()
         for bound in self.bounds(job):
-            if not self._take(bound, lease_until_ms):
+            try:
+                taken = self._take(bound, lease_until_ms)
+            except Exception:  # noqa: BLE001 - see below
+                # A throttled or denied slot write loses the bound for this attempt, never the
+                # attempt: the bound is fairness, not safety (claims and fences are untouched).
+                logger.warning("a lane slot could not be taken; the attempt runs unbounded", exc_info=True)
+                self.faults += 1
+                continue
+            if not taken:
                 self.release(admission)
                 return None
             admission.bounds.append(bound)
