@@ -98,7 +98,7 @@ def run(stack, key_a: str, key_b: str, *, containers: int, slow_jobs: int, slow_
         tenant_of[body["executionId"]] = "A" if key == key_a else "B"
     lane_before = _lane_use(stack)
     url = stack.envs["worker"][Env.LANE_URL[_normal()]]
-    running: dict[Future, object] = {}
+    running: dict[Future, tuple] = {}  # an invocation under way → (its container, its messages)
     pool = ThreadPoolExecutor(max_workers=containers, thread_name_prefix="container")
 
     def finished(_future) -> None:
@@ -112,8 +112,14 @@ def run(stack, key_a: str, key_b: str, *, containers: int, slow_jobs: int, slow_
                 lambda: sum(1 for f in running if not f.done()) == len(target.waiting), timeout=60)
         assert settled, "the lane model did not settle"
         for future in [f for f in running if f.done()]:
-            future.result()  # an invocation that raised fails the run
-            idle.append(running.pop(future))
+            answer = future.result()  # an invocation that raised fails the run
+            fn, messages = running.pop(future)
+            idle.append(fn)
+            # What the event source mapping does: the records not reported failed are deleted.
+            failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
+            for message in messages:
+                if message["MessageId"] not in failed:
+                    stack.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
     def ended(execution_id: str):
         record = stack.stores.executions.get(execution_id.split(".")[0], execution_id)
@@ -130,7 +136,7 @@ def run(stack, key_a: str, key_b: str, *, containers: int, slow_jobs: int, slow_
                 fn = idle.pop()
                 future = pool.submit(fn.invoke, sqs_event(messages, LANE_ARN))
                 future.add_done_callback(finished)
-                running[future] = fn
+                running[future] = (fn, messages)
                 settle()
             if not running and all(ended(e) for e in tenant_of):
                 break
@@ -142,8 +148,7 @@ def run(stack, key_a: str, key_b: str, *, containers: int, slow_jobs: int, slow_
             target.changed.notify_all()
         pool.shutdown(wait=True)
     b_calls = [at for tenant, execution, at in target.calls if tenant_of.get(execution) == "B"]
-    a_records = [ended(e) for e, tenant in tenant_of.items() if tenant == "A"]
-    a_ended = [r for r in a_records if r is not None]
+    a_ended = [r for r in (ended(e) for e, t in tenant_of.items() if t == "A") if r is not None]
     a_all = [stack.stores.executions.get(e.split(".")[0], e) for e, t in tenant_of.items() if t == "A"]
     wcu, peak = _lane_use(stack)
     return Figures(

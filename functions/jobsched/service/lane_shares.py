@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 # a crowd arriving at once costs each map one failed write per container, not one per record.
 FULL_MEMO_MS = 1_000
 MEMO_LIMIT = 10_000  # entries; cleared when passed
+LOCK_STRIPES = 64  # above a batch's ten threads: records of different bounds seldom wait
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,7 @@ class LaneGate:
         self._host_limits = {lane: share_of(cap, host_percent) for lane, cap in caps.items()}
         # One id per container (per handler built): its slots are found again without a read.
         self.container_id = container_id or uuid.uuid4().hex
-        self._lock = threading.Lock()
-        self._key_locks: dict[Bound, threading.Lock] = {}
+        self._stripes = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self._held: dict[Bound, _Held] = {}
         self._full_until: dict[Bound, int] = {}
         self.faults = 0  # slot writes that failed (throttled, denied): attempts that ran unbounded
@@ -118,13 +118,13 @@ class LaneGate:
                     self._flow.give_back(bound.lane, bound.owner, shard, self.container_id, space=bound.space)
                 except Exception:  # noqa: BLE001 - the lease frees it; the attempt's result stands
                     logger.warning("a lane slot could not be given back; its lease frees it", exc_info=True)
-        admission and admission.bounds.clear()
+        if admission is not None:
+            admission.bounds.clear()
 
     def _key_lock(self, bound: Bound) -> threading.Lock:
-        with self._lock:
-            if len(self._key_locks) > MEMO_LIMIT and not self._held:
-                self._key_locks.clear()
-            return self._key_locks.setdefault(bound, threading.Lock())
+        # Striped: a fixed set of locks (never grown or cleared, so two threads can never hold
+        # different locks for one bound); bounds sharing a stripe only wait for each other's write.
+        return self._stripes[hash(bound) % LOCK_STRIPES]
 
     def _take(self, bound: Bound, lease_until_ms: int) -> bool:
         with self._key_lock(bound):
