@@ -2,7 +2,7 @@
 import importlib
 import sys
 
-ALL = ["cpu", "herd", "dispatch", "cost", "scale", "api", "fairness", "lateness", "startup", "flow"]
+ALL = ["cpu", "herd", "dispatch", "cost", "scale", "api", "fairness", "lateness", "startup", "flow", "lanes"]
 
 
 def main() -> None:

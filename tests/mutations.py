@@ -485,8 +485,28 @@ MUTATIONS = [
  ("catch-up: the older missed occurrences are one MISSED_WINDOW record", "functions/jobsched/service/handoff.py",
   "        for job, plan in report.missed_windows:", "        for job, plan in []:",
   "tests/integration/test_catchup.py::test_a_job_paused_for_3_hours_then_resumed_catches_up_the_newest_100_at_10_a_minute"),
+ # Lane shares (issue 26, item 4): a slow partner of one tenant, or one host, stalls only its own jobs.
+ ("lane shares: a record of a saturated tenant or host is held back, not run", "functions/jobsched/service/worker.py",
+  "        if self._lanes is not None and not run and admission is None:",
+  "        if False:",
+  "tests/integration/test_lane_shares.py::test_records_of_a_saturated_tenant_leave_a_mixed_batch_at_once_and_the_others_run"),
+ ("lane shares: the container's slot is given back after the call", "functions/jobsched/service/worker.py",
+  "                self._lanes.release(admission)",
+  "                pass",
+  "tests/integration/test_lane_shares.py::test_a_container_takes_one_slot_for_all_its_attempts_of_a_tenant_and_gives_it_back"),
+ ("lane shares: one slot per container for all its attempts of a tenant or host", "functions/jobsched/service/lane_shares.py",
+  "            if held is not None:  # this container holds it already",
+  "            if False:  # this container holds it already",
+  "tests/integration/test_lane_shares.py::test_a_container_takes_one_slot_for_all_its_attempts_of_a_tenant_and_gives_it_back"),
+ ("lane shares: a dead container's slot is reclaimed after its lease", "functions/jobsched/service/lane_shares.py",
+  "                    self._flow.give_back(bound.lane, bound.owner, shard, container, if_lease=lease, space=bound.space)",
+  "                    pass",
+  "tests/integration/test_lane_shares.py::test_a_slot_of_a_container_that_died_comes_back_after_its_lease"),
+ ("lane shares: a refused slot write never stops the attempt", "functions/jobsched/service/lane_shares.py",
+  "                self.faults += 1\n                continue",
+  "                self.faults += 1\n                raise",
+  "tests/unit/test_lane_shares.py::test_a_refused_slot_write_loses_the_bound_for_the_attempt_never_the_attempt"),
 ]
-
 
 def main(selected: list[str]) -> int:
     failures = 0

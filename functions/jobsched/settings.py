@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from jobsched.domain.jobs import Priority
+from jobsched.domain.lane_shares import parse_caps
 
 # Records per worker invocation (the lanes' event source mappings); the worker runs them all at
 # once, a thread each, so every attempt's timeout fits one invocation.
@@ -40,6 +41,12 @@ class Env:
     # host:port pairs of the stack's own HTTP endpoints, never a target (set by the local stack
     # for its API and its emulator; absent in AWS, where IAM keeps the stack's resources apart).
     OWN_ENDPOINTS = "OWN_ENDPOINTS"
+    # Lane shares (service/lane_shares.py): each lane's maximum concurrency ("HIGH=400,..."), and
+    # the percent of it that one tenant, and one HTTP target host, may hold (0: no bound). Optional:
+    # without them the worker bounds nothing (the stack always sets them: tests/infra).
+    LANE_CAPS = "LANE_CAPS"
+    LANE_TENANT_PERCENT = "LANE_TENANT_PERCENT"
+    LANE_HOST_PERCENT = "LANE_HOST_PERCENT"
 
 
 # Which settings each function reads; the infrastructure test holds the template to this.
@@ -75,6 +82,9 @@ class Settings:
     signing_key_id: str = ""
     tenant_fires_per_second: int = 0  # 0: no per-tenant spreading
     own_endpoints: str = ""  # Env.OWN_ENDPOINTS (domain/endpoints.py parses it)
+    lane_caps: tuple[tuple[Priority, int], ...] = ()  # empty: no lane shares
+    lane_tenant_percent: int = 0
+    lane_host_percent: int = 0
     function: str = ""  # api, tick or worker
 
     def lane_url(self, priority: Priority) -> str:
@@ -109,8 +119,27 @@ class Settings:
             tenant_fires_per_second=_positive(env, Env.TENANT_FIRES_PER_SECOND, 0) if env.get(
                 Env.TENANT_FIRES_PER_SECOND, "0") != "0" else 0,
             own_endpoints=env.get(Env.OWN_ENDPOINTS, ""),
+            lane_caps=_lane_caps(env),
+            lane_tenant_percent=_percent(env, Env.LANE_TENANT_PERCENT),
+            lane_host_percent=_percent(env, Env.LANE_HOST_PERCENT),
             function=function,
         )
+
+
+def _lane_caps(env: Mapping[str, str]) -> tuple[tuple[Priority, int], ...]:
+    if not env.get(Env.LANE_CAPS):
+        return ()
+    try:
+        return tuple(parse_caps(env[Env.LANE_CAPS]).items())
+    except ValueError as exc:
+        raise SettingsError(f"{Env.LANE_CAPS}: {exc}") from None
+
+
+def _percent(env: Mapping[str, str], name: str) -> int:
+    value = env.get(name) or "0"
+    if not (value.isascii() and value.isdigit()) or int(value) > 100:
+        raise SettingsError(f"{name} must be a percent 0..100, got {value!r}")
+    return int(value)
 
 
 def _positive(env: Mapping[str, str], name: str, default: int) -> int:

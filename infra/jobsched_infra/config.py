@@ -47,6 +47,13 @@ class StackConfig:
     # lane's drain rate (1,000 at the default cap: 200 invocations of 10 messages, calls of about
     # a second), which keeps another tenant's jobs on time beside a herd (bench fairness).
     tenant_fires_per_second: int = 0
+    # Lane shares (functions/jobsched/service/lane_shares.py): the percent of each lane's maximum
+    # concurrency that may hold attempts of one tenant, and of one HTTP target host, so that a
+    # slow or hung partner stalls only its own jobs (0: no bound). Half by default: one slow tenant
+    # leaves the other half of the lane to everyone else, and a deployment whose jobs are all one
+    # tenant's still has half its lane (100 removes the bound for such a deployment).
+    lane_tenant_percent: int = 50
+    lane_host_percent: int = 50
 
     @classmethod
     def from_context(cls, node) -> "StackConfig":
@@ -71,6 +78,8 @@ class StackConfig:
             api_reserved_concurrency=_int_in(get("apiReservedConcurrency", 50), 0, 1000, "apiReservedConcurrency"),
             execution_retention_days=_int_in(get("executionRetentionDays", 30), 1, 3650, "executionRetentionDays"),
             tenant_fires_per_second=_int_in(get("tenantFiresPerSecond", 0), 0, 1_000_000, "tenantFiresPerSecond"),
+            lane_tenant_percent=_int_in(get("laneTenantPercent", 50), 0, 100, "laneTenantPercent"),
+            lane_host_percent=_int_in(get("laneHostPercent", 50), 0, 100, "laneHostPercent"),
             lane_max_concurrency=tuple(
                 (lane, _int_in(value, 2, 1000, f"laneMaxConcurrency.{lane}"))
                 for lane, value in {**dict(cls.lane_max_concurrency), **get("laneMaxConcurrency", {})}.items()),

@@ -9,6 +9,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from jobsched.domain.jobs import Priority
+from jobsched.domain.lane_shares import format_caps
 from jobsched.settings import WORKER_BATCH_SIZE, Env
 from jobsched.store.signing import SIGNING_PURPOSE
 from jobsched.sizing import TICK_MEMORY_MB
@@ -74,6 +75,10 @@ class JobschedStack(Stack):
         worker_fn = factory.create("Worker", "jobsched.handlers.worker.handler", {
             Env.SERVICE_NAME: "jobsched-worker",
             Env.ALLOW_PRIVATE_TARGETS: str(config.allow_private_targets).lower(),
+            # Lane shares: the caps the event source mappings below are given, and the percents.
+            Env.LANE_CAPS: format_caps(dict(config.lane_max_concurrency)),
+            Env.LANE_TENANT_PERCENT: str(config.lane_tenant_percent),
+            Env.LANE_HOST_PERCENT: str(config.lane_host_percent),
             **signing_env,
         }, timeout=WORKER_TIMEOUT, memory_mb=512)
 

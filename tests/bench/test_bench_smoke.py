@@ -9,6 +9,7 @@ import bench.cost
 import bench.dispatch
 import bench.fairness
 import bench.herd
+import bench.lanes
 import bench.lateness
 import bench.scale
 
@@ -29,6 +30,7 @@ def restore_environment():
     (bench.api, "Create job"),
     (bench.fairness, "Small tenant's lateness"),
     (bench.lateness, "Lateness of the target call"),
+    (bench.lanes, "B's lateness beside a slow partner"),
 ])
 def test_benchmark_runs_on_a_tiny_input(module, heading, capsys):
     module.main(["--quick"])

@@ -3,6 +3,8 @@ import json
 
 import pytest
 
+from jobsched.domain.jobs import Priority
+from jobsched.domain.lane_shares import parse_caps
 from jobsched.local.stack import function_name
 from jobsched.settings import FUNCTION_ENV, WORKER_BATCH_SIZE, Env, Settings
 
@@ -99,6 +101,13 @@ def test_concurrency_is_isolated_between_api_tick_and_lanes(template):
         caps[queue] = mapping["Properties"]["ScalingConfig"]["MaximumConcurrency"]
     by_lane = {next(p for p in ("High", "Normal", "Low") if p in q): c for q, c in caps.items()}
     assert by_lane["High"] > by_lane["Normal"] > by_lane["Low"] >= 2
+    # Lane shares: the worker bounds a tenant's and a host's containers out of these very caps.
+    worker_env = functions["worker"]["Environment"]["Variables"]
+    assert parse_caps(worker_env[Env.LANE_CAPS]) == {Priority(lane.upper()): cap for lane, cap in by_lane.items()}
+    assert worker_env[Env.LANE_TENANT_PERCENT] == worker_env[Env.LANE_HOST_PERCENT] == "50"
+    settings = Settings.from_env(worker_env | {name: "x" for name in FUNCTION_ENV["worker"] if name not in worker_env}
+                                 | {Env.SEGMENTS: "1"}, "worker")
+    assert settings.lane_caps and settings.lane_tenant_percent == 50
 
 
 def test_the_worker_is_denied_the_stacks_own_dlqs_functions_and_alarm_topic(template):

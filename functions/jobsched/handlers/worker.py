@@ -16,6 +16,7 @@ from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.adapters.targets import TargetRouter
 from jobsched.domain.dispatch_seal import ForgedDispatch
 from jobsched.handlers.wiring import build, lazy, metrics_for
+from jobsched.service.lane_shares import LaneGate
 from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.signing import SigningSecrets
 from jobsched.domain.trace import trace_id_of
@@ -64,6 +65,7 @@ OUTCOME_METRIC = {
     Outcome.LOST: "Lost",
     Outcome.RUN_STARTED: "RunsStarted",
     Outcome.THROTTLED: "Throttled",
+    Outcome.LANE_SHARE_HELD: "LaneShareHeld",
 }
 
 
@@ -78,7 +80,10 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
                                                  now_s=lambda: parts.clock.now_ms() / 1000),
                                AwsTargetInvoker(session or boto3.session.Session()))
     outcomes = Outcomes(parts.stores, parts.handoff, parts.clock)
-    worker = Worker(parts.stores, outcomes, invoker, parts.clock)
+    settings = parts.settings
+    lanes = LaneGate(parts.stores.flow, parts.clock, dict(settings.lane_caps), settings.lane_tenant_percent,
+                     settings.lane_host_percent) if settings.lane_caps else None
+    worker = Worker(parts.stores, outcomes, invoker, parts.clock, lanes)
     pools = [ThreadPoolExecutor(max_workers=BATCH_SIZE, thread_name_prefix="attempt")]
 
     def hand_back(record: SQSRecord, seconds: int, reason: str) -> None:

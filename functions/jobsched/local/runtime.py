@@ -14,6 +14,7 @@ from pathlib import Path
 from jobsched.cli.keys import EMULATOR_URL_FILE
 from jobsched.domain.clock import SystemClock
 from jobsched.domain.endpoints import OwnEndpoints
+from jobsched.domain.lane_shares import format_caps
 from jobsched.local.emulator_process import EmulatorProcess
 from jobsched.local.events import Function, LanePoller, LoopbackHTTPServer, api_gateway_event, http_response
 from jobsched.local.fake_aws import use_local_aws_env
@@ -151,7 +152,11 @@ class LocalRuntime:
         # job may call them (a job that calls the emulator's stop route stops it for every tenant).
         api_server = self._bind_api()
         own = OwnEndpoints(frozenset({(opts.host, api_server.server_port), ("127.0.0.1", self.emulator.port)})).text()
-        envs = {name: {**env, Env.OWN_ENDPOINTS: own, **opts.env_overrides.get(name, {})}
+        # The local lanes' cap is their container count: lane shares bound a tenant's (and a
+        # host's) containers out of these, as they bound invocations out of the caps on AWS.
+        local_caps = {Env.LANE_CAPS: format_caps({p.value: opts.containers_per_lane for p in Env.LANE_URL})}
+        envs = {name: {**env, Env.OWN_ENDPOINTS: own, **(local_caps if name == "worker" else {}),
+                       **opts.env_overrides.get(name, {})}
                 for name, env in self.stack.envs.items()}
         clock = SystemClock()
         self.settings = Settings.from_env(envs["api"], "api")

@@ -40,6 +40,7 @@ class Outcome(str, Enum):
     LOST = "LOST"  # a long-running attempt missed its heartbeat deadline
     RUN_STARTED = "RUN_STARTED"  # a job with steps: its run's first steps were sent
     THROTTLED = "THROTTLED"  # flow control held it back: sent again for later, no attempt used
+    LANE_SHARE_HELD = "LANE_SHARE_HELD"  # its tenant or host holds its lane share: later, no attempt used
 
 
 def pause_reason(count: int, execution_id: str, error: str | None) -> str:

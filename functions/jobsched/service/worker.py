@@ -15,6 +15,7 @@ from jobsched.domain.jobs import Job, JobState, OverlapPolicy
 from jobsched.domain.hooks import hook_of
 from jobsched.domain.hooks import summary as hook_summary
 from jobsched.domain.steps import STEP_ENDED, step_execution_id, step_of
+from jobsched.service.lane_shares import LaneGate
 from jobsched.service.outcomes import Outcome, Outcomes
 
 # A lease outlives the attempt's own timeout by this margin before another worker may take over.
@@ -72,7 +73,8 @@ def callback_token_hash(token: str) -> str:
 
 
 class Worker:
-    def __init__(self, stores, outcomes: Outcomes, invoker, clock: Clock) -> None:
+    def __init__(self, stores, outcomes: Outcomes, invoker, clock: Clock, lanes: LaneGate | None = None) -> None:
+        self._lanes = lanes  # lane shares (service/lane_shares.py); None: no bound
         self._jobs = stores.jobs
         self._executions = stores.executions
         self._outcomes = outcomes
@@ -145,6 +147,25 @@ class Worker:
             if not allowed:  # not now: later, without an attempt (service/flow.py)
                 self._flow.hold_back(job, dispatch)
                 return WorkResult(Outcome.THROTTLED)
+        # A run's start calls no target: it holds its invocation for milliseconds.
+        admission = self._lanes.admit(job, lease_until) if self._lanes is not None and not run else None
+        if self._lanes is not None and not run and admission is None:
+            # Its tenant or host holds its share of the lane: this record leaves its invocation at
+            # once and comes back later, without an attempt; other tenants' records run meanwhile.
+            if took_slot:
+                self._flow.give_back(job, dispatch.execution_id)
+            self._flow.hold_back(job, dispatch)
+            return WorkResult(Outcome.LANE_SHARE_HELD)
+        try:
+            return self._claimed(job, dispatch, now, starts_at, token, lease_until, run, took_slot)
+        finally:
+            # The call is over (ended, accepted as long-running, or never made): the invocation no
+            # longer waits on it. A process that dies here leaves the slot to its lease.
+            if self._lanes is not None:
+                self._lanes.release(admission)
+
+    def _claimed(self, job: Job, dispatch: Dispatch, now: int, starts_at: int, token: str, lease_until: int,
+                 run: bool, took_slot: bool) -> WorkResult:
         throttled_ms = starts_at - dispatch.throttled_from_ms if dispatch.throttled_from_ms is not None else None
         try:
             claim = self._executions.claim(dispatch, now, lease_until, callback_token_hash(token), started_ms=starts_at,

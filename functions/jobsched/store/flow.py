@@ -5,6 +5,9 @@ shards' partition keys instead of adding to the tenant's jobs.
 - Slots: partition "flow#<tenant>#<key>#<shard>" (tenant and key percent-encoded, so no tenant or
   key can spell another's), sort "~slots": a map execution id → the lease of the attempt holding
   the slot, at most SLOTS_PER_ITEM entries.
+- Lane shares (service/lane_shares.py) use the same slot maps under partition
+  "lanetenant#<lane>#<tenant>#<shard>" and "lanehost#<lane>#<host>#<shard>": a map of worker
+  container id → the lease of its longest attempt in flight.
 - Rate: partition "flowrate#<tenant>#<key>#<second>#<shard>", sort "~rate": a counter `used`,
   expiring by TTL."""
 from __future__ import annotations
@@ -20,8 +23,15 @@ SLOTS_SORT_KEY = "~slots"
 RATE_SORT_KEY = "~rate"
 
 
-def slots_key(tenant_id: str, key: str, shard: int) -> dict[str, str]:
-    return {"tenantId": f"flow#{quote(tenant_id, safe='')}#{quote(key, safe='')}#{shard}", "jobId": SLOTS_SORT_KEY}
+# Slot-map spaces: the prefix of their partition keys. The parts after it are percent-encoded, so
+# no space, tenant, key or host spells another's; the sort key ("~slots") is never a job id.
+FLOW_SPACE = "flow"
+LANE_TENANT_SPACE = "lanetenant"
+LANE_HOST_SPACE = "lanehost"
+
+
+def slots_key(tenant_id: str, key: str, shard: int, space: str = FLOW_SPACE) -> dict[str, str]:
+    return {"tenantId": f"{space}#{quote(tenant_id, safe='')}#{quote(key, safe='')}#{shard}", "jobId": SLOTS_SORT_KEY}
 
 
 def rate_key(tenant_id: str, key: str, second: int, shard: int) -> dict[str, str]:
@@ -44,9 +54,9 @@ class FlowStore:
         self._table = dynamodb.Table(table_name)
 
     def take_slot(self, tenant_id: str, key: str, shard: int, execution_id: str, limit: int,
-                  lease_until_ms: int) -> SlotTaken:
+                  lease_until_ms: int, space: str = FLOW_SPACE) -> SlotTaken:
         """A slot in shard `shard` (at most `limit` held there)."""
-        item_key = slots_key(tenant_id, key, shard)
+        item_key = slots_key(tenant_id, key, shard, space)
         try:
             answer = self._table.update_item(
                 Key=item_key,
@@ -80,18 +90,19 @@ class FlowStore:
                 return SlotTaken("full")  # a racer made it first: the caller tries again later
             raise
 
-    def held(self, tenant_id: str, key: str, shard: int) -> dict[str, int]:
+    def held(self, tenant_id: str, key: str, shard: int, space: str = FLOW_SPACE) -> dict[str, int]:
         """The slots of one shard (tests and the bench; the worker never reads them)."""
-        item = self._table.get_item(Key=slots_key(tenant_id, key, shard), ConsistentRead=True).get("Item") or {}
+        item = self._table.get_item(Key=slots_key(tenant_id, key, shard, space), ConsistentRead=True).get("Item") or {}
         return {k: int(v) for k, v in (item.get("slots") or {}).items()}
 
-    def give_back(self, tenant_id: str, key: str, shard: int, execution_id: str, if_lease: int | None = None) -> bool:
+    def give_back(self, tenant_id: str, key: str, shard: int, execution_id: str, if_lease: int | None = None,
+                  space: str = FLOW_SPACE) -> bool:
         """Free the slot (only if it still has the lease `if_lease`, when given: an expired slot
         is reclaimed by nobody else meanwhile)."""
         condition = "attribute_exists(slots.#ex)" + (" AND slots.#ex = :lease" if if_lease is not None else "")
         try:
             self._table.update_item(
-                Key=slots_key(tenant_id, key, shard), UpdateExpression="REMOVE slots.#ex",
+                Key=slots_key(tenant_id, key, shard, space), UpdateExpression="REMOVE slots.#ex",
                 ConditionExpression=condition, ExpressionAttributeNames={"#ex": execution_id},
                 **({"ExpressionAttributeValues": {":lease": if_lease}} if if_lease is not None else {}),
             )
@@ -101,11 +112,12 @@ class FlowStore:
                 return False
             raise
 
-    def extend(self, tenant_id: str, key: str, shard: int, execution_id: str, lease_until_ms: int) -> None:
+    def extend(self, tenant_id: str, key: str, shard: int, execution_id: str, lease_until_ms: int,
+               space: str = FLOW_SPACE) -> None:
         """A long-running attempt keeps its slot while it heartbeats."""
         try:
             self._table.update_item(
-                Key=slots_key(tenant_id, key, shard), UpdateExpression="SET slots.#ex = :lease",
+                Key=slots_key(tenant_id, key, shard, space), UpdateExpression="SET slots.#ex = :lease",
                 ConditionExpression="attribute_exists(slots.#ex)",
                 ExpressionAttributeNames={"#ex": execution_id}, ExpressionAttributeValues={":lease": lease_until_ms})
         except ClientError as exc:
