@@ -40,17 +40,25 @@ class Env:
     # host:port pairs of the stack's own HTTP endpoints, never a target (set by the local stack
     # for its API and its emulator; absent in AWS, where IAM keeps the stack's resources apart).
     OWN_ENDPOINTS = "OWN_ENDPOINTS"
+    # The role the worker assumes per tenant, with the tenant's session tag, to call AWS targets
+    # (infra/jobsched_infra/targets.py); a target is reachable only when tagged with the tenant.
+    TARGETS_ROLE_ARN = "TARGETS_ROLE_ARN"
+    # The deploying account (its tagged resources are the default grant) and the deployment's
+    # targetArnPatterns (comma-separated): the API refuses a target IAM would deny whatever its tags.
+    TARGET_ACCOUNT = "TARGET_ACCOUNT"
+    TARGET_ARN_PATTERNS = "TARGET_ARN_PATTERNS"
 
 
 # Which settings each function reads; the infrastructure test holds the template to this.
 FUNCTION_ENV = {
     "api": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
             Env.API_KEYS_TABLE, *Env.LANE_URL.values(), Env.SEGMENTS, Env.MAX_ACTIVE_JOBS,
-            Env.MAX_CREATES_PER_SECOND, Env.STACK_NAME, Env.EXECUTION_RETENTION_DAYS],
+            Env.MAX_CREATES_PER_SECOND, Env.STACK_NAME, Env.EXECUTION_RETENTION_DAYS, Env.TARGET_ACCOUNT],
     "tick": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE, *Env.LANE_URL.values(),
              Env.SEGMENTS, Env.EXECUTION_RETENTION_DAYS],
     "worker": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
-               *Env.LANE_URL.values(), Env.SEGMENTS, Env.ALLOW_PRIVATE_TARGETS, Env.EXECUTION_RETENTION_DAYS],
+               *Env.LANE_URL.values(), Env.SEGMENTS, Env.ALLOW_PRIVATE_TARGETS, Env.EXECUTION_RETENTION_DAYS,
+               Env.TARGETS_ROLE_ARN],
 }
 
 
@@ -75,6 +83,9 @@ class Settings:
     signing_key_id: str = ""
     tenant_fires_per_second: int = 0  # 0: no per-tenant spreading
     own_endpoints: str = ""  # Env.OWN_ENDPOINTS (domain/endpoints.py parses it)
+    targets_role_arn: str = ""
+    target_account: str = ""
+    target_arn_patterns: tuple[str, ...] = ()
     function: str = ""  # api, tick or worker
 
     def lane_url(self, priority: Priority) -> str:
@@ -109,6 +120,9 @@ class Settings:
             tenant_fires_per_second=_positive(env, Env.TENANT_FIRES_PER_SECOND, 0) if env.get(
                 Env.TENANT_FIRES_PER_SECOND, "0") != "0" else 0,
             own_endpoints=env.get(Env.OWN_ENDPOINTS, ""),
+            targets_role_arn=env.get(Env.TARGETS_ROLE_ARN, ""),
+            target_account=env.get(Env.TARGET_ACCOUNT, ""),
+            target_arn_patterns=tuple(p for p in env.get(Env.TARGET_ARN_PATTERNS, "").split(",") if p),
             function=function,
         )
 
