@@ -9,7 +9,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -31,7 +30,7 @@ EXPIRED_CODES = frozenset({"ExpiredToken", "ExpiredTokenException"})
 SESSION_SECONDS = 3600
 RENEW_BEFORE_SECONDS = 900
 # Tenants whose sessions (and their clients) one container keeps; the least recently used goes.
-MAX_CACHED_TENANTS = 200
+MAX_CACHED_TENANTS = 500
 
 
 class TargetSessionUnavailable(RuntimeError):
@@ -40,7 +39,7 @@ class TargetSessionUnavailable(RuntimeError):
 
 @dataclass
 class _TenantSession:
-    session: Any
+    credentials: dict  # aws_access_key_id, aws_secret_access_key, aws_session_token
     renew_at_ms: int
     clients: dict = field(default_factory=dict)
 
@@ -53,7 +52,6 @@ class TenantSessions:
 
     def __init__(self, session, role_arn: str, now_ms: Callable[[], int], max_tenants: int = MAX_CACHED_TENANTS,
                  sts=None) -> None:
-        self._base = session
         self._role_arn = role_arn
         self._now_ms = now_ms
         self._max = max_tenants
@@ -99,11 +97,10 @@ class TenantSessions:
             raise TargetSessionUnavailable(f"cannot assume the targets role for this tenant ({code}: {exc})") from exc
         self.assumed += 1
         credentials = answer["Credentials"]
-        session = boto3.session.Session(aws_access_key_id=credentials["AccessKeyId"],
-                                        aws_secret_access_key=credentials["SecretAccessKey"],
-                                        aws_session_token=credentials["SessionToken"],
-                                        region_name=self._base.region_name)
-        return _TenantSession(session, now_ms + (SESSION_SECONDS - RENEW_BEFORE_SECONDS) * 1000)
+        return _TenantSession({"aws_access_key_id": credentials["AccessKeyId"],
+                               "aws_secret_access_key": credentials["SecretAccessKey"],
+                               "aws_session_token": credentials["SessionToken"]},
+                              now_ms + (SESSION_SECONDS - RENEW_BEFORE_SECONDS) * 1000)
 
 
 def session_name(tenant_id: str) -> str:
@@ -142,11 +139,12 @@ class AwsTargetInvoker:
     def _client(self, service: str, arn_or_url: str, timeout_sec: int, tenant_id: str | None = None):
         region = _region_of(arn_or_url)
         key = (service, region, timeout_sec)
+        credentials: dict = {}
         if self._tenants is not None and tenant_id is not None:
             cached = self._tenants.session_for(tenant_id)
-            session, clients = cached.session, cached.clients
+            credentials, clients = cached.credentials, cached.clients
         else:
-            session, clients = self._session, self._clients
+            clients = self._clients
         with self._lock:
             if key not in clients:
                 # One call per attempt: botocore's own retries would repeat a call that may have
@@ -154,7 +152,9 @@ class AwsTargetInvoker:
                 # policy decides whether there is another attempt, with its own execution-id-carrying call.
                 config = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5,
                                 read_timeout=timeout_sec)
-                clients[key] = session.client(service, region_name=region, config=config)
+                # From the one session of the container, with the tenant's credentials: the
+                # service's model is loaded once, not once per tenant.
+                clients[key] = self._session.client(service, region_name=region, config=config, **credentials)
             return clients[key]
 
     def invoke(self, job: Job, dispatch: Dispatch, attempt: int, callback_token: str | None = None,
