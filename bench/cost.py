@@ -46,8 +46,13 @@ def run(scenario: str, jobs: int, minutes: int) -> dict:
     with emulator(clock):
         session = boto3.session.Session(region_name="us-east-1")
         counter.attach(session)
-        stack = InProcessStack(template(), clock, invoker=NoopTarget(), session=session, keys={"bench": "bench-key"},
-                               env_overrides=NO_QUOTAS)
+        # "sqs-target": the worker's real invoker, sending to a queue tagged for the tenant in the
+        # tenant's session of the targets role (its AssumeRole calls are counted with the rest).
+        aws_target = scenario == "sqs-target"
+        stack = InProcessStack(template(), clock, invoker=None if aws_target else NoopTarget(), session=session,
+                               keys={"bench": "bench-key"}, env_overrides=NO_QUOTAS)
+        inbox = session.client("sqs").create_queue(QueueName="bench-inbox", tags={"jobsched:tenant": "bench"})[
+            "QueueUrl"] if aws_target else None
         invocations = {"api": 0, "tick": 0, "worker": 0}
         for name in invocations:
             function = {"api": stack.api, "tick": stack.tick_fn, "worker": stack.worker}[name]
@@ -63,7 +68,9 @@ def run(scenario: str, jobs: int, minutes: int) -> dict:
         invocations.update(api=0, tick=0, worker=0)
         for i in range(jobs):
             body = {"name": f"c{i}", "target": {"type": "HTTP", "url": "http://127.0.0.1:9/x"}, "payload": {"i": i}}
-            if scenario == "recurring":
+            if aws_target:
+                body["target"] = {"type": "SQS", "queueUrl": inbox}
+            if scenario in ("recurring", "sqs-target"):
                 body.update(type="RATE", schedule="PT1M")
             else:
                 body.update(type="DELAYED", delaySeconds=90 + (i % 60))
@@ -199,7 +206,8 @@ def print_full_model(results: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> None:
     use_local_aws()
     quick = "--quick" in (argv or sys.argv[1:])
-    plans = [("recurring", 10, 3), ("one-time", 20, 3)] if quick else [("recurring", 100, 20), ("one-time", 500, 4)]
+    plans = [("recurring", 10, 3), ("one-time", 20, 3), ("sqs-target", 10, 3)] if quick else \
+        [("recurring", 100, 20), ("one-time", 500, 4), ("sqs-target", 100, 20)]
     print(f"cost: AWS calls per executed job, counted in-process on moto, on {machine()}")
     results = [run(*plan) for plan in plans]
     rows = []
@@ -218,7 +226,12 @@ def main(argv: list[str] | None = None) -> None:
         for r in results],
         ("scenario", "ddb on-demand", f"ddb provisioned@{PROVISIONED_UTILIZATION:.0%}", "sqs", "lambda",
          "total on-demand", "total provisioned", "EventBridge Scheduler"))
-    print_full_model(results)
+    print_full_model([r for r in results if r["scenario"] != "sqs-target"])
+    sqs_target = next(r for r in results if r["scenario"] == "sqs-target")
+    assumed = sqs_target["counter"].calls[("sts", "AssumeRole")]
+    print(f"\nAWS targets in the tenant's session (sqs-target: one tenant, one worker container): "
+          f"{assumed} sts:AssumeRole for {sqs_target['executions']} executions "
+          f"({assumed / sqs_target['executions']:.4f} per execution; one per tenant per container per 45 minutes)")
     big = results[0]
     print_table(f"Calls in the {big['scenario']} scenario", sorted(
         (f"{s}:{op}", n, f"{n / big['executions']:.3f}") for (s, op), n in big["counter"].calls.items()),

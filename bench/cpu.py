@@ -45,7 +45,8 @@ def env(segments: int = SEGMENTS) -> dict[str, str]:
 
     env = {Env.JOBS_TABLE: "Jobs", Env.TIMERS_TABLE: "Timers", Env.EXECUTIONS_TABLE: "Executions",
            Env.SEGMENTS_TABLE: "Segments", Env.API_KEYS_TABLE: "ApiKeys", Env.SEGMENTS: str(segments),
-           Env.ALLOW_PRIVATE_TARGETS: "true", Env.EXECUTION_RETENTION_DAYS: "30"}
+           Env.ALLOW_PRIVATE_TARGETS: "true", Env.EXECUTION_RETENTION_DAYS: "30",
+           Env.TARGETS_ROLE_ARN: "arn:aws:iam::123456789012:role/targets", Env.TARGET_ACCOUNT: "123456789012"}
     for priority, variable in Env.LANE_URL.items():
         env[variable] = QUEUE_URL.format(LANES[priority.value])
     return env

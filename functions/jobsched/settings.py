@@ -47,17 +47,25 @@ class Env:
     LANE_CAPS = "LANE_CAPS"
     LANE_TENANT_PERCENT = "LANE_TENANT_PERCENT"
     LANE_HOST_PERCENT = "LANE_HOST_PERCENT"
+    # The role the worker assumes per tenant, with the tenant's session tag, to call AWS targets
+    # (infra/jobsched_infra/targets.py); a target is reachable only when tagged with the tenant.
+    TARGETS_ROLE_ARN = "TARGETS_ROLE_ARN"
+    # The deploying account (its tagged resources are the default grant) and the deployment's
+    # targetArnPatterns (comma-separated): the API refuses a target IAM would deny whatever its tags.
+    TARGET_ACCOUNT = "TARGET_ACCOUNT"
+    TARGET_ARN_PATTERNS = "TARGET_ARN_PATTERNS"
 
 
 # Which settings each function reads; the infrastructure test holds the template to this.
 FUNCTION_ENV = {
     "api": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
             Env.API_KEYS_TABLE, *Env.LANE_URL.values(), Env.SEGMENTS, Env.MAX_ACTIVE_JOBS,
-            Env.MAX_CREATES_PER_SECOND, Env.STACK_NAME, Env.EXECUTION_RETENTION_DAYS],
+            Env.MAX_CREATES_PER_SECOND, Env.STACK_NAME, Env.EXECUTION_RETENTION_DAYS, Env.TARGET_ACCOUNT],
     "tick": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE, *Env.LANE_URL.values(),
              Env.SEGMENTS, Env.EXECUTION_RETENTION_DAYS],
     "worker": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
-               *Env.LANE_URL.values(), Env.SEGMENTS, Env.ALLOW_PRIVATE_TARGETS, Env.EXECUTION_RETENTION_DAYS],
+               *Env.LANE_URL.values(), Env.SEGMENTS, Env.ALLOW_PRIVATE_TARGETS, Env.EXECUTION_RETENTION_DAYS,
+               Env.TARGETS_ROLE_ARN],
 }
 
 
@@ -85,6 +93,9 @@ class Settings:
     lane_caps: tuple[tuple[Priority, int], ...] = ()  # empty: no lane shares
     lane_tenant_percent: int = 0
     lane_host_percent: int = 0
+    targets_role_arn: str = ""
+    target_account: str = ""
+    target_arn_patterns: tuple[str, ...] = ()
     function: str = ""  # api, tick or worker
 
     def lane_url(self, priority: Priority) -> str:
@@ -122,6 +133,9 @@ class Settings:
             lane_caps=_lane_caps(env),
             lane_tenant_percent=_percent(env, Env.LANE_TENANT_PERCENT),
             lane_host_percent=_percent(env, Env.LANE_HOST_PERCENT),
+            targets_role_arn=env.get(Env.TARGETS_ROLE_ARN, ""),
+            target_account=env.get(Env.TARGET_ACCOUNT, ""),
+            target_arn_patterns=tuple(p for p in env.get(Env.TARGET_ARN_PATTERNS, "").split(",") if p),
             function=function,
         )
 

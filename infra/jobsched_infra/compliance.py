@@ -21,7 +21,7 @@ def apply_checks(app) -> None:
 
 
 def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], api: apigw.RestApi,
-                         target_access: bool) -> None:
+                         targets_role=None) -> None:
     for name, fn in functions.items():
         role = fn.role
         _acknowledge(role, "AwsSolutions-IAM5[Resource::*]",
@@ -34,15 +34,15 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
             "The Jobs table's only index is JobsByState (keys only: tenant, state, job id), which the "
                    "API queries for GET /v1/jobs?state=; only the API holds dynamodb:Query on the Jobs "
                    "table, so the other functions' grants name it without being able to read it.")
-    if target_access:
-        worker_role = functions["worker"].role
+    if targets_role is not None:
         for pattern in ("arn:<AWS::Partition>:sqs:*:<AWS::AccountId>:*", "arn:<AWS::Partition>:sns:*:<AWS::AccountId>:*",
                         "arn:<AWS::Partition>:events:*:<AWS::AccountId>:event-bus/*",
                         "arn:<AWS::Partition>:lambda:*:<AWS::AccountId>:function:*"):
-            _acknowledge(worker_role, f"AwsSolutions-IAM5[Resource::{pattern}]",
+            _acknowledge(targets_role, f"AwsSolutions-IAM5[Resource::{pattern}]",
                 "Job targets are queues, topics, buses and functions that tenants name at run time; the "
-                       "worker gets one send/publish/put/invoke action each, within this account. The "
-                       "targetArnPatterns context setting narrows it to named resources.")
+                       "targets role gets one send/publish/put/invoke action each, within this account, and "
+                       "only on resources tagged jobsched:tenant with the session's own tenant "
+                       "(aws:ResourceTag = aws:PrincipalTag), so a tenant reaches only what was granted to it.")
     _acknowledge(api, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
            "AmazonAPIGatewayPushToCloudWatchLogs]",
         "API Gateway's account-level logging role (needed for the stage's access and error logs) takes "

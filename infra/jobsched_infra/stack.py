@@ -66,6 +66,9 @@ class JobschedStack(Stack):
             Env.MAX_ACTIVE_JOBS: str(config.max_active_jobs),
             Env.MAX_CREATES_PER_SECOND: str(config.max_creates_per_second),
             Env.STACK_NAME: self.stack_name,
+            # The API refuses at creation a target IAM would deny whatever its tags (another account).
+            Env.TARGET_ACCOUNT: self.account,
+            **({Env.TARGET_ARN_PATTERNS: ",".join(config.target_arn_patterns)} if config.target_arn_patterns else {}),
             **signing_env,
         }, timeout=API_TIMEOUT, memory_mb=512,
             reserved_concurrent_executions=config.api_reserved_concurrency or None)
@@ -105,7 +108,9 @@ class JobschedStack(Stack):
         storage.segments.grant(worker_fn, *DDB_READ, *DDB_PUT)
         # Query: overlapPolicy SKIP looks at the job's newest executions; PutItem: SKIPPED records.
         storage.executions.grant(worker_fn, *DDB_READ, *DDB_UPDATE, *DDB_QUERY, *DDB_PUT)
-        TargetAccess.grant_to(worker_fn, config.target_arn_patterns, self)
+        # Target calls go through a per-tenant session of the targets role (tagged resources only).
+        target_access = TargetAccess(self, "TargetAccess", worker=worker_fn, patterns=config.target_arn_patterns)
+        worker_fn.add_environment(Env.TARGETS_ROLE_ARN, target_access.role.role_arn)
 
         for fn in (api_fn, tick_fn, worker_fn):
             for queue in lanes.queues.values():
@@ -176,11 +181,12 @@ class JobschedStack(Stack):
                   tables=tables, api=api)
         alarms = Alarms(self, "Alarms", segments=config.segments, dead_letters=lanes.dead_letters,
                         functions=functions, tables=tables)
-        TargetAccess.deny_own(worker_fn, queues=list(lanes.dead_letters.values()), topics=[alarms.topic], stack=self)
+        target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values()], topics=[alarms.topic],
+                               stack=self)
 
         CfnOutput(self, "ApiUrl", value=api.url, description="Base URL; routes start with /v1")
         CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)
         CfnOutput(self, "ApiKeysTableName", value=storage.api_keys.table_name)
-        acknowledge_findings(self, functions, api, target_access=True)
+        acknowledge_findings(self, functions, api, targets_role=target_access.role)
         CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
                   description="Subscribe to be told when an alarm fires")

@@ -1,20 +1,62 @@
-"""What the worker may call on behalf of jobs: named actions on target resources only."""
+"""What the worker may call on behalf of jobs: a tenant reaches only what was granted to it.
+
+The worker's own role holds no target permission. For each tenant it assumes the targets role
+with one session tag, `jobsched:tenant = <tenant id>` (store/targets.py, TenantSessions), and the
+targets role allows the four target actions only on resources that carry the same tag:
+`aws:ResourceTag/jobsched:tenant == ${aws:PrincipalTag/jobsched:tenant}`. IAM, not our code,
+keeps tenant A from sending to tenant B's queue. `targetArnPatterns` (CDK context) is an opt-in
+broader grant: resources matching it are reachable by every tenant, tagged or not."""
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, Stack
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
 
-# One action per target type: the worker never gets a wildcard action.
+from jobsched.domain.tenant_tags import TENANT_TAG_KEY
+
+# One action per target type: the targets role never gets a wildcard action.
 TARGET_ACTIONS = {
     "sqs": "sqs:SendMessage",
     "sns": "sns:Publish",
     "events": "events:PutEvents",
     "lambda": "lambda:InvokeFunction",
 }
+# The worker assumes the targets role from its own role session (role chaining): AWS caps such a
+# session at one hour, whatever the role's maximum.
+TARGET_SESSION_HOURS = 1
 
 
-class TargetAccess:
+class TargetAccess(Construct):
+    """The targets role: assumable by the worker's role only, with the tenant's session tag."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, worker: lambda_.Function,
+                 patterns: tuple[str, ...]) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        worker_role = worker.role
+        # Trust: the worker's role, and only with exactly one session tag, the tenant's. A session
+        # without it would match no resource (its principal tag is absent), but it is refused here.
+        principal = iam.SessionTagsPrincipal(iam.ArnPrincipal(worker_role.role_arn)).with_conditions({
+            "Null": {f"aws:RequestTag/{TENANT_TAG_KEY}": "false"},
+            "ForAllValues:StringEquals": {"aws:TagKeys": [TENANT_TAG_KEY]},
+        })
+        self.role = iam.Role(self, "Role", assumed_by=principal,
+                             max_session_duration=Duration.hours(TARGET_SESSION_HOURS),
+                             description="jobsched worker, on behalf of one tenant: its tagged targets only")
+        for service, resources in self.default_patterns(stack).items():
+            self.role.add_to_policy(iam.PolicyStatement(
+                actions=[TARGET_ACTIONS[service]], resources=resources,
+                conditions={"StringEquals": {
+                    f"aws:ResourceTag/{TENANT_TAG_KEY}": f"${{aws:PrincipalTag/{TENANT_TAG_KEY}}}"}}))
+        for service in TARGET_ACTIONS:
+            granted = [p for p in patterns if p.split(":")[2] == service]
+            if granted:
+                self.role.add_to_policy(iam.PolicyStatement(actions=[TARGET_ACTIONS[service]], resources=granted))
+        # The worker's role may assume it (with the tag) and nothing else of STS.
+        worker.add_to_role_policy(iam.PolicyStatement(actions=["sts:AssumeRole", "sts:TagSession"],
+                                                      resources=[self.role.role_arn]))
+
     @staticmethod
     def default_patterns(stack: Stack) -> dict[str, list[str]]:
         account, partition = stack.account, stack.partition
@@ -25,24 +67,13 @@ class TargetAccess:
             "lambda": [f"arn:{partition}:lambda:*:{account}:function:*"],
         }
 
-    @classmethod
-    def grant_to(cls, fn: lambda_.Function, patterns: tuple[str, ...], stack: Stack) -> None:
-        by_service = cls.default_patterns(stack)
-        if patterns:
-            by_service = {service: [p for p in patterns if p.split(":")[2] == service] for service in TARGET_ACTIONS}
-        for service, resources in by_service.items():
-            if resources:
-                fn.add_to_role_policy(iam.PolicyStatement(actions=[TARGET_ACTIONS[service]], resources=resources))
-
-    @staticmethod
-    def deny_own(fn: lambda_.Function, queues: list, topics: list, stack: Stack) -> None:
-        """Explicit denies, whatever the allow patterns say: a job's target is never one of the
-        stack's own dead-letter queues, functions or topics. (The lanes cannot be denied, since the
-        worker itself sends retries to them: a lane message must carry the scheduler's seal, and
-        the API refuses the stack's resources as targets.)"""
+    def deny_own(self, queues: list, topics: list, stack: Stack) -> None:
+        """Explicit denies, whatever the tags or the patterns say: a job's target is never one of
+        the stack's own queues (lanes and dead-letter queues: the worker sends its own retries to
+        the lanes with its own role, never with a tenant's session), functions or topics."""
         statements = [
             ("sqs:SendMessage", [q.queue_arn for q in queues]),
-            # By name (CloudFormation names them "<stack>-..."): the worker's own ARN in its own
+            # By name (CloudFormation names them "<stack>-..."): the worker's own ARN in this
             # policy would be a circular dependency.
             ("lambda:InvokeFunction", [stack.format_arn(service="lambda", resource="function",
                                                         resource_name=f"{stack.stack_name}-*",
@@ -51,5 +82,5 @@ class TargetAccess:
         ]
         for action, resources in statements:
             if resources:
-                fn.add_to_role_policy(iam.PolicyStatement(effect=iam.Effect.DENY, actions=[action],
-                                                          resources=resources))
+                self.role.add_to_policy(iam.PolicyStatement(effect=iam.Effect.DENY, actions=[action],
+                                                            resources=resources))

@@ -110,20 +110,57 @@ def test_concurrency_is_isolated_between_api_tick_and_lanes(template):
     assert settings.lane_caps and settings.lane_tenant_percent == 50
 
 
-def test_the_worker_is_denied_the_stacks_own_dlqs_functions_and_alarm_topic(template):
-    worker_role = next(r["Properties"]["Role"]["Fn::GetAtt"][0] for r in resources(template, "AWS::Lambda::Function").values()
-                       if r["Properties"]["Handler"] == "jobsched.handlers.worker.handler")
+def _targets_role(template):
+    [(logical, role)] = [(k, r) for k, r in resources(template, "AWS::IAM::Role").items() if "TargetAccess" in k]
     statements = [s for p in resources(template, "AWS::IAM::Policy").values()
-                  if {"Ref": worker_role} in p["Properties"]["Roles"]
+                  if {"Ref": logical} in p["Properties"]["Roles"]
                   for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    return logical, role, statements
+
+
+def test_a_tenants_session_is_denied_the_stacks_own_lanes_dlqs_functions_and_alarm_topic(template):
+    _, _, statements = _targets_role(template)
     denied = {}
     for statement in statements:
         if statement["Effect"] == "Deny":
             targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
             denied.setdefault(statement["Action"], []).extend(json.dumps(t) for t in targets)
-    assert len(denied["sqs:SendMessage"]) == 3 and all("Dlq" in t for t in denied["sqs:SendMessage"])
+    assert len(denied["sqs:SendMessage"]) == 6 and sum("Dlq" in t for t in denied["sqs:SendMessage"]) == 3
+    assert sum("Lane" in t for t in denied["sqs:SendMessage"]) == 6
     assert len(denied["lambda:InvokeFunction"]) == 1 and "function:Jobsched-*" in denied["lambda:InvokeFunction"][0]
     assert len(denied["sns:Publish"]) == 1
+
+
+def test_targets_are_allowed_only_on_resources_tagged_with_the_sessions_tenant(template):
+    # The worker's own role reaches no target: it may only assume the targets role.
+    worker = next(k for k, r in resources(template, "AWS::Lambda::Function").items()
+                  if function_name(r["Properties"]["Handler"]) == "worker")
+    logical, role, statements = _targets_role(template)
+    worker_statements = _statements(template, worker)
+    worker_actions = {a for s in worker_statements for a in _as_list(s["Action"])}
+    assert not worker_actions & {"sns:Publish", "events:PutEvents", "lambda:InvokeFunction"}
+    sends = [s for s in worker_statements if "sqs:SendMessage" in _as_list(s["Action"])]
+    assert all("Lane" in s["Resource"]["Fn::GetAtt"][0] for s in sends)  # its own lanes, by name
+    [assume] = [s for s in worker_statements if "sts:AssumeRole" in _as_list(s["Action"])]
+    assert sorted(assume["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    assert assume["Resource"] == {"Fn::GetAtt": [logical, "Arn"]}
+    # Trust: the worker's role only, with exactly the tenant tag.
+    [trust] = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"AWS": {"Fn::GetAtt": [template["Resources"][worker]["Properties"]["Role"]
+                                                         ["Fn::GetAtt"][0], "Arn"]}}
+    assert trust["Condition"] == {"Null": {"aws:RequestTag/jobsched:tenant": "false"},
+                                  "ForAllValues:StringEquals": {"aws:TagKeys": ["jobsched:tenant"]}}
+    assert role["Properties"]["MaxSessionDuration"] == 3600  # role chaining caps a session at an hour
+    allows = [s for s in statements if s["Effect"] == "Allow"]
+    assert sorted(s["Action"] for s in allows) == ["events:PutEvents", "lambda:InvokeFunction", "sns:Publish",
+                                                   "sqs:SendMessage"]
+    for statement in allows:  # no targetArnPatterns in this deployment: every allow needs the tag
+        assert statement["Condition"] == {"StringEquals": {
+            "aws:ResourceTag/jobsched:tenant": "${aws:PrincipalTag/jobsched:tenant}"}}
+
+
+def _as_list(value):
+    return value if isinstance(value, list) else [value]
 
 
 def test_worker_consumes_every_lane_with_partial_batch_failures(template):
@@ -257,13 +294,11 @@ def test_alarms_publish_to_one_topic_and_cover_dlqs_ticks_lateness_errors_thrott
 
 
 def test_worker_may_call_target_resources_with_named_actions_only(template):
-    logical = next(k for k, r in resources(template, "AWS::Lambda::Function").items()
-                   if function_name(r["Properties"]["Handler"]) == "worker")
+    _, _, statements = _targets_role(template)
     actions = set()
-    for statement in _statements(template, logical):
-        acts = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-        actions.update(acts)
-    assert {"sqs:SendMessage", "sns:Publish", "events:PutEvents", "lambda:InvokeFunction"} <= actions
+    for statement in statements:
+        actions.update(_as_list(statement["Action"]))
+    assert actions == {"sqs:SendMessage", "sns:Publish", "events:PutEvents", "lambda:InvokeFunction"}
 
 
 def test_data_at_rest_uses_one_customer_managed_key_with_rotation(template):

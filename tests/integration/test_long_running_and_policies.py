@@ -1,11 +1,15 @@
 """Long-running targets, cancellation, overlap policy, long backoffs, and AWS targets."""
+import copy
 import json
 
 import pytest
 
+from jobsched.domain.tenant_tags import TENANT_TAG_KEY
 from jobsched.domain.trace import trace_context
+from jobsched.local import strict_aws
+from jobsched.settings import Env
 
-from .harness import ACCEPTED, FAIL, TIMEOUT
+from .harness import ACCEPTED, FAIL, TENANT_A, TIMEOUT
 
 HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/hook"}
 
@@ -186,9 +190,14 @@ def real_targets(harness):
     from jobsched.adapters.targets import TargetRouter
     from jobsched.local.events import Function
     from jobsched.handlers import worker
-    from jobsched.store.targets import AwsTargetInvoker
+    from jobsched.settings import Env
+    from jobsched.store.targets import AwsTargetInvoker, TenantSessions
 
-    router = TargetRouter(HttpTargetInvoker(allow_private=True), AwsTargetInvoker(harness.session))
+    # As the worker builds it: AWS targets are called in the tenant's session of the targets role.
+    harness.tenant_sessions = TenantSessions(harness.session, harness.envs["worker"][Env.TARGETS_ROLE_ARN],
+                                             harness.clock.now_ms)
+    router = TargetRouter(HttpTargetInvoker(allow_private=True),
+                          AwsTargetInvoker(harness.session, harness.tenant_sessions))
     harness.worker = Function("worker", worker.make_handler(harness.envs["worker"], harness.clock, harness.session,
                                                             router))
     harness.poller._worker = harness.worker
@@ -198,11 +207,13 @@ def real_targets(harness):
 def test_sqs_sns_and_eventbridge_targets_receive_the_execution_id(real_targets):
     harness = real_targets
     sqs, sns, events = harness.sqs, harness.session.client("sns"), harness.session.client("events")
-    inbox = sqs.create_queue(QueueName="tenant-inbox")["QueueUrl"]
+    # The tenant's resources carry its tag: IAM lets its session reach them (and no other tenant's).
+    granted = {TENANT_TAG_KEY: TENANT_A}
+    inbox = sqs.create_queue(QueueName="tenant-inbox", tags=granted)["QueueUrl"]
     inbox_arn = sqs.get_queue_attributes(QueueUrl=inbox, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    topic = sns.create_topic(Name="tenant-topic")["TopicArn"]
+    topic = sns.create_topic(Name="tenant-topic", Tags=[{"Key": TENANT_TAG_KEY, "Value": TENANT_A}])["TopicArn"]
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=inbox_arn, Attributes={"RawMessageDelivery": "true"})
-    events.create_event_bus(Name="tenant-bus")
+    events.create_event_bus(Name="tenant-bus", Tags=[{"Key": TENANT_TAG_KEY, "Value": TENANT_A}])
     events.put_rule(Name="all", EventBusName="tenant-bus", EventPattern=json.dumps({"source": ["tenant.app"]}))
     events.put_targets(Rule="all", EventBusName="tenant-bus", Targets=[{"Id": "q", "Arn": inbox_arn}])
     targets = [{"type": "SQS", "queueUrl": inbox}, {"type": "SNS", "topicArn": topic},
@@ -231,13 +242,20 @@ def test_sqs_sns_and_eventbridge_targets_receive_the_execution_id(real_targets):
 
 
 def test_an_aws_target_that_does_not_exist_fails_and_retries(real_targets):
+    # A topic IAM allows (no tag condition: an operator's targetArnPatterns grant, given here to
+    # the targets role) that does not exist: the call fails with NotFound, which is retried.
     harness = real_targets
+    role = harness.envs["worker"][Env.TARGETS_ROLE_ARN]
+    template = copy.copy(harness.strict.template)  # this test's layer only: the parsed template is shared
+    template.role_policies = {**template.role_policies, role: [*template.role_policies[role], strict_aws._statement(
+        {"Effect": "Allow", "Action": "sns:Publish", "Resource": "arn:aws:sns:*:*:nope"}, str)]}
+    harness.strict.template = template
     job = harness.create_job({"name": "gone", "type": "DELAYED", "delaySeconds": 5,
                               "target": {"type": "SNS", "topicArn": "arn:aws:sns:us-east-1:123456789012:nope"},
                               "retryPolicy": {"maxAttempts": 2, "initialDelayMs": 1000}})
     harness.advance(10)
     [execution] = harness.executions_of(job["jobId"])
-    assert execution["status"] == "DEAD" and "NotFound" in execution["error"]
+    assert execution["status"] == "DEAD" and "NotFound" in execution["error"] and execution["attempt"] == 2
 
 
 def test_a_rejected_request_ends_dead_at_once_and_a_throttled_one_waits_as_asked(harness):

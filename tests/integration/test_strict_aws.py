@@ -7,6 +7,7 @@ from jobsched.local import strict_aws
 from jobsched.local.strict_aws import (
     MAX_ITEM_BYTES, SNS_MAX_MESSAGE_BYTES, SQS_MAX_MESSAGE_BYTES, StrictLayerError, Template, acting_as, item_size,
 )
+from jobsched.domain.tenant_tags import TENANT_TAG_KEY
 from jobsched.settings import Env
 from jobsched.store.signing import SIGNING_PURPOSE
 
@@ -85,14 +86,29 @@ def test_an_index_is_its_own_resource(harness):
     assert arn == [f"arn:aws:dynamodb:us-east-1:123456789012:table/{executions}/index/DeadLetters"]
 
 
+def tenant_session(harness, tenant: str = TENANT_A):
+    """The worker's session of the targets role for a tenant (as store/targets.TenantSessions makes it)."""
+    import boto3
+
+    with acting_as("worker"):
+        credentials = harness.session.client("sts").assume_role(
+            RoleArn=harness.envs["worker"][Env.TARGETS_ROLE_ARN], RoleSessionName="tenant-session",
+            Tags=[{"Key": TENANT_TAG_KEY, "Value": tenant}])["Credentials"]
+    return boto3.session.Session(aws_access_key_id=credentials["AccessKeyId"],
+                                 aws_secret_access_key=credentials["SecretAccessKey"],
+                                 aws_session_token=credentials["SessionToken"], region_name="us-east-1")
+
+
 def test_an_explicit_deny_wins_over_an_allow(harness):
-    # The worker may send to any queue of the account (job targets) except the stack's DLQs.
+    # A tenant's session may send to the queues tagged with its tenant, except the stack's DLQs,
+    # even when someone tagged a DLQ with the tenant.
     sqs = harness.session.client("sqs")
     dlq = next(url for url in sqs.list_queues()["QueueUrls"] if "Dlq" in url)
-    other = sqs.create_queue(QueueName="a-tenants-queue")["QueueUrl"]
-    with acting_as("worker"):
-        sqs.send_message(QueueUrl=other, MessageBody="{}")
-        refused(lambda: sqs.send_message(QueueUrl=dlq, MessageBody="{}"), "AccessDenied", 403)
+    sqs.tag_queue(QueueUrl=dlq, Tags={TENANT_TAG_KEY: TENANT_A})
+    other = sqs.create_queue(QueueName="a-tenants-queue", tags={TENANT_TAG_KEY: TENANT_A})["QueueUrl"]
+    as_tenant = tenant_session(harness).client("sqs")
+    as_tenant.send_message(QueueUrl=other, MessageBody="{}")
+    refused(lambda: as_tenant.send_message(QueueUrl=dlq, MessageBody="{}"), "AccessDenied", 403)
 
 
 # What the signing store encrypts under (store/signing.py): the API's kms:Encrypt needs the purpose.
@@ -152,9 +168,12 @@ def test_dynamodb_sizes_follow_the_documented_formula():
 
 
 def test_oversize_messages_are_refused_by_sqs_sns_and_eventbridge(harness):
-    sqs, sns, events = (harness.session.client(s) for s in ("sqs", "sns", "events"))
-    queue = sqs.create_queue(QueueName="big-target")["QueueUrl"]
-    topic = sns.create_topic(Name="big-target")["TopicArn"]
+    granted = [{"Key": TENANT_TAG_KEY, "Value": TENANT_A}]
+    queue = harness.sqs.create_queue(QueueName="big-target", tags={TENANT_TAG_KEY: TENANT_A})["QueueUrl"]
+    topic = harness.session.client("sns").create_topic(Name="big-target", Tags=granted)["TopicArn"]
+    harness.session.client("events").tag_resource(ResourceARN="arn:aws:events:us-east-1:123456789012:event-bus/default",
+                                                  Tags=granted)
+    sqs, sns, events = (tenant_session(harness).client(s) for s in ("sqs", "sns", "events"))
     with acting_as("worker"):
         sqs.send_message(QueueUrl=queue, MessageBody="x" * SQS_MAX_MESSAGE_BYTES)  # 1 MiB fits (2025)
         refused(lambda: sqs.send_message(QueueUrl=queue, MessageBody="x" * (SQS_MAX_MESSAGE_BYTES + 1)),

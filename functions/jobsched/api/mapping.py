@@ -1,6 +1,7 @@
 """Explicit mapping between API models and the domain, both ways."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,6 +48,53 @@ _SCHEDULE_FIELDS = {"schedule", "runAt", "delaySeconds", "startAt", "endAt"}
 
 
 @dataclass(frozen=True)
+class TargetScope:
+    """What IAM can allow a tenant's AWS target at all: this account's resources (when tagged with
+    the tenant: unknown here, the worker's call finds out) and those matching the deployment's
+    targetArnPatterns. A target outside both is denied whatever its tags, so it is refused at
+    creation (422) instead of failing at every run. Empty account: no check (tests of mapping)."""
+
+    account: str = ""
+    patterns: tuple[str, ...] = ()
+
+    def reachable(self, target_type: TargetType, address: str) -> bool:
+        if not self.account:
+            return True
+        arn = target_arn(target_type, address, self.account)
+        if arn is None or arn.split(":")[4] == self.account:
+            return True
+        return any(_arn_glob(pattern).fullmatch(arn) for pattern in self.patterns)
+
+
+def target_arn(target_type: TargetType, address: str, account: str) -> str | None:
+    """The ARN IAM sees for a target's address (a queue URL, a bare function or bus name are in
+    the caller's account and region: '*' stands for the region); None when it cannot be told."""
+    if address.startswith("arn:"):
+        return address if len(address.split(":")) >= 6 else None
+    if target_type is TargetType.SQS:
+        parts = urlsplit(address)
+        path = parts.path.strip("/").split("/")
+        host = (parts.hostname or "").split(".")
+        if len(path) == 2 and path[0].isdigit():
+            region = host[1] if len(host) > 2 and host[0] == "sqs" else "*"
+            return f"arn:aws:sqs:{region}:{path[0]}:{path[1]}"
+        return None
+    if target_type is TargetType.LAMBDA:
+        parts = address.split(":")
+        if "function" in parts[:-1] and parts.index("function") == 1 and parts[0].isdigit():
+            return f"arn:aws:lambda:*:{parts[0]}:function:{parts[2]}"
+        return f"arn:aws:lambda:*:{account}:function:{parts[0]}"
+    if target_type is TargetType.EVENTBRIDGE:
+        return f"arn:aws:events:*:{account}:event-bus/{address}"
+    return None
+
+
+def _arn_glob(pattern: str) -> re.Pattern:
+    """IAM's ARN wildcards: * any run of characters, ? one character."""
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern))
+
+
+@dataclass(frozen=True)
 class OwnResources:
     """The scheduler's own queues, topics and functions: never a job's target. CloudFormation
     names every resource of the stack "<stack name>-...", and the lanes are known exactly."""
@@ -54,6 +102,7 @@ class OwnResources:
     name_prefix: str = ""
     addresses: frozenset[str] = frozenset()
     endpoints: OwnEndpoints = OwnEndpoints()  # HTTP: the local stack's API and emulator
+    scope: TargetScope = TargetScope()  # what IAM can allow a tenant's AWS target at all
 
     def owns(self, address: str) -> bool:
         if address.rstrip("/") in self.addresses:
@@ -217,6 +266,12 @@ def _target(model, field: str, own: OwnResources) -> Target:
     if address_field and own.owns(str(target.config[address_field])):
         raise UnprocessableRequest.for_field(f"{field}.{address_field}",
                                              "is one of the scheduler's own resources and cannot be a target")
+    if address_field and not own.scope.reachable(target.type, str(target.config[address_field])):
+        # IAM's grant covers this account's tagged resources and targetArnPatterns: a resource of
+        # another account outside the patterns would be denied at every run.
+        raise UnprocessableRequest.for_field(
+            f"{field}.{address_field}", f"is in another AWS account than the scheduler's and matches none of the "
+                                        f"deployment's targetArnPatterns: the scheduler is not allowed to call it")
     if target.type is TargetType.HTTP:
         url = urlsplit(str(target.config["url"]))
         port = url.port if url.port is not None else (443 if url.scheme == "https" else 80)

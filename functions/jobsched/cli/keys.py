@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobsched.domain.tenant_tags import is_taggable
 from jobsched.domain.clock import SystemClock
 from jobsched.domain.schedule import format_instant
 from jobsched.service.auth import ApiKeys
@@ -63,6 +64,10 @@ class KeyAdmin:
     def create(self, tenant_id: str) -> tuple[str, str]:
         if not tenant_id.strip():
             raise KeyAdminError("a tenant id is required")
+        if not is_taggable(tenant_id):
+            # The worker calls AWS targets in a session tagged with the tenant id (store/targets.py).
+            raise KeyAdminError("a tenant id is at most 256 letters, digits, spaces and _ . : / = + - @ "
+                                "(it is the session tag that grants the tenant its AWS targets)")
         return ApiKeys(self.store, SystemClock()).issue(tenant_id)
 
     def list(self, tenant_id: str | None) -> list[dict]:

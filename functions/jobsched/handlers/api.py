@@ -10,7 +10,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.metrics import MetricUnit
 
-from jobsched.api.mapping import OwnResources, execution_to_json, job_to_json, preview_schedule, to_spec
+from jobsched.api.mapping import OwnResources, TargetScope, execution_to_json, job_to_json, preview_schedule, to_spec
 from jobsched.api.mapping import preview_catch_up  # catch-up that does not flood
 from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.api.models import (
@@ -143,7 +143,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     metrics = metrics_for(env, "jobsched-api")
     own = OwnResources(f"{parts.settings.stack_name}-" if parts.settings.stack_name else "",
                        frozenset(url for _, url in parts.settings.lane_urls),
-                       OwnEndpoints.parse(parts.settings.own_endpoints))
+                       OwnEndpoints.parse(parts.settings.own_endpoints),
+                       TargetScope(parts.settings.target_account, parts.settings.target_arn_patterns))
     service = JobsService(parts.stores, parts.handoff, parts.clock,
                           Quotas(parts.settings.max_active_jobs, parts.settings.max_creates_per_second))
     callbacks = Callbacks(parts.stores, Outcomes(parts.stores, parts.handoff, parts.clock), parts.clock)

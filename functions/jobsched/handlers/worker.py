@@ -22,7 +22,7 @@ from jobsched.service.signing import SigningSecrets
 from jobsched.domain.trace import trace_id_of
 from jobsched.service.worker import LEASE_MARGIN_MS, UNREAD, ArrivedEarly, RedeliverLater, Worker, early_ms, reads_its_job
 from jobsched.settings import WORKER_BATCH_SIZE
-from jobsched.store.targets import AwsTargetInvoker
+from jobsched.store.targets import AwsTargetInvoker, TenantSessions
 
 logger = Logger(service="jobsched-worker")
 
@@ -73,12 +73,17 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
     parts = build(env, "worker", clock, session)
     metrics = metrics_for(env, "jobsched-worker")
     if invoker is None:
+        session = session or boto3.session.Session()
+        # AWS targets are called in the job's tenant's session of the targets role (tagged
+        # resources only), its credentials kept for the container's life until shortly before expiry.
+        tenants = TenantSessions(session, parts.settings.targets_role_arn, parts.clock.now_ms) \
+            if parts.settings.targets_role_arn else None
         signing = SigningSecrets(parts.stores.signing, parts.clock)
         invoker = TargetRouter(HttpTargetInvoker(allow_private=parts.settings.allow_private_targets,
                                                  own_endpoints=OwnEndpoints.parse(parts.settings.own_endpoints),
                                                  signing_secrets=signing.in_use,
                                                  now_s=lambda: parts.clock.now_ms() / 1000),
-                               AwsTargetInvoker(session or boto3.session.Session()))
+                               AwsTargetInvoker(session, tenants))
     outcomes = Outcomes(parts.stores, parts.handoff, parts.clock)
     settings = parts.settings
     lanes = LaneGate(parts.stores.flow, parts.clock, dict(settings.lane_caps), settings.lane_tenant_percent,

@@ -10,6 +10,13 @@ from typing import Any
 # replaced by the local tick loop, the REST API by the loopback adapter.
 DATA_RESOURCE_TYPES = ("AWS::DynamoDB::Table", "AWS::SQS::Queue", "AWS::KMS::Key")
 STACK_NAME = "Jobsched"
+ACCOUNT = "123456789012"  # the emulator's account
+
+
+def role_arn(logical: str) -> str:
+    """The ARN the local stack gives a role of the template. Roles are not created in the emulator
+    (its STS answers AssumeRole for any ARN); the strict layer names the same roles the same way."""
+    return f"arn:aws:iam::{ACCOUNT}:role/{STACK_NAME}-{logical}"
 
 
 class TemplateError(RuntimeError):
@@ -54,13 +61,21 @@ def function_envs(template: dict, physical: dict[str, str]) -> dict[str, dict[st
             continue
         props = resource["Properties"]
         variables = props.get("Environment", {}).get("Variables", {})
-        envs[function_name(props["Handler"])] = {k: _resolve(v, physical, f"{logical}.{k}") for k, v in variables.items()}
+        envs[function_name(props["Handler"])] = {k: _resolve(v, physical, f"{logical}.{k}", template["Resources"])
+                                                 for k, v in variables.items()}
     return envs
 
 
-def _resolve(value: Any, physical: dict[str, str], where: str) -> str:
+def _resolve(value: Any, physical: dict[str, str], where: str, resources: dict | None = None) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and "Ref" in value and value["Ref"] in physical:
         return physical[value["Ref"]]
-    raise TemplateError(f"{where}: cannot resolve {value!r} locally; only Refs to tables and queues are supported")
+    if value == {"Ref": "AWS::AccountId"}:
+        return ACCOUNT
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        logical, attribute = value["Fn::GetAtt"]
+        if attribute == "Arn" and (resources or {}).get(logical, {}).get("Type") == "AWS::IAM::Role":
+            return role_arn(logical)
+    raise TemplateError(f"{where}: cannot resolve {value!r} locally; only Refs to tables and queues, the account "
+                        "and role ARNs are supported")

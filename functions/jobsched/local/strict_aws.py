@@ -36,6 +36,8 @@ from typing import Any, Callable, Iterator
 
 from botocore.exceptions import ClientError
 
+from jobsched.local.stack import role_arn
+
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # the emulator's account (local/events.py uses the same)
 
@@ -81,7 +83,11 @@ ACCESS_DENIED = {
     "lambda": ("AccessDeniedException", 403),
     "sqs": ("AccessDenied", 403),
     "sns": ("AuthorizationError", 403),
+    "sts": ("AccessDenied", 403),
 }
+# What STS takes as a session tag (AWS-LIMITS.md §8): key 1-128, value 0-256 characters of these.
+_SESSION_TAG_KEY = re.compile(r"[\w .:/=+\-@]{1,128}")
+_SESSION_TAG_VALUE = re.compile(r"[\w .:/=+\-@]{0,256}")
 
 current_function: contextvars.ContextVar[str | None] = contextvars.ContextVar("strict_aws_function", default=None)
 _internal: contextvars.ContextVar[bool] = contextvars.ContextVar("strict_aws_internal", default=False)
@@ -181,11 +187,38 @@ _STRING_OPERATORS = {
 _NEGATED = {"StringNotEquals", "StringNotLike", "ArnNotEquals", "ArnNotLike"}
 
 
-def condition_holds(condition: dict, context: dict[str, str]) -> bool:
-    """Every operator and key of a statement's Condition holds (AND), any value of a key (OR)."""
+_POLICY_VARIABLE = re.compile(r"\$\{([^}]+)\}")
+
+
+def _substitute(wanted: str, context: dict[str, Any]) -> str | None:
+    """A condition value with its policy variables (`${aws:PrincipalTag/k}`) replaced from the
+    request's context; None when a variable has no value (AWS then matches nothing with it)."""
+    missing = False
+
+    def value(match: re.Match) -> str:
+        nonlocal missing
+        have = context.get(match.group(1).lower())
+        if not isinstance(have, str):
+            missing = True
+            return ""
+        return have
+    text = _POLICY_VARIABLE.sub(value, wanted)
+    return None if missing else text
+
+
+def _split_operator(operator: str) -> tuple[str | None, str, bool]:
+    """'ForAllValues:StringEqualsIfExists' -> ('ForAllValues', 'StringEquals', True)."""
+    qualifier, _, base = operator.rpartition(":")
+    if_exists = base.endswith("IfExists")
+    return (qualifier or None), (base[:-len("IfExists")] if if_exists else base), if_exists
+
+
+def condition_holds(condition: dict, context: dict[str, Any]) -> bool:
+    """Every operator and key of a statement's Condition holds (AND), any value of a key (OR).
+    A context value is a string, or a list for a multivalued key (aws:TagKeys), which only the
+    ForAllValues / ForAnyValue qualifiers compare."""
     for operator, keys in condition.items():
-        if_exists = operator.endswith("IfExists")
-        base = operator[:-len("IfExists")] if if_exists else operator
+        qualifier, base, if_exists = _split_operator(operator)
         for key, wanted in keys.items():
             have = context.get(key.lower())
             if base == "Null":
@@ -193,14 +226,25 @@ def condition_holds(condition: dict, context: dict[str, str]) -> bool:
                     return False
                 continue
             test = _STRING_OPERATORS.get(base)
-            if test is None:
+            if test is None or qualifier not in (None, "ForAllValues", "ForAnyValue"):
                 raise StrictLayerError(f"condition operator {operator!r} is not supported by the strict layer")
+            values = [v for v in (_substitute(str(w), context) for w in _as_list(wanted)) if v is not None]
+            if qualifier is not None:
+                present = [] if have is None else _as_list(have)
+                if qualifier == "ForAllValues":  # every value of the request is one of the wanted
+                    if not all(any(test(h, v) for v in values) for h in present):
+                        return False
+                elif not any(test(h, v) for h in present for v in values):
+                    return False
+                continue
             if have is None:
                 if if_exists or base in _NEGATED:
                     continue
                 return False
-            results = [test(have, str(w)) for w in _as_list(wanted)]
-            if not (all(results) if base in _NEGATED else any(results)):
+            if not isinstance(have, str):
+                return False  # a multivalued key needs a set qualifier
+            results = [test(have, v) for v in values]
+            if not results or not (all(results) if base in _NEGATED else any(results)):
                 return False
     return True
 
@@ -211,6 +255,7 @@ class Statement:
     actions: tuple[re.Pattern, ...]
     resources: tuple[re.Pattern, ...]
     condition: dict
+    names_resource_tags: bool = False  # a condition on aws:ResourceTag/<key>: the resource's tags are read
 
     def applies(self, action: str, resource: str, context: dict[str, str]) -> bool:
         return (any(a.fullmatch(action) for a in self.actions)
@@ -224,15 +269,28 @@ def _statement(raw: dict, resolve: Callable[[Any], str]) -> Statement:
             raise StrictLayerError(f"{unsupported} is not supported by the strict layer: {raw}")
     condition = raw.get("Condition") or {}
     for operator in condition:
-        base = operator[:-len("IfExists")] if operator.endswith("IfExists") else operator
-        if base != "Null" and base not in _STRING_OPERATORS:
+        qualifier, base, _ = _split_operator(operator)
+        if (base != "Null" and base not in _STRING_OPERATORS) or qualifier not in (None, "ForAllValues", "ForAnyValue"):
             raise StrictLayerError(f"condition operator {operator!r} is not supported by the strict layer")
     return Statement(
         allow=raw.get("Effect", "Allow") == "Allow",
         actions=tuple(_glob(a, ignore_case=True) for a in _as_list(raw["Action"])),
         resources=tuple(_glob(resolve(r)) for r in _as_list(raw.get("Resource", "*"))),
         condition=condition,
+        names_resource_tags="aws:resourcetag/" in json.dumps(condition).lower(),
     )
+
+
+def _trust_statement(raw: dict, resolve: Callable[[Any], str]) -> tuple[frozenset[str], Statement]:
+    """A trust policy's statement: the AWS principals it names (ARNs; '*' for anyone) and the
+    statement itself on resource '*' (a trust policy's resource is its own role)."""
+    principal = raw.get("Principal") or {}
+    if not isinstance(principal, dict) or set(principal) - {"AWS"}:
+        # Service principals (lambda.amazonaws.com) are not callers the layer sees.
+        names: frozenset[str] = frozenset()
+    else:
+        names = frozenset(resolve(p) for p in _as_list(principal["AWS"]))
+    return names, _statement({**raw, "Resource": "*"}, resolve)
 
 
 class Template:
@@ -243,6 +301,13 @@ class Template:
         self._resources = template["Resources"]
         self._physical = physical_ids
         self.policies: dict[str, list[Statement]] = {}  # function name → its role's statements
+        # Every role of the template by its ARN (local/stack.role_arn): its statements, its trust
+        # policy's statements (Principal resolved), its longest session; and each function's role.
+        self.role_policies: dict[str, list[Statement]] = {}
+        self.trust: dict[str, list[tuple[frozenset[str], Statement]]] = {}
+        self.max_session_seconds: dict[str, int] = {}
+        self.function_role: dict[str, str] = {}
+        role_by_logical: dict[str, str] = {}
         self.resource_denies: list[Statement] = []  # explicit Deny of resource policies (Principal *)
         self.tables: dict[str, dict[str, tuple[str, str | None]]] = {}  # table name → {"": keys, index: keys}
         # table name → {index: (projection type, non-key attributes)}: what an index entry holds
@@ -255,6 +320,12 @@ class Template:
                 name = props["Handler"].split(".")[-2]
                 roles[role] = name
                 self.policies.setdefault(name, [])
+                if role:
+                    self.function_role[name] = role_arn(role)
+            elif resource["Type"] == "AWS::IAM::Role":
+                arn = role_by_logical[logical] = role_arn(logical)
+                self.role_policies.setdefault(arn, [])
+                self.max_session_seconds[arn] = int(props.get("MaxSessionDuration", 3600))
             elif resource["Type"] == "AWS::DynamoDB::Table" and logical in physical_ids:
                 keys = {"": _key_names(props["KeySchema"])}
                 projections = {}
@@ -269,15 +340,23 @@ class Template:
             props = resource.get("Properties", {})
             if resource["Type"] == "AWS::IAM::Policy":
                 for role_ref in props.get("Roles", []):
-                    name = roles.get(role_ref.get("Ref")) if isinstance(role_ref, dict) else None
-                    if name:
-                        self.policies[name].extend(_statement(s, self.resolve) for s in props["PolicyDocument"]["Statement"])
-            elif resource["Type"] == "AWS::IAM::Role" and logical in roles:
-                if props.get("ManagedPolicyArns"):
+                    ref = role_ref.get("Ref") if isinstance(role_ref, dict) else None
+                    parsed = [_statement(s, self.resolve) for s in props["PolicyDocument"]["Statement"]]
+                    if roles.get(ref):
+                        self.policies[roles[ref]].extend(parsed)
+                    if ref in role_by_logical:
+                        self.role_policies[role_by_logical[ref]].extend(parsed)
+            elif resource["Type"] == "AWS::IAM::Role":
+                if props.get("ManagedPolicyArns") and logical in roles:
                     raise StrictLayerError(f"{logical}: managed policies are not resolved by the strict layer")
                 for inline in props.get("Policies", []):
-                    self.policies[roles[logical]].extend(_statement(s, self.resolve)
-                                                         for s in inline["PolicyDocument"]["Statement"])
+                    parsed = [_statement(s, self.resolve) for s in inline["PolicyDocument"]["Statement"]]
+                    self.role_policies[role_by_logical[logical]].extend(parsed)
+                    if logical in roles:
+                        self.policies[roles[logical]].extend(parsed)
+                self.trust[role_by_logical[logical]] = [
+                    _trust_statement(raw, self.resolve)
+                    for raw in (props.get("AssumeRolePolicyDocument") or {}).get("Statement", [])]
             elif resource["Type"] in ("AWS::SQS::QueuePolicy", "AWS::SNS::TopicPolicy"):
                 for raw in props["PolicyDocument"]["Statement"]:
                     if raw.get("Effect") == "Deny" and raw.get("Principal") in ("*", {"AWS": "*"}):
@@ -325,6 +404,8 @@ class Template:
             return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{physical.rsplit('/', 1)[-1]}"
         if kind == "AWS::KMS::Key" and physical:
             return f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{physical}"
+        if kind == "AWS::IAM::Role":
+            return role_arn(logical)  # as the local stack gives it to the functions' environment
         # Not created in the emulator (log groups, topics, functions): an ARN of its own that no
         # call the functions make can name, so a grant on it allows nothing else.
         service = kind.split("::")[1].lower()
@@ -349,6 +430,17 @@ class PartitionUse:
     throttled: int = 0
 
 
+@dataclass(frozen=True)
+class RoleSession:
+    """Credentials AssumeRole handed out: the role they act as, their session tags, their end (on
+    the emulator's clock), a label for reports, and the session's principal ARN."""
+    role: str
+    tags: dict
+    expires_ms: int
+    label: str
+    principal_arn: str
+
+
 @dataclass
 class Report:
     hottest: list[tuple[str, PartitionUse]]
@@ -356,6 +448,7 @@ class Report:
     kms_requests: int
     throttled: int
     denied: list[str]
+    assumed_roles: int = 0
 
     def text(self, top: int = 5) -> str:
         lines = [f"strict AWS: peak per partition key (limit {PARTITION_WCU_PER_SECOND} WCU/s, "
@@ -364,6 +457,7 @@ class Report:
             lines.append(f"  {key}: peak {use.peak_wcu:g} WCU/s, {use.peak_rcu:g} RCU/s "
                          f"(total {use.write_units:g} WCU, {use.read_units:g} RCU, throttled {use.throttled})")
         lines.append(f"  KMS: peak {self.kms_peak_per_second} requests/s ({self.kms_requests} in all)")
+        lines.append(f"  STS AssumeRole: {self.assumed_roles}")
         if self.denied:
             lines.append(f"  AccessDenied: {len(self.denied)} ({', '.join(sorted(set(self.denied))[:5])})")
         return "\n".join(lines)
@@ -380,6 +474,7 @@ class Ledger:
         self.kms_peak = 0
         self.kms_total = 0
         self.denied: list[str] = []
+        self.assumed_roles = 0
 
     def used(self, key: str, second: int) -> tuple[float, float]:
         with self._lock:
@@ -398,6 +493,10 @@ class Ledger:
             use.write_units += wcu
             use.peak_rcu = max(use.peak_rcu, used_r)
             use.peak_wcu = max(use.peak_wcu, used_w)
+
+    def count_assume_role(self) -> None:
+        with self._lock:
+            self.assumed_roles += 1
 
     def count_kms(self, second: int) -> int:
         with self._lock:
@@ -439,6 +538,8 @@ class StrictAws:
         self._raw_client = None
         self._kms_ids: dict[str, str] = {}  # a key id a ciphertext names -> the key's id now
         self._peek_fn: Callable[[str, dict], dict | None] | None = None
+        self._sessions: dict[str, RoleSession] = {}  # access key id → the role session it signs as
+        self._tag_clients: dict[str, Any] = {}
 
     @classmethod
     def billing_only(cls, tables: dict[str, tuple[str, ...]], now_ms: Callable[[], int] | None = None,
@@ -457,6 +558,8 @@ class StrictAws:
         layer.ledger = Ledger()
         layer._raw_client = None
         layer._peek_fn = peek or (lambda table, key: None)
+        layer._sessions = {}
+        layer._tag_clients = {}
         return layer
 
     # --- entry points from botocore's events ---------------------------------------------------
@@ -467,8 +570,20 @@ class StrictAws:
         service = model.service_model.signing_name or model.service_model.endpoint_prefix
         call = _Call(service, model.name, params, self.now_ms() // 1000)
         function = current_function.get()
-        if function is not None:
-            self._authorize(client, function, call)
+        session = self._sessions.get(_access_key(client) or "")
+        if session is not None:
+            # Signed with a role session's credentials (AssumeRole): that role decides, whoever calls.
+            if self.now_ms() >= session.expires_ms:
+                code = "ExpiredToken" if service in ("sqs", "sns", "sts") else "ExpiredTokenException"
+                raise _error(client, call.operation, code, "The security token included in the request is expired",
+                             403 if service in ("sqs", "sns") else 400)
+            self._authorize(client, session.label, self.template.role_policies.get(session.role, []), call,
+                            principal=session.principal_arn, principal_tags=session.tags)
+        elif function is not None:
+            statements = self.template.policies.get(function)
+            if statements is None:
+                raise StrictLayerError(f"no function {function!r} in the template")
+            self._authorize(client, function, statements, call, principal=self.template.function_role.get(function))
         check = getattr(self, f"_check_{service}", None)
         if check:
             check(client, call)
@@ -478,6 +593,8 @@ class StrictAws:
         call = context.get("strict_aws")
         if call is None or _internal.get():
             return
+        if call.service == "sts" and call.operation == "AssumeRole" and http_response.status_code < 300:
+            self._remember_session(call, parsed)
         bill = getattr(self, f"_bill_{call.service}", None)
         if bill:
             bill(client, call, parsed, http_response.status_code < 300)
@@ -487,36 +604,136 @@ class StrictAws:
                          key=lambda kv: max(kv[1].peak_wcu / self.limits.partition_wcu,
                                             kv[1].peak_rcu / self.limits.partition_rcu), reverse=True)
         return Report(hottest, self.ledger.kms_peak, self.ledger.kms_total,
-                      sum(u.throttled for u in self.ledger.partitions.values()), list(self.ledger.denied))
+                      sum(u.throttled for u in self.ledger.partitions.values()), list(self.ledger.denied),
+                      self.ledger.assumed_roles)
 
     # --- IAM ---------------------------------------------------------------------------------
 
-    def _authorize(self, client, function: str, call: _Call) -> None:
+    def _authorize(self, client, who: str, statements: list[Statement], call: _Call, principal: str | None = None,
+                   principal_tags: dict[str, str] | None = None) -> None:
         action = IAM_ACTION_OF.get((call.service, call.operation), f"{call.service}:{call.operation}")
-        statements = self.template.policies.get(function)
-        if statements is None:
-            raise StrictLayerError(f"no function {function!r} in the template")
-        context = self._condition_context(call)
+        context = self._condition_context(call, principal, principal_tags)
+        if call.service == "sts" and call.operation == "AssumeRole":
+            self._authorize_assume_role(client, who, statements, call, principal, context)
+            return
         for resource in self._resources_of(call):
-            denied = any(not s.allow and s.applies(action, resource, context)
-                         for s in statements + self.template.resource_denies)
-            allowed = any(s.allow and s.applies(action, resource, context) for s in statements)
-            if denied or not allowed:
-                self.ledger.denied.append(f"{function}:{action}")
-                role = f"arn:aws:sts::{ACCOUNT}:assumed-role/jobsched-{function}/jobsched-{function}"
-                how = "with an explicit deny in an identity-based policy" if denied \
-                    else "because no identity-based policy allows the"
-                code, status = ACCESS_DENIED.get(call.service, ("AccessDeniedException", 400))
-                raise _error(client, call.operation, code,
-                             f"User: {role} is not authorized to perform: {action} on resource: {resource} "
-                             f"{how} {action} action", status)
+            resource_context = {**context, **self._resource_tags(call, resource, statements)}
+            self._decide(client, who, statements + self.template.resource_denies, action, resource, resource_context,
+                         call)
+
+    def _decide(self, client, who: str, statements: list[Statement], action: str, resource: str, context: dict,
+                call: _Call, denied_by_trust: bool = False) -> None:
+        denied = any(not s.allow and s.applies(action, resource, context) for s in statements)
+        allowed = any(s.allow and s.applies(action, resource, context) for s in statements)
+        if denied or not allowed or denied_by_trust:
+            self.ledger.denied.append(f"{who}:{action}")
+            role = f"arn:aws:sts::{ACCOUNT}:assumed-role/jobsched-{who}/jobsched-{who}"
+            how = "with an explicit deny in an identity-based policy" if denied \
+                else "because no identity-based policy allows the" if not denied_by_trust \
+                else "because the role's trust policy does not allow the"
+            code, status = ACCESS_DENIED.get(call.service, ("AccessDeniedException", 400))
+            raise _error(client, call.operation, code,
+                         f"User: {role} is not authorized to perform: {action} on resource: {resource} "
+                         f"{how} {action} action", status)
+
+    def _authorize_assume_role(self, client, who: str, statements: list[Statement], call: _Call,
+                               principal: str | None, context: dict) -> None:
+        """sts:AssumeRole (and sts:TagSession when tags are passed) must be allowed by the caller's
+        policies on the role, and by the role's trust policy for the caller's role ARN, with the
+        request's tags (aws:RequestTag/<key>, aws:TagKeys) in the conditions."""
+        p = call.params
+        target = p["RoleArn"]
+        tags = p.get("Tags") or []
+        self._check_session_request(client, call, target, tags)
+        actions = ["sts:AssumeRole"] + (["sts:TagSession"] if tags else [])
+        trust = self.template.trust.get(target)
+        for action in actions:
+            self._decide(client, who, statements, action, target, context, call)
+            trusted = trust is not None and principal is not None and any(
+                ("*" in names or principal in names) and statement.applies(action, "*", context)
+                for names, statement in trust)
+            untrusted = trust is not None and principal is not None and any(
+                ("*" in names or principal in names) and not statement.allow and statement.applies(action, "*", context)
+                for names, statement in trust)
+            if not trusted or untrusted:
+                self._decide(client, who, statements, action, target, context, call, denied_by_trust=True)
+
+    def _check_session_request(self, client, call: _Call, target: str, tags: list[dict]) -> None:
+        """What STS refuses whatever the policies: a session longer than the role allows, or than an
+        hour for a role assumed with a role session's credentials (role chaining: every function's
+        are), and session tags past their limits (AWS-LIMITS.md §8)."""
+        duration = int(call.params.get("DurationSeconds", 3600))
+        longest = min(self.template.max_session_seconds.get(target, 3600), 3600)
+        if not 900 <= duration <= longest:
+            raise _error(client, call.operation, "ValidationError",
+                         f"The requested DurationSeconds exceeds the {longest} s session limit for roles assumed by "
+                         "role chaining" if duration > longest else "DurationSeconds must be at least 900", 400)
+        if len(tags) > 50 or any(not _SESSION_TAG_KEY.fullmatch(t["Key"]) or not _SESSION_TAG_VALUE.fullmatch(t["Value"])
+                                 for t in tags):
+            raise _error(client, call.operation, "ValidationError",
+                         "1 validation error detected: Value at 'tags' failed to satisfy constraint: at most 50 tags, "
+                         "keys of 1-128 and values of 0-256 letters, digits, spaces or _.:/=+-@", 400)
+
+    def _remember_session(self, call: _Call, parsed: dict) -> None:
+        credentials = parsed.get("Credentials") or {}
+        key = credentials.get("AccessKeyId")
+        if not key:
+            return
+        tags = {t["Key"]: t["Value"] for t in call.params.get("Tags") or []}
+        role = call.params["RoleArn"]
+        name = call.params.get("RoleSessionName", "")
+        duration = int(call.params.get("DurationSeconds", 3600))
+        label = f"{role.rsplit('/', 1)[-1]}({','.join(f'{k}={v}' for k, v in tags.items())})"
+        principal = f"arn:aws:sts::{ACCOUNT}:assumed-role/{role.rsplit('/', 1)[-1]}/{name}"
+        self._sessions[key] = RoleSession(role, tags, self.now_ms() + duration * 1000, label, principal)
+        self.ledger.count_assume_role()
 
     @staticmethod
-    def _condition_context(call: _Call) -> dict[str, str]:
-        context = {"aws:securetransport": "true", "aws:requestedregion": REGION}
+    def _condition_context(call: _Call, principal: str | None = None,
+                           principal_tags: dict[str, str] | None = None) -> dict[str, Any]:
+        context: dict[str, Any] = {"aws:securetransport": "true", "aws:requestedregion": REGION}
         for key, value in (call.params.get("EncryptionContext") or {}).items():
             context[f"kms:encryptioncontext:{key}".lower()] = value
+        if principal:
+            context["aws:principalarn"] = principal
+        for key, value in (principal_tags or {}).items():
+            context[f"aws:principaltag/{key}".lower()] = value
+        if call.service == "sts" and call.params.get("Tags"):
+            for tag in call.params["Tags"]:
+                context[f"aws:requesttag/{tag['Key']}".lower()] = tag["Value"]
+            context["aws:tagkeys"] = [tag["Key"] for tag in call.params["Tags"]]
         return context
+
+    # Resource tags, as the emulator stores them: read only when a statement's condition names
+    # aws:ResourceTag (the target actions of a role session), with unchecked calls.
+    def _resource_tags(self, call: _Call, resource: str, statements: list[Statement]) -> dict[str, str]:
+        if not any(s.names_resource_tags for s in statements):
+            return {}
+        token = _internal.set(True)
+        try:
+            tags = self._read_tags(call.service, resource, call.params)
+        except ClientError:
+            tags = {}  # a resource that does not exist has no tags: the condition does not hold
+        finally:
+            _internal.reset(token)
+        return {f"aws:resourcetag/{k}".lower(): v for k, v in tags.items()}
+
+    def _read_tags(self, service: str, resource: str, params: dict) -> dict[str, str]:
+        if service not in self._tag_clients:
+            import boto3
+
+            self._tag_clients[service] = boto3.session.Session().client(service, region_name=REGION)
+        client = self._tag_clients[service]
+        if service == "sqs":
+            return client.list_queue_tags(QueueUrl=params["QueueUrl"]).get("Tags") or {}
+        if service == "sns":
+            return {t["Key"]: t["Value"] for t in client.list_tags_for_resource(ResourceArn=resource).get("Tags", [])}
+        if service == "events":
+            return {t["Key"]: t["Value"] for t in client.list_tags_for_resource(ResourceARN=resource).get("Tags", [])}
+        if service == "lambda":
+            unqualified = ":".join(resource.split(":")[:7])  # tags are the function's, not an alias's
+            return client.list_tags(Resource=unqualified).get("Tags") or {}
+        return {}
 
     def _resources_of(self, call: _Call) -> list[str]:
         p, service = call.params, call.service
@@ -925,6 +1142,12 @@ def _parsed(template_json: str, physical_json: str) -> Template:
 
 def _ref(table: str, key: dict) -> str:
     return table + json.dumps(key, sort_keys=True, default=str)
+
+
+def _access_key(client) -> str | None:
+    """The access key id a client signs with (None: unsigned, or none resolved yet)."""
+    credentials = getattr(getattr(client, "_request_signer", None), "_credentials", None)
+    return getattr(credentials, "access_key", None) if credentials is not None else None
 
 
 def _queue_arn(url: str) -> str:

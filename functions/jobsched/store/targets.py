@@ -3,7 +3,12 @@ attributes, or fields of the event) so the target can dedupe its own side effect
 from __future__ import annotations
 
 import base64
-from typing import Any
+import hashlib
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
@@ -13,9 +18,97 @@ from jobsched.adapters.targets import (EVENTBRIDGE_MAX_ENTRY_BYTES, SNS_MAX_MESS
 from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job, TargetType
+from jobsched.domain.tenant_tags import TENANT_TAG_KEY, grant_hint, is_taggable
 from jobsched.domain.trace import trace_context
 
 MAX_OUTPUT_BYTES = 4096
+# How each target service answers a call IAM does not allow (SQS, SNS, EventBridge and Lambda).
+ACCESS_DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "AuthorizationError",
+                                 "AuthorizationErrorException"})
+EXPIRED_CODES = frozenset({"ExpiredToken", "ExpiredTokenException"})
+# A session of the targets role lasts at most an hour (role chaining: the worker's own credentials
+# are a role session); it is renewed this long before its end, so no call is made with credentials
+# about to expire, and an attempt's call never outlives them (a Lambda target's timeout is <= 15 min).
+SESSION_SECONDS = 3600
+RENEW_BEFORE_SECONDS = 900
+# Tenants whose sessions (and their clients) one container keeps; the least recently used goes.
+MAX_CACHED_TENANTS = 500
+
+
+class TargetSessionUnavailable(RuntimeError):
+    """The targets role could not be assumed for a tenant (STS refused, throttled or unreachable)."""
+
+
+@dataclass
+class _TenantSession:
+    credentials: dict  # aws_access_key_id, aws_secret_access_key, aws_session_token
+    renew_at_ms: int
+    clients: dict = field(default_factory=dict)
+
+
+class TenantSessions:
+    """Per-tenant sessions of the targets role, each tagged `jobsched:tenant = <tenant>`, cached in
+    the container until shortly before they expire: one AssumeRole per tenant per container per
+    45 minutes, never one per execution. Expiry is measured on our clock from the request (the
+    duration we asked for), so it does not depend on STS's clock agreeing with ours."""
+
+    def __init__(self, session, role_arn: str, now_ms: Callable[[], int], max_tenants: int = MAX_CACHED_TENANTS,
+                 sts=None) -> None:
+        self._role_arn = role_arn
+        self._now_ms = now_ms
+        self._max = max_tenants
+        self._sts = sts or session.client("sts", config=Config(retries={"mode": "standard", "total_max_attempts": 3},
+                                                               connect_timeout=2, read_timeout=5))
+        self._cache: OrderedDict[str, _TenantSession] = OrderedDict()
+        self._lock = threading.Lock()
+        self._tenant_locks: dict[str, threading.Lock] = {}
+        self.assumed = 0  # AssumeRole calls made (benchmarks, tests)
+
+    def session_for(self, tenant_id: str) -> _TenantSession:
+        with self._lock:
+            lock = self._tenant_locks.setdefault(tenant_id, threading.Lock())
+        # One AssumeRole per tenant at a time: a batch's ten records of one tenant share it.
+        with lock:
+            now = self._now_ms()
+            with self._lock:
+                cached = self._cache.get(tenant_id)
+                if cached is not None and now < cached.renew_at_ms:
+                    self._cache.move_to_end(tenant_id)
+                    return cached
+            fresh = self._assume(tenant_id, now)
+            with self._lock:
+                self._cache[tenant_id] = fresh
+                self._cache.move_to_end(tenant_id)
+                while len(self._cache) > self._max:
+                    evicted, _ = self._cache.popitem(last=False)
+                    self._tenant_locks.pop(evicted, None)
+            return fresh
+
+    def forget(self, tenant_id: str) -> None:
+        """Credentials AWS called expired (revoked, or a clock far off): the next call assumes anew."""
+        with self._lock:
+            self._cache.pop(tenant_id, None)
+
+    def _assume(self, tenant_id: str, now_ms: int) -> _TenantSession:
+        try:
+            answer = self._sts.assume_role(RoleArn=self._role_arn, RoleSessionName=session_name(tenant_id),
+                                           DurationSeconds=SESSION_SECONDS,
+                                           Tags=[{"Key": TENANT_TAG_KEY, "Value": tenant_id}])
+        except (ClientError, BotoCoreError) as exc:
+            code = exc.response.get("Error", {}).get("Code") if isinstance(exc, ClientError) else type(exc).__name__
+            raise TargetSessionUnavailable(f"cannot assume the targets role for this tenant ({code}: {exc})") from exc
+        self.assumed += 1
+        credentials = answer["Credentials"]
+        return _TenantSession({"aws_access_key_id": credentials["AccessKeyId"],
+                               "aws_secret_access_key": credentials["SecretAccessKey"],
+                               "aws_session_token": credentials["SessionToken"]},
+                              now_ms + (SESSION_SECONDS - RENEW_BEFORE_SECONDS) * 1000)
+
+
+def session_name(tenant_id: str) -> str:
+    """A RoleSessionName (2-64 of [\\w+=,.@-]) that names the tenant in CloudTrail and is unique to it."""
+    readable = re.sub(r"[^\w+=,.@-]", "_", tenant_id, flags=re.ASCII)[:40]
+    return f"{readable}.{hashlib.sha256(tenant_id.encode()).hexdigest()[:16]}"
 
 
 def _attributes(dispatch: Dispatch, attempt: int, job: Job) -> dict:
@@ -44,24 +137,60 @@ def _envelope(job: Job, dispatch: Dispatch, attempt: int, progress: Any) -> dict
 
 
 class AwsTargetInvoker:
-    def __init__(self, session) -> None:
-        self._session = session
-        self._clients: dict[tuple[str, str | None, int], Any] = {}
+    """Calls AWS targets in the job's tenant's session of the targets role (`tenant_sessions`), so
+    IAM allows only the resources tagged with that tenant; without it (tests of the call's shape,
+    benchmarks) in the given session."""
 
-    def _client(self, service: str, arn_or_url: str, timeout_sec: int):
+    def __init__(self, session, tenant_sessions: TenantSessions | None = None) -> None:
+        self._session = session
+        self._tenants = tenant_sessions
+        self._clients: dict[tuple[str, str | None, int], Any] = {}
+        self._lock = threading.Lock()
+
+    def _client(self, service: str, arn_or_url: str, timeout_sec: int, tenant_id: str | None = None):
         region = _region_of(arn_or_url)
         key = (service, region, timeout_sec)
-        if key not in self._clients:
-            # One call per attempt: botocore's own retries would repeat a call that may have taken
-            # effect (a read timeout on a slow function invokes it again). The job's retry policy
-            # decides whether there is another attempt, with its own execution-id-carrying call.
-            config = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5,
-                            read_timeout=timeout_sec)
-            self._clients[key] = self._session.client(service, region_name=region, config=config)
-        return self._clients[key]
+        credentials: dict = {}
+        if self._tenants is not None and tenant_id is not None:
+            cached = self._tenants.session_for(tenant_id)
+            credentials, clients = cached.credentials, cached.clients
+        else:
+            clients = self._clients
+        with self._lock:
+            if key not in clients:
+                # One call per attempt: botocore's own retries would repeat a call that may have
+                # taken effect (a read timeout on a slow function invokes it again). The job's retry
+                # policy decides whether there is another attempt, with its own execution-id-carrying call.
+                config = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5,
+                                read_timeout=timeout_sec)
+                # From the one session of the container, with the tenant's credentials: the
+                # service's model is loaded once, not once per tenant.
+                clients[key] = self._session.client(service, region_name=region, config=config, **credentials)
+            return clients[key]
 
     def invoke(self, job: Job, dispatch: Dispatch, attempt: int, callback_token: str | None = None,
                progress: Any = None) -> AttemptOutcome:
+        if self._tenants is not None and not is_taggable(job.tenant_id):
+            return AttemptOutcome(False, ExecutionStatus.FAILED, f"tenant id {job.tenant_id!r} cannot be a session tag "
+                                  "value, so it reaches no AWS target", retryable=False)
+        try:
+            return self._invoke(job, dispatch, attempt, progress)
+        except TargetSessionUnavailable as exc:
+            # Our deployment's fault or STS's (throttled, unreachable), not the tenant's: retried.
+            return _failed(str(exc))
+        except _Expired:
+            # Credentials AWS no longer takes: the call did not happen, so it is made once more
+            # with a fresh session.
+            self._tenants.forget(job.tenant_id)
+            try:
+                return self._invoke(job, dispatch, attempt, progress)
+            except TargetSessionUnavailable as exc:
+                return _failed(str(exc))
+            except _Expired as exc:
+                return _failed(str(exc))
+
+    def _invoke(self, job: Job, dispatch: Dispatch, attempt: int, progress: Any) -> AttemptOutcome:
+        tenant = job.tenant_id
         config = job.spec.target.config
         kind = job.spec.target.type
         timeout = job.spec.timeout_sec
@@ -74,13 +203,13 @@ class AwsTargetInvoker:
                 if address.endswith(".fifo"):
                     params.update(MessageGroupId=job.job_id, MessageDeduplicationId=dispatch.execution_id)
                 if kind is TargetType.SQS:
-                    answer = self._client("sqs", address, timeout).send_message(QueueUrl=address, MessageBody=body,
+                    answer = self._client("sqs", address, timeout, tenant).send_message(QueueUrl=address, MessageBody=body,
                                                                                 **params)
                 else:
                     size = sns_message_bytes(body, params["MessageAttributes"])
                     if size > SNS_MAX_MESSAGE_BYTES:
                         return _too_large("SNS message", size, SNS_MAX_MESSAGE_BYTES)
-                    answer = self._client("sns", address, timeout).publish(TopicArn=address, Message=body, **params)
+                    answer = self._client("sns", address, timeout, tenant).publish(TopicArn=address, Message=body, **params)
                 return _ok({"messageId": answer.get("MessageId")})
             if kind is TargetType.EVENTBRIDGE:
                 bus = config["eventBusName"]
@@ -90,7 +219,7 @@ class AwsTargetInvoker:
                     return _too_large("EventBridge entry", size, EVENTBRIDGE_MAX_ENTRY_BYTES)
                 # EventBridge entries have no attributes: the trace rides in TraceHeader, which
                 # takes an X-Ray header (the same ids; not counted in the entry's size).
-                answer = self._client("events", bus, timeout).put_events(Entries=[{
+                answer = self._client("events", bus, timeout, tenant).put_events(Entries=[{
                     "EventBusName": bus, "Source": config["source"], "DetailType": config["detailType"],
                     "Detail": detail, "TraceHeader": trace_context(dispatch.execution_id, attempt).xray_header}])
                 if answer.get("FailedEntryCount"):
@@ -99,7 +228,7 @@ class AwsTargetInvoker:
                 return _ok({"eventId": answer["Entries"][0].get("EventId")})
             if kind is TargetType.LAMBDA:
                 arn = config["functionArn"]
-                answer = self._client("lambda", arn, timeout).invoke(
+                answer = self._client("lambda", arn, timeout, tenant).invoke(
                     FunctionName=arn, InvocationType="RequestResponse",
                     ClientContext=_client_context(dispatch, attempt),
                     Payload=compact(_envelope(job, dispatch, attempt, progress)).encode())
@@ -109,11 +238,23 @@ class AwsTargetInvoker:
                 return _ok(_json_or_none(raw))
         except ClientError as exc:
             error = exc.response.get("Error", {})
-            return _failed(f"{error.get('Code')}: {error.get('Message')}")
+            code = error.get("Code")
+            if code in EXPIRED_CODES and self._tenants is not None:
+                raise _Expired(f"{code}: {error.get('Message')}") from exc
+            if code in ACCESS_DENIED_CODES:
+                # IAM decides the same way on every retry until someone grants the target: the
+                # execution ends DEAD now, naming the reason, instead of retrying into the same no.
+                return AttemptOutcome(False, ExecutionStatus.FAILED, f"{code}: {error.get('Message')} ({grant_hint(tenant)})",
+                                      retryable=False)
+            return _failed(f"{code}: {error.get('Message')}")
         except BotoCoreError as exc:
             status = ExecutionStatus.TIMED_OUT if "timeout" in type(exc).__name__.lower() else ExecutionStatus.FAILED
             return AttemptOutcome(False, status, str(exc))
         return _failed(f"target type {kind.value} is not an AWS target")
+
+
+class _Expired(Exception):
+    pass
 
 
 def _region_of(arn_or_url: str) -> str | None:
