@@ -24,7 +24,8 @@ def test_caps_are_matched_to_their_true_end(text):
 def test_bad_lane_settings_name_the_variable(name, value):
     env = {Env.JOBS_TABLE: "j", Env.TIMERS_TABLE: "t", Env.EXECUTIONS_TABLE: "e", Env.SEGMENTS_TABLE: "s",
            Env.LANE_URL[Priority.HIGH]: "h", Env.LANE_URL[Priority.NORMAL]: "n", Env.LANE_URL[Priority.LOW]: "l",
-           Env.SEGMENTS: "1", Env.ALLOW_PRIVATE_TARGETS: "false", Env.EXECUTION_RETENTION_DAYS: "30", name: value}
+           Env.SEGMENTS: "1", Env.ALLOW_PRIVATE_TARGETS: "false", Env.EXECUTION_RETENTION_DAYS: "30",
+           Env.TARGETS_ROLE_ARN: "arn:aws:iam::123456789012:role/targets", name: value}
     with pytest.raises(SettingsError, match=name):
         Settings.from_env(env, "worker")
 
