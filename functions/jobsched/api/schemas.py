@@ -39,6 +39,7 @@ class Job(_Out):
     flowControl: dict[str, Any] | None = None
     tags: dict[str, str] = {}
     pausedReason: str | None = None
+    excludeCalendars: list[str] = []  # exclusion calendars: no fire on their dates
     state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"]
     nextFireAt: str | None
     createdAt: str
@@ -88,6 +89,7 @@ class Execution(_Out):
     steps: list[StepSummary] | None = None  # a run (a job with steps): each step, in the job's order
     runId: str | None = None  # a step: its run
     step: str | None = None  # a step: its name
+    reason: str | None = None  # SKIPPED: why (EXCLUDED: a date of one of the job's exclusion calendars)
 
 
 class SigningSecret(_Out):
@@ -125,8 +127,28 @@ class BackfillAnswer(_Out):
     executionIds: list[str]
 
 
+class SkippedOccurrence(_Out):
+    at: str
+    reason: Literal["EXCLUDED"]
+
+
 class Preview(_Out):
     fireTimes: list[str]
+    skipped: list[SkippedOccurrence] = []  # occurrences an exclusion calendar skips, among those walked
+
+
+class Calendar(_Out):
+    name: str
+    description: str
+    dates: list[str]
+    createdAt: str
+    updatedAt: str
+    version: int
+
+
+class CalendarList(_Out):
+    items: list[Calendar]
+    nextCursor: str | None
 
 
 class Health(_Out):

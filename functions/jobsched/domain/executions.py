@@ -151,6 +151,8 @@ class Execution:
     upstream_done: frozenset = frozenset()
     redriving: bool = False
     throttled_ms: int | None = None  # how long flow control held its start back
+    # Exclusion calendars: why a SKIPPED occurrence did not run (EXCLUDED).
+    skip_reason: str | None = None
 
     @property
     def late_ms(self) -> int | None:
@@ -190,6 +192,7 @@ class Execution:
             upstream_done=frozenset(item.get("upstreamDone") or ()),
             redriving=bool(item.get("redriving")),
             throttled_ms=int(item["throttledMs"]) if item.get("throttledMs") is not None else None,
+            skip_reason=item.get("skipReason"),
         )
 
 

@@ -123,6 +123,8 @@ class JobSpec:
     tags: dict[str, str] = field(default_factory=dict)
     # A job whose fire runs a DAG of steps instead of calling one target.
     steps: Workflow | None = None
+    # Exclusion calendars (domain/calendars.py): an occurrence on one of their dates is SKIPPED.
+    exclude_calendars: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,8 @@ class Job:
             "createdMs": self.created_ms,
             "updatedMs": self.updated_ms,
             **({"quotaShard": self.quota_shard} if self.quota_shard else {}),
+            # Exclusion calendars.
+            **({"excludeCalendars": list(spec.exclude_calendars)} if spec.exclude_calendars else {}),
         }
 
     @classmethod
@@ -258,6 +262,8 @@ class Job:
             on_failure=Target.from_item(_parsed(item["onFailure"])) if "onFailure" in item else None,
             flow_control=FlowControl.from_item(_parsed(item["flowControl"])) if "flowControl" in item else None,
             tags={str(k): str(v) for k, v in (item.get("tags") or {}).items()},
+            # Exclusion calendars.
+            exclude_calendars=tuple(item.get("excludeCalendars") or ()),
         )
         return cls(
             tenant_id=item["tenantId"],
@@ -288,6 +294,8 @@ class Job:
             priority=Priority(item["priority"]),
             misfire_policy=MisfirePolicy(item.get("misfirePolicy", "RUN_ONCE")),
             jitter_sec=int(item.get("jitterSec", 0)),
+            # Exclusion calendars: the hand-off skips an occurrence on one of their dates.
+            exclude_calendars=tuple(item.get("excludeCalendars") or ()),
         )
         return cls(tenant_id=item["tenantId"], job_id=item["jobId"], spec=spec, state=JobState(item["state"]),
                    generation=int(item["generation"]), version=0, created_ms=0, updated_ms=0)

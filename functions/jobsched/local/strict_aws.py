@@ -74,6 +74,10 @@ IAM_ACTION_OF = {
     ("lambda", "Invoke"): "lambda:InvokeFunction",
 }
 
+# The action IAM checks for each item of a DynamoDB transaction.
+TRANSACTION_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
+                       "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+
 # How each service answers a call its caller's policies do not allow (code, HTTP status).
 ACCESS_DENIED = {
     "dynamodb": ("AccessDeniedException", 400),
@@ -498,7 +502,7 @@ class StrictAws:
         if statements is None:
             raise StrictLayerError(f"no function {function!r} in the template")
         context = self._condition_context(call)
-        for resource in self._resources_of(call):
+        for action, resource in self._actions_on(call, action):
             denied = any(not s.allow and s.applies(action, resource, context)
                          for s in statements + self.template.resource_denies)
             allowed = any(s.allow and s.applies(action, resource, context) for s in statements)
@@ -511,6 +515,16 @@ class StrictAws:
                 raise _error(client, call.operation, code,
                              f"User: {role} is not authorized to perform: {action} on resource: {resource} "
                              f"{how} {action} action", status)
+
+    def _actions_on(self, call: _Call, action: str) -> list[tuple[str, str]]:
+        """(IAM action, resource) pairs a call needs. A transaction has no action of its own: IAM
+        authorizes each of its items by the underlying action (Put → dynamodb:PutItem, ConditionCheck
+        → dynamodb:ConditionCheckItem; AWS, "Using IAM with DynamoDB transactions")."""
+        if call.service == "dynamodb" and call.operation in ("TransactWriteItems", "TransactGetItems"):
+            return list(dict.fromkeys(
+                (f"dynamodb:{TRANSACTION_ACTIONS[kind]}", self._table_arn(entry["TableName"]))
+                for item in call.params.get("TransactItems", []) for kind, entry in item.items()))
+        return [(action, resource) for resource in self._resources_of(call)]
 
     @staticmethod
     def _condition_context(call: _Call) -> dict[str, str]:
