@@ -251,9 +251,14 @@ def test_the_preview_lists_the_occurrences_a_calendar_skips(harness):
 
 
 def test_a_tick_reads_a_calendar_once_per_run_whatever_the_number_of_jobs_naming_it(harness, monkeypatch):
-    # Given twelve jobs due in the same minute, all naming the same calendar
+    # Given ten jobs naming the same calendar, due in five different minutes (five buckets), and
+    # ticks that stopped, so that one run per segment hands all five buckets off
     put_calendar(harness, "shared", ["2026-12-25"])
-    jobs = [harness.create_job(daily_paris(excludeCalendars=["shared"])) for _ in range(12)]
+    for minute in range(55, 60):
+        for _ in range(2):
+            harness.create_job({**daily_paris(excludeCalendars=["shared"]), "schedule": f"{minute} 8 * * *"})
+    harness.ticks_enabled = False
+    harness.clock.set_ms(parse_instant("2026-12-24T07:54:30Z", "t"))
     reads = []
     original = CalendarsStore.dates_many
 
@@ -262,9 +267,96 @@ def test_a_tick_reads_a_calendar_once_per_run_whatever_the_number_of_jobs_naming
         return original(self, keys)
 
     monkeypatch.setattr(CalendarsStore, "dates_many", counted)
-    # When their bucket is handed off
-    harness.advance(15 * 60, step_ms=5000)
-    # Then each tick run that handed them off read the calendar once (at most one run per segment)
+    # When the ticks come back: each segment's run hands off the buckets of 07:53 to 07:56 (its
+    # pages: one per bucket that holds timers of its segment)
+    harness.ticks_enabled = True
+    harness.clock.set_ms(parse_instant("2026-12-24T07:58:30Z", "t"))
+    harness.tick_all()
+    # Then each run read the calendar once, not once per page
     assert 1 <= len(reads) <= harness.settings.segments, reads
     assert all(keys == [("tenant-a", "shared")] for keys in reads)
-    assert all(harness.executions_of(j["jobId"])[0]["status"] == "SUCCEEDED" for j in jobs)
+    harness.advance(120, step_ms=5000)
+    fired = [harness.executions_of(j["jobId"]) for j in harness.request("GET", "/v1/jobs?limit=100")[1]["items"]]
+    assert sum(len(runs) for runs in fired) == 10
+
+
+def test_a_transaction_is_allowed_only_when_the_role_allows_each_of_its_items(harness):
+    from botocore.exceptions import ClientError
+
+    from jobsched.local.strict_aws import acting_as
+
+    client = harness.session.client("dynamodb")
+    table = harness.settings.jobs_table
+    update = {"Update": {"TableName": table, "Key": {"tenantId": {"S": "t"}, "jobId": {"S": "calref#x"}},
+                        "UpdateExpression": "ADD refCount :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}}
+    with acting_as("tick"):  # the tick may batch-read jobs and put executions, never update a job item
+        with pytest.raises(ClientError) as refused:
+            client.transact_write_items(TransactItems=[update])
+        assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
+        assert "dynamodb:UpdateItem" in str(refused.value)
+    with acting_as("api"):  # the API holds UpdateItem on the Jobs table: its transaction passes
+        client.transact_write_items(TransactItems=[update])
+
+
+class HarnessClient:
+    """The CLI's client, answered by the in-process API (same paths, bodies and errors)."""
+
+    def __init__(self, harness) -> None:
+        self.harness = harness
+
+    def call(self, method, path, body=None, query=None, headers=None):
+        from urllib.parse import urlencode
+
+        from jobsched.cli.client import ApiError
+
+        clean = {k: v for k, v in (query or {}).items() if v is not None}
+        status, answer = self.harness.request(method, path + (f"?{urlencode(clean, doseq=True)}" if clean else ""),
+                                              body, headers=headers)
+        if status >= 400:
+            error = answer["error"]
+            raise ApiError(status, error["code"], error["message"], error["details"])
+        return answer
+
+
+def run_cli(harness, *argv) -> tuple[int, str]:
+    from io import StringIO
+
+    from jobsched.cli.client import ApiError
+    from jobsched.cli.main import build_parser, exit_code_for, run_command
+
+    out = StringIO()
+    try:
+        code = run_command(build_parser().parse_args(list(argv)), HarnessClient(harness), out)
+    except ApiError as exc:
+        return exit_code_for(exc), str(exc)
+    return code, out.getvalue()
+
+
+def test_the_cli_puts_lists_reads_and_deletes_calendars_and_jobs_exclude_them(harness):
+    code, out = run_cli(harness, "calendars", "put", "us-holidays", "--date", "2026-12-25", "--date", "2027-01-01",
+                        "--description", "US federal holidays")
+    assert code == 0 and "2026-12-25" in out and "US federal holidays" in out, out
+    code, out = run_cli(harness, "calendars", "list")
+    assert code == 0 and "us-holidays" in out and "2 " in out, out
+    code, out = run_cli(harness, "--json", "calendars", "get", "us-holidays")
+    assert code == 0 and '"2027-01-01"' in out
+    # A job created with --exclude-calendar names it; `jobs get` shows it; an update keeps it
+    code, out = run_cli(harness, "--json", "jobs", "create", "--name", "cli", "--type", "CRON", "--schedule",
+                        "0 9 * * *", "--timezone", "Europe/Paris", "--target-url", "http://127.0.0.1:9/x",
+                        "--exclude-calendar", "us-holidays")
+    assert code == 0, out
+    job_id = __import__("json").loads(out)["jobId"]
+    code, out = run_cli(harness, "jobs", "get", job_id)
+    assert code == 0 and 'excludeCalendars  ["us-holidays"]' in out, out
+    code, out = run_cli(harness, "--json", "jobs", "update", job_id, "--schedule", "0 10 * * *")
+    assert code == 0 and __import__("json").loads(out)["excludeCalendars"] == ["us-holidays"], out
+    # The preview shows what the calendar skips
+    code, out = run_cli(harness, "preview", "0 9 * * *", "--timezone", "Europe/Paris", "--count", "2",
+                        "--after", "2026-12-24T12:00:00Z", "--exclude-calendar", "us-holidays")
+    assert code == 0 and out.splitlines() == ["2026-12-26T08:00:00Z", "2026-12-27T08:00:00Z",
+                                              "skipped 2026-12-25T08:00:00Z (EXCLUDED)"], out
+    # Deleting it while the job uses it is a conflict (exit 4), after the job is deleted it goes
+    assert run_cli(harness, "calendars", "delete", "us-holidays")[0] == 4
+    assert run_cli(harness, "jobs", "delete", job_id)[0] == 0
+    assert run_cli(harness, "calendars", "delete", "us-holidays") == (0, "us-holidays deleted\n")
+    assert run_cli(harness, "calendars", "get", "us-holidays")[0] == 3

@@ -227,7 +227,7 @@ class JobsStore:
         self._index(job.tenant_id, index_keys(job))  # index first: see index_keys
         if job.spec.exclude_calendars:  # exclusion calendars: counted in the job's own write
             self._write_with_calendar_refs(job, None, {"ConditionExpression": "attribute_not_exists(jobId)"},
-                                           lambda exc: _condition_lost(exc, "job exists") or exc)
+                                           lambda exc: ConditionLost(what="job exists"))
             return
         try:
             self._table.put_item(Item=self._item(job), ConditionExpression="attribute_not_exists(jobId)")
