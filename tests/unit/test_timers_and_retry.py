@@ -107,7 +107,7 @@ def test_job_items_round_trip_and_the_hand_off_projection_leaves_out_the_payload
 
     spec = JobSpec(name="n", schedule=cron_schedule("0 3 * * *", "Europe/Paris", 0),
                    target=Target(TargetType.HTTP, {"url": "https://e.com", "method": "POST", "headers": {}}),
-                   payload={"big": [1.5, None, "x"]}, jitter_sec=7, max_runs=5)
+                   payload={"big": [1.5, None, "x"]}, jitter_sec=7, max_runs=5, exclude_calendars=("holidays",))
     job = Job("t", "job_1", spec, JobState.ACTIVE, 3, 4, 10, 20)
     item = job.to_item()
     assert Job.from_item(item) == job
@@ -117,3 +117,4 @@ def test_job_items_round_trip_and_the_hand_off_projection_leaves_out_the_payload
     assert projected.spec.schedule == spec.schedule and projected.spec.payload is None
     assert projected.spec.target is None and projected.spec.jitter_sec == 7
     assert projected.spec.max_runs == 5  # schedule bounds: the hand-off ends the chain at maxRuns
+    assert projected.spec.exclude_calendars == ("holidays",)  # the hand-off skips their dates

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -10,6 +10,7 @@ from jobsched.adapters.targets import largest_payload_bytes
 from jobsched.api.models import MAX_PAYLOAD_BYTES, JobRequest, MisfirePolicyModel
 from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
+from jobsched.domain.calendars import EXCLUDED, checked_job_calendars, is_excluded
 from jobsched.domain.executions import Execution
 from jobsched.domain.trace import trace_id_of
 from jobsched.domain.json_text import size_bytes
@@ -27,6 +28,7 @@ from jobsched.domain.schedule import (
     cron_schedule,
     delayed_schedule,
     format_instant,
+    load_zone,
     local_instant,
     one_time_schedule,
     parse_duration_ms,
@@ -175,6 +177,7 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         # The fires a catch-up releases carry no run number: a bound on runs could not hold.
         raise UnprocessableRequest.for_field("maxRuns", "cannot be combined with a catch-up policy "
                                              "(misfirePolicy with maxCatchUp / catchUpPerMinute)")
+    spec = _with_exclusions(spec, request)  # exclusion calendars
     _check_item_size(spec)
     return spec
 
@@ -231,6 +234,19 @@ def misfire_policy_to_json(spec: JobSpec) -> str | dict:
     if spec.catch_up is None:
         return spec.misfire_policy.value
     return {"policy": spec.misfire_policy.value, **spec.catch_up.to_item()}
+def _with_exclusions(spec: JobSpec, request: JobRequest) -> JobSpec:
+    """Exclusion calendars: names checked here, their existence by the job's write. An occurrence's
+    date is read in the job's `timezone`, for a RATE job too (its schedule keeps the zone)."""
+    if not request.excludeCalendars:
+        return spec
+    if request.type not in ("CRON", "RATE"):
+        raise UnprocessableRequest.for_field("excludeCalendars", "only CRON and RATE jobs have occurrences to exclude")
+    names = checked_job_calendars(request.excludeCalendars)
+    schedule = spec.schedule
+    if request.type == "RATE":
+        load_zone(request.timezone)
+        schedule = replace(schedule, timezone=request.timezone)
+    return replace(spec, schedule=schedule, exclude_calendars=names)
 
 
 # The request fields a job item's attributes come from (the rest are bookkeeping of fixed size).
@@ -399,6 +415,46 @@ def preview_schedule(job_type: str, expression: str, tz: str, count: int, after_
     return out
 
 
+# Exclusion calendars in a preview: occurrences walked at most (a PT1M rate skips 1,440 a day),
+# and skipped ones listed at most.
+PREVIEW_WALK_LIMIT = 5000
+PREVIEW_SKIPPED_LIMIT = 100
+
+
+def preview_excluding(job_type: str, expression: str, tz: str, count: int, after_ms: int,
+                      start_ms: int | None, end_ms: int | None, max_runs: int | None,
+                      names: tuple[str, ...], dates_of: dict[str, frozenset[str] | None]) -> tuple[list[int], list[dict]]:
+    """The next `count` fire instants that no named calendar excludes, and the occurrences skipped
+    on the way (at most PREVIEW_SKIPPED_LIMIT; the walk stops after PREVIEW_WALK_LIMIT occurrences).
+    Schedule bounds apply: instants in [start_ms, end_ms), at most `max_runs` fires (an excluded
+    occurrence is not sent, so it is not a run)."""
+    if max_runs is not None:
+        count = min(count, max_runs)
+    fires: list[int] = []
+    skipped: list[dict] = []
+    walked, cursor = 0, after_ms
+    while len(fires) < count and walked < PREVIEW_WALK_LIMIT:
+        chunk = preview_schedule(job_type, expression, tz, 100, cursor, start_ms, end_ms)
+        for instant in chunk:
+            if len(fires) == count:
+                break
+            walked += 1
+            if not is_excluded(instant, tz, names, dates_of):
+                fires.append(instant)
+            elif len(skipped) < PREVIEW_SKIPPED_LIMIT:
+                skipped.append({"at": instant, "reason": EXCLUDED})
+        if len(chunk) < 100:
+            break
+        cursor = chunk[-1]
+    return fires, skipped
+
+
+def calendar_to_json(calendar) -> dict:
+    return {"name": calendar.name, "description": calendar.description, "dates": list(calendar.dates),
+            "createdAt": format_instant(calendar.created_ms), "updatedAt": format_instant(calendar.updated_ms),
+            "version": calendar.version}
+
+
 def _required(value: Any, field_name: str, job_type: str) -> Any:
     if value is None:
         raise InvalidRequest(f"{field_name}: required for {job_type} jobs", [FieldProblem(field_name, "required")])
@@ -464,6 +520,7 @@ def job_to_json(job: Job, now_ms: int) -> dict:
         "pauseAfterFailures": spec.pause_after_failures,
         "runCount": job.run_count,
         "completedReason": job.completed_reason.value if job.completed_reason else None,
+        "excludeCalendars": list(spec.exclude_calendars),
         "state": job.state.value,
         "nextFireAt": format_instant(next_fire_at(job, now_ms)),
         "createdAt": format_instant(job.created_ms),

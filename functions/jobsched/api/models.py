@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from jobsched.domain.calendars import MAX_CALENDAR_DATES, MAX_CALENDARS_PER_JOB, MAX_DESCRIPTION_CHARS
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge
 from jobsched.domain.flow import MAX_CONCURRENCY, MAX_RATE_PER_SECOND
 from jobsched.domain.json_text import loads_strict, size_bytes
@@ -191,6 +192,8 @@ class JobRequest(_Model):
     # Schedule bounds and self-pausing (CRON and RATE jobs only).
     maxRuns: int | None = Field(None, ge=1, le=10_000_000)
     pauseAfterFailures: int | None = Field(None, ge=1, le=1000)
+    # Exclusion calendars (CRON and RATE jobs): no fire on a date, in `timezone`, of one of them.
+    excludeCalendars: list[str] = Field(default_factory=list, max_length=MAX_CALENDARS_PER_JOB)
 
     @field_validator("name")
     @classmethod
@@ -230,6 +233,17 @@ class JobRequest(_Model):
         if (self.target is None) == (self.steps is None):
             raise ValueError("give either target or steps (not both)")
         return self
+
+
+class CalendarRequest(_Model):
+    """PUT /v1/calendars/{name}: create or replace an exclusion calendar."""
+    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
+    dates: list[str] = Field(max_length=MAX_CALENDAR_DATES)
+
+    @field_validator("description")
+    @classmethod
+    def _printable_description(cls, value: str) -> str:
+        return printable_name(value)
 
 
 class RotateSigningSecretRequest(_Model):

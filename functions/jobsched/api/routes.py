@@ -10,6 +10,7 @@ from jobsched.api import schemas
 from jobsched.api.models import (
     BackfillRequest,
     BulkRequest,
+    CalendarRequest,
     CompleteRequest,
     FailRequest,
     HeartbeatRequest,
@@ -108,8 +109,18 @@ ROUTES: tuple[Route, ...] = (
               Param("maxRuns", "query", "1..10000000: at most this many fire times", "integer"),
               # Catch-up that does not flood
               Param("maxCatchUp", "query", "1..10000: show a RUN_ALL catch-up of at most this many", "integer"),
-              Param("catchUpPerMinute", "query", "1..600: the catch-up's release rate", "integer")),
-          errors=(400, 401, 422)),
+              Param("catchUpPerMinute", "query", "1..600: the catch-up's release rate", "integer"),
+              # Exclusion calendars
+              Param("excludeCalendars", "query", "calendar names, comma-separated or repeated: their dates are "
+                                                 "skipped")), errors=(400, 401, 422)),
+    # Exclusion calendars.
+    Route("put_calendar", "PUT", "/v1/calendars/{name}", "Create or replace an exclusion calendar (at most 1,000 "
+          "dates)", 200, schemas.Calendar, CalendarRequest, errors=(400, 401, 422)),
+    Route("list_calendars", "GET", "/v1/calendars", "List the tenant's exclusion calendars", 200,
+          schemas.CalendarList, params=PAGING),
+    Route("get_calendar", "GET", "/v1/calendars/{name}", "One exclusion calendar", 200, schemas.Calendar),
+    Route("delete_calendar", "DELETE", "/v1/calendars/{name}", "Delete an exclusion calendar no job uses", 200,
+          schemas.Calendar, errors=(400, 401, 404, 409)),
     Route("rotate_signing_secret", "POST", "/v1/signing-secrets/rotate",
           "New signing secret (shown once); the previous one keeps signing for graceSec", 201,
           schemas.SigningSecret, RotateSigningSecretRequest, errors=(400, 401, 422)),

@@ -51,6 +51,7 @@ class Job(_Out):
     pauseAfterFailures: int | None = None
     runCount: int = 0
     completedReason: Literal["END_REACHED", "MAX_RUNS_REACHED"] | None = None
+    excludeCalendars: list[str] = []  # exclusion calendars: no fire on their dates
     state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"]
     nextFireAt: str | None
     createdAt: str
@@ -105,7 +106,8 @@ class Execution(_Out):
     # how late); a SKIPPED record of the occurrences it left out: reason MISSED_WINDOW, their
     # count, and the newest one's instant (scheduledAt is the oldest's).
     catchUp: bool = False
-    reason: Literal["MISSED_WINDOW"] | None = None
+    # SKIPPED: why (MISSED_WINDOW above; EXCLUDED: a date of one of the job's exclusion calendars).
+    reason: Literal["MISSED_WINDOW", "EXCLUDED"] | None = None
     skippedCount: int | None = None
     skippedThrough: str | None = None
 
@@ -175,9 +177,29 @@ class CatchUpPreview(_Out):
     drainSeconds: int  # from the first missed occurrence released to the last
 
 
+class SkippedOccurrence(_Out):
+    at: str
+    reason: Literal["EXCLUDED"]
+
+
 class Preview(_Out):
     fireTimes: list[str]
     catchUp: CatchUpPreview | None = None  # catch-up that does not flood: with maxCatchUp / catchUpPerMinute
+    skipped: list[SkippedOccurrence] = []  # occurrences an exclusion calendar skips, among those walked
+
+
+class Calendar(_Out):
+    name: str
+    description: str
+    dates: list[str]
+    createdAt: str
+    updatedAt: str
+    version: int
+
+
+class CalendarList(_Out):
+    items: list[Calendar]
+    nextCursor: str | None
 
 
 class Health(_Out):

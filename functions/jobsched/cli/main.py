@@ -70,6 +70,10 @@ SCHEDULE_FIELDS = ("schedule", "timezone", "runAt", "delaySeconds", "startAt", "
 REQUEST_FIELDS += ("maxRuns", "pauseAfterFailures")
 SCHEDULE_FIELDS += ("maxRuns",)  # a new --type drops it with the schedule (a ONE_TIME job has none)
 JOB_KEYS += ["maxRuns", "runCount", "completedReason", "pauseAfterFailures", "pausedReason"]
+# Exclusion calendars: kept by `jobs update`, shown by `jobs get`.
+REQUEST_FIELDS += ("excludeCalendars",)
+JOB_KEYS += ["excludeCalendars"]
+CALENDAR_COLUMNS = [("name", "NAME"), ("dates", "DATES"), ("description", "DESCRIPTION"), ("updatedAt", "UPDATED")]
 
 
 def read_body_file(path: str) -> dict:
@@ -138,6 +142,8 @@ def job_body(args, base: dict | None = None) -> dict:
         if flag:
             body[field] = {"type": "HTTP", "url": flag}
     _misfire_flags(args, body)
+    if args.exclude_calendar:  # exclusion calendars: the flags replace the job's list
+        body["excludeCalendars"] = list(args.exclude_calendar)
     for required in ("name", "type"):
         if required not in body:
             raise UsageError(f"a job needs --{required} (or --file with it)")
@@ -282,9 +288,37 @@ def run_command(args, client: Client, out) -> int:
     if group == "preview":
         answer = client.call("GET", "/v1/schedule-preview", query={
             "type": args.type, "schedule": args.schedule, "timezone": args.timezone, "count": args.count,
-            "after": args.after})
-        return show(answer, lambda: print("\n".join(answer["fireTimes"]) or "(no fire times)", file=out))
+            "after": args.after, "excludeCalendars": args.exclude_calendar or None})
+
+        def render_preview() -> None:
+            print("\n".join(answer["fireTimes"]) or "(no fire times)", file=out)
+            for skipped in answer.get("skipped") or []:  # exclusion calendars
+                print(f"skipped {skipped['at']} ({skipped['reason']})", file=out)
+        return show(answer, render_preview)
+    if group == "calendars":
+        return _calendar_command(args, client, out, show)
     raise UsageError("unknown command")
+
+
+def _calendar_command(args, client: Client, out, show) -> int:
+    """Exclusion calendars: put (create or replace), list, get, delete."""
+    command = args.command
+    if command == "put":
+        calendar = client.call("PUT", f"/v1/calendars/{args.name}",
+                               {"description": args.description or "", "dates": args.date or []})
+    elif command == "list":
+        page = _collect(client, "/v1/calendars", {}, args.limit, args.all)
+        rows = [{**c, "dates": len(c["dates"])} for c in page["items"]]
+        return show(page, lambda: table(rows, CALENDAR_COLUMNS, out))
+    else:
+        calendar = client.call("GET" if command == "get" else "DELETE", f"/v1/calendars/{args.name}")
+    if command == "delete":
+        return show(calendar, lambda: print(f"{calendar['name']} deleted", file=out))
+
+    def render() -> None:
+        details(calendar, ["name", "description", "version", "createdAt", "updatedAt"], out)
+        print(f"dates ({len(calendar['dates'])}):", *calendar["dates"], sep="\n  ", file=out)
+    return show(calendar, render)
 
 
 def _filters(parser) -> None:
@@ -411,6 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "are SKIPPED (MISSED_WINDOW)")
         cmd.add_argument("--catch-up-per-minute", type=int, metavar="N",
                          help="RUN_ALL: release missed occurrences at most N a minute (1..600)")
+        cmd.add_argument("--exclude-calendar", action="append", metavar="NAME",
+                         help="no fire on this calendar's dates (repeatable; replaces the job's list)")
     listing = jobs.add_parser("list", help="the tenant's jobs")
     _filters(listing)
     _paging(listing)
@@ -459,6 +495,18 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("--timezone", default="UTC")
     preview.add_argument("--count", type=int, default=10)
     preview.add_argument("--after", help="RFC 3339 instant (default now)")
+    preview.add_argument("--exclude-calendar", action="append", metavar="NAME",
+                         help="skip this calendar's dates, as a job would (repeatable)")
+
+    calendars = groups.add_parser("calendars", help="exclusion calendars: dates on which jobs do not fire"
+                                  ).add_subparsers(dest="command", required=True)
+    put = calendars.add_parser("put", help="create or replace a calendar (at most 1,000 dates)")
+    put.add_argument("name")
+    put.add_argument("--date", action="append", metavar="YYYY-MM-DD", help="a date (repeatable)")
+    put.add_argument("--description")
+    _paging(calendars.add_parser("list", help="the tenant's calendars"))
+    for name, text in (("get", "one calendar and its dates"), ("delete", "delete a calendar no job uses")):
+        calendars.add_parser(name, help=text).add_argument("name")
 
     stats = groups.add_parser("stats", help="lateness and outcomes of the local stack (from its EMF metrics)")
     stats.add_argument("--file", help="EMF lines kept by `make run` (default: metrics.jsonl in JOBSCHED_WORKDIR, "

@@ -35,7 +35,7 @@ function cell(row, text, className) {
 }
 
 function show(view) {
-  for (const id of ["jobs-view", "job-view", "dead-view"]) $(id).hidden = id !== view;
+  for (const id of ["jobs-view", "job-view", "dead-view", "calendars-view"]) $(id).hidden = id !== view;
 }
 
 // --- jobs ----------------------------------------------------------------------------------
@@ -98,6 +98,7 @@ async function loadJob(jobId) {
     ["Target", job.target ? JSON.stringify(job.target) : null],
     ["Steps", job.steps ? job.steps.map((s) => s.name + (s.dependsOn ? " after " + s.dependsOn.join(", ") : "")).join("; ") : null],
     ["Tags", Object.entries(job.tags || {}).map(([k, v]) => k + ":" + v).join(" ")],
+    ["Excluded calendars", (job.excludeCalendars || []).join(", ")],
     ["Payload", JSON.stringify(job.payload)], ["Version", job.version]];
   fields.splice(3, 0, ...boundFields(job));
   for (const [label, value] of fields) {
@@ -109,6 +110,7 @@ async function loadJob(jobId) {
     if (label === "State") { dd.id = "job-state"; dd.className = "state-" + value; }
     if (label === "Paused because") dd.id = "job-paused-reason";
     if (BOUND_FIELDS[label]) dd.id = BOUND_FIELDS[label];
+    if (label === "Excluded calendars") dd.id = "job-excluded-calendars";
     details.append(dt, dd);
   }
   showCatchUp(details, job.misfirePolicy);
@@ -116,11 +118,18 @@ async function loadJob(jobId) {
   const fires = $("next-fires");
   fires.replaceChildren();
   if (job.schedule && job.state === "ACTIVE") {
-    const preview = await api("GET", "v1/schedule-preview?" + boundPreview(job, new URLSearchParams({
-      type: job.type, schedule: job.schedule, timezone: job.timezone, count: "10" })).toString()).catch(() => null);
-    for (const at of preview ? preview.fireTimes : []) {
+    const query = boundPreview(job, new URLSearchParams({
+      type: job.type, schedule: job.schedule, timezone: job.timezone, count: "10" }));
+    if ((job.excludeCalendars || []).length) query.append("excludeCalendars", job.excludeCalendars.join(","));
+    const preview = await api("GET", "v1/schedule-preview?" + query.toString()).catch(() => null);
+    // Exclusion calendars: the occurrences they skip, in order among the fire times.
+    const entries = (preview ? preview.fireTimes : []).map((at) => [at, ""])
+      .concat((preview && preview.skipped ? preview.skipped : []).map((s) => [s.at, " skipped (" + s.reason + ")"]))
+      .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    for (const [at, note] of entries) {
       const li = document.createElement("li");
-      li.textContent = at;
+      li.textContent = at + note;
+      if (note) li.className = "skipped";
       fires.appendChild(li);
     }
   } else if (job.nextFireAt) {
@@ -218,6 +227,22 @@ async function loadDead() {
   status(page.items.length ? "" : "No dead letters.");
 }
 
+// --- exclusion calendars -------------------------------------------------------------------
+async function loadCalendars() {
+  const page = await api("GET", "v1/calendars?limit=100");
+  const body = $("calendars-table").tBodies[0];
+  body.replaceChildren();
+  for (const c of page.items) {
+    const row = document.createElement("tr");
+    cell(row, c.name, "calendar-name");
+    cell(row, c.description);
+    cell(row, c.dates.length ? c.dates.join(" ") : "(no dates)", "calendar-dates");
+    cell(row, c.updatedAt);
+    body.appendChild(row);
+  }
+  status(page.items.length ? "" : "No calendars.");
+}
+
 // --- routing -------------------------------------------------------------------------------
 async function route() {
   if (!key()) { show(null); status("Enter an API key to start."); return; }
@@ -225,6 +250,7 @@ async function route() {
   try {
     if (hash.startsWith("job/")) { show("job-view"); await loadJob(decodeURIComponent(hash.slice(4))); }
     else if (hash === "dead") { show("dead-view"); await loadDead(); }
+    else if (hash === "calendars") { show("calendars-view"); await loadCalendars(); }
     else { show("jobs-view"); await loadJobs(false); }
   } catch (error) {
     status(error.message, true);

@@ -156,6 +156,8 @@ class JobSpec:
     pause_after_failures: int | None = None
     # Catch-up that does not flood: set only with misfire_policy RUN_ALL (the object form).
     catch_up: CatchUp | None = None
+    # Exclusion calendars (domain/calendars.py): an occurrence on one of their dates is SKIPPED.
+    exclude_calendars: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -304,6 +306,8 @@ class Job:
             **({"quotaShard": self.quota_shard} if self.quota_shard else {}),
             # Catch-up that does not flood: absent for the string forms of misfirePolicy.
             **({"catchUp": _json(spec.catch_up.to_item())} if spec.catch_up else {}),
+            # Exclusion calendars.
+            **({"excludeCalendars": list(spec.exclude_calendars)} if spec.exclude_calendars else {}),
         }
 
     @classmethod
@@ -332,6 +336,8 @@ class Job:
             pause_after_failures=int(item["pauseAfterFailures"]) if "pauseAfterFailures" in item else None,
             # Catch-up that does not flood.
             catch_up=CatchUp.from_item(_parsed(item["catchUp"])) if "catchUp" in item else None,
+            # Exclusion calendars.
+            exclude_calendars=tuple(item.get("excludeCalendars") or ()),
         )
         return cls(
             tenant_id=item["tenantId"],
@@ -370,6 +376,8 @@ class Job:
             max_runs=int(item["maxRuns"]) if "maxRuns" in item else None,  # schedule bounds
             # Catch-up that does not flood (HAND_OFF_ATTRIBUTES reads it).
             catch_up=CatchUp.from_item(_parsed(item["catchUp"])) if "catchUp" in item else None,
+            # Exclusion calendars: the hand-off skips an occurrence on one of their dates.
+            exclude_calendars=tuple(item.get("excludeCalendars") or ()),
         )
         return cls(tenant_id=item["tenantId"], job_id=item["jobId"], spec=spec, state=JobState(item["state"]),
                    generation=int(item["generation"]), version=0, created_ms=0, updated_ms=0)

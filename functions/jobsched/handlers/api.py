@@ -12,10 +12,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from jobsched.api.mapping import OwnResources, TargetScope, execution_to_json, job_to_json, preview_schedule, to_spec
 from jobsched.api.mapping import preview_catch_up  # catch-up that does not flood
+from jobsched.api.mapping import calendar_to_json, preview_excluding
+from jobsched.domain.calendars import checked_job_calendars
+from jobsched.service.calendars import CalendarsService
 from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.api.models import (
     BackfillRequest,
     BulkRequest,
+    CalendarRequest,
     CompleteRequest,
     FailRequest,
     HeartbeatRequest,
@@ -150,6 +154,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     callbacks = Callbacks(parts.stores, Outcomes(parts.stores, parts.handoff, parts.clock), parts.clock)
     auth = Authenticator(parts.stores.api_keys, parts.clock)
     signing = SigningSecrets(parts.stores.signing, parts.clock)
+    calendars = CalendarsService(parts.stores, parts.clock)
     app = APIGatewayRestResolver()
 
     def tenant() -> str:
@@ -313,9 +318,9 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         return ok(202, with_steps(execution, service.run_of(tenant_id, execution)))
 
     def schedule_preview():
-        tenant()
+        tenant_id = tenant()
         after = query("after")
-        fire_times = preview_schedule(
+        arguments = (
             query("type") or "CRON",
             _required_query(query("schedule"), "schedule"),
             query("timezone") or "UTC",
@@ -329,8 +334,32 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         # Catch-up that does not flood: what a RUN_ALL catch-up with these bounds would do.
         catch_up = preview_catch_up(_int_param(query("maxCatchUp"), "maxCatchUp", None),
                                     _int_param(query("catchUpPerMinute"), "catchUpPerMinute", None))
+        # Exclusion calendars: comma-separated or repeated names, each an existing calendar.
+        given = (app.current_event.multi_value_query_string_parameters or {}).get("excludeCalendars") or []
+        names = checked_job_calendars([n for text in given for n in text.split(",") if n])
+        fire_times = preview_schedule(*arguments)  # the schedule's and count's own errors first
+        skipped: list[dict] = []
+        if names:
+            fire_times, skipped = preview_excluding(*arguments, names, calendars.dates_for_preview(tenant_id, names))
         return ok(200, {"fireTimes": [format_instant(t) for t in fire_times],
-                        **({"catchUp": catch_up} if catch_up else {})})
+                        **({"catchUp": catch_up} if catch_up else {}),
+                        "skipped": [{"at": format_instant(s["at"]), "reason": s["reason"]} for s in skipped]})
+
+    # Exclusion calendars.
+    def put_calendar(name: str):
+        tenant_id = tenant()
+        body = parse_body(CalendarRequest, body_text())
+        return ok(200, calendar_to_json(calendars.put(tenant_id, name, body.description, body.dates)))
+
+    def list_calendars():
+        tenant_id = tenant()
+        return ok(200, page_body(calendars.list(tenant_id, _limit(query("limit")), query("cursor")), calendar_to_json))
+
+    def get_calendar(name: str):
+        return ok(200, calendar_to_json(calendars.get(tenant(), name)))
+
+    def delete_calendar(name: str):
+        return ok(200, calendar_to_json(calendars.delete(tenant(), name)))
 
     def rotate_signing_secret():
         tenant_id = tenant()
@@ -353,7 +382,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
             matched["route"] = route_name
             for name, value in path_parameters.items():
                 if len(value.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
-                    raise NotFound(f"no such {'job' if name == 'jobId' else 'execution'}")
+                    raise NotFound(f"no such {'job' if name == 'jobId' else 'calendar' if name == 'name' else 'execution'}")
             return function(**path_parameters)
         return call
 

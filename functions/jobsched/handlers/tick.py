@@ -39,6 +39,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         metrics.add_metric(name="Dispatched", unit=MetricUnit.Count, value=handoff.dispatched)
         metrics.add_metric(name="StaleTimers", unit=MetricUnit.Count, value=handoff.stale)
         metrics.add_metric(name="MisfiresSkipped", unit=MetricUnit.Count, value=handoff.misfires_skipped)
+        metrics.add_metric(name="OccurrencesExcluded", unit=MetricUnit.Count, value=handoff.exclusions)
         metrics.add_metric(name="BucketsCaughtUp", unit=MetricUnit.Count, value=report.caught_up_buckets)
         metrics.add_metric(name="MinutesBehind", unit=MetricUnit.Count, value=report.behind_minutes)
         metrics.add_metric(name="TickOutOfTime", unit=MetricUnit.Count, value=int(report.out_of_time))

@@ -75,6 +75,10 @@ IAM_ACTION_OF = {
     ("lambda", "Invoke"): "lambda:InvokeFunction",
 }
 
+# The action IAM checks for each item of a DynamoDB transaction.
+TRANSACTION_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
+                       "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+
 # How each service answers a call its caller's policies do not allow (code, HTTP status).
 ACCESS_DENIED = {
     "dynamodb": ("AccessDeniedException", 400),
@@ -616,10 +620,11 @@ class StrictAws:
         if call.service == "sts" and call.operation == "AssumeRole":
             self._authorize_assume_role(client, who, statements, call, principal, context)
             return
-        for resource in self._resources_of(call):
+        # A transaction is authorized item by item, by each item's own action (_actions_on).
+        for item_action, resource in self._actions_on(call, action):
             resource_context = {**context, **self._resource_tags(call, resource, statements)}
-            self._decide(client, who, statements + self.template.resource_denies, action, resource, resource_context,
-                         call)
+            self._decide(client, who, statements + self.template.resource_denies, item_action, resource,
+                         resource_context, call)
 
     def _decide(self, client, who: str, statements: list[Statement], action: str, resource: str, context: dict,
                 call: _Call, denied_by_trust: bool = False) -> None:
@@ -687,6 +692,16 @@ class StrictAws:
         principal = f"arn:aws:sts::{ACCOUNT}:assumed-role/{role.rsplit('/', 1)[-1]}/{name}"
         self._sessions[key] = RoleSession(role, tags, self.now_ms() + duration * 1000, label, principal)
         self.ledger.count_assume_role()
+
+    def _actions_on(self, call: _Call, action: str) -> list[tuple[str, str]]:
+        """(IAM action, resource) pairs a call needs. A transaction has no action of its own: IAM
+        authorizes each of its items by the underlying action (Put → dynamodb:PutItem, ConditionCheck
+        → dynamodb:ConditionCheckItem; AWS, "Using IAM with DynamoDB transactions")."""
+        if call.service == "dynamodb" and call.operation in ("TransactWriteItems", "TransactGetItems"):
+            return list(dict.fromkeys(
+                (f"dynamodb:{TRANSACTION_ACTIONS[kind]}", self._table_arn(entry["TableName"]))
+                for item in call.params.get("TransactItems", []) for kind, entry in item.items()))
+        return [(action, resource) for resource in self._resources_of(call)]
 
     @staticmethod
     def _condition_context(call: _Call, principal: str | None = None,

@@ -10,6 +10,8 @@ from jobsched.domain.clock import Clock
 from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for, scheduled_ms_of
 from jobsched.domain.jobs import Job, MisfirePolicy, Priority
 from jobsched.domain.timers import Timer, TimerKind, is_claimed, minute_of, segment_of
+from jobsched.domain.calendars import EXCLUDED
+from jobsched.service.calendars import CalendarCache
 from jobsched.service.fairness import FairShare
 from jobsched.store.queues import Outgoing
 
@@ -17,6 +19,8 @@ from jobsched.store.queues import Outgoing
 MISFIRE_GRACE_MS = 60_000
 # Misfired occurrences recorded SKIPPED per hand-off at most; beyond that they are only counted.
 MAX_SKIPPED_RECORDS = 100
+# Exclusion calendars: SKIPPED (EXCLUDED) records written at once by a hand-off.
+EXCLUDED_WRITES_IN_FLIGHT = 8
 # The tick of minute m hands off bucket m + LOOK_AHEAD_MINUTES. EventBridge runs a scheduled rule
 # at some second within its minute, not at :00, so with a look-ahead of one a tick at m:59 would
 # have one second before the first timers of m + 1 are due. With two, bucket m + 2 is handed off
@@ -40,6 +44,8 @@ class HandOffReport:
     catch_up_timers: list = field(default_factory=list)
     missed_windows: list = field(default_factory=list)  # (job, CatchUpPlan)
     catch_ups: int = 0
+    excluded: list = field(default_factory=list)  # (job, occurrence) on an exclusion calendar's date
+    exclusions: int = 0  # occurrences recorded SKIPPED (EXCLUDED), over the reports added
 
     def add(self, other: "HandOffReport") -> None:
         self.dispatched += other.dispatched
@@ -48,6 +54,7 @@ class HandOffReport:
         self.misfires_skipped += other.misfires_skipped
         self.sqs_batches += other.sqs_batches
         self.catch_ups += other.catch_ups
+        self.exclusions += other.exclusions
 
 
 class HandOff:
@@ -60,6 +67,12 @@ class HandOff:
         self._lanes = stores.lanes
         self._clock = clock
         self._sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="handoff-send")
+        self._calendars = stores.calendars
+        self._recorder = ThreadPoolExecutor(max_workers=EXCLUDED_WRITES_IN_FLIGHT, thread_name_prefix="handoff-skip")
+
+    def calendar_cache(self) -> CalendarCache:
+        """Exclusion calendars: a cache for one tick run (or one writer's request)."""
+        return CalendarCache(self._calendars)
 
     def segment_of(self, job_id: str) -> int:
         return segment_of(job_id, self._segments)
@@ -80,11 +93,16 @@ class HandOff:
         jobs = {(job.tenant_id, job.job_id): job} if job else {}
         return self.hand_off([timer], jobs, watermark.claimed_through)
 
-    def hand_off(self, timers: list[Timer], jobs: dict[tuple[str, str], Job], claimed_through: int) -> HandOffReport:
+    def hand_off(self, timers: list[Timer], jobs: dict[tuple[str, str], Job], claimed_through: int,
+                 calendars: CalendarCache | None = None) -> HandOffReport:
         """Dispatch these due timers. For recurring jobs, write the next FIRE timer (computed
         from the due instant, never from now); occurrences that fall in already-claimed buckets
-        are dispatched here too, since no tick will read them."""
+        are dispatched here too, since no tick will read them. `calendars`: the run's cache of
+        exclusion calendars (a new one, read only if a job names one, when not given)."""
         report = HandOffReport()
+        calendars = calendars if calendars is not None else self.calendar_cache()
+        # Exclusion calendars: one read for the calendars this page's firing jobs name, if not read yet.
+        calendars.load(jobs.get((t.tenant_id, t.job_id)) for t in timers if t.kind is TimerKind.FIRE)
         now = self._clock.now_ms()
         outgoing: list[Outgoing] = []
         pending = timers
@@ -95,7 +113,7 @@ class HandOff:
                 next_timers: list[Timer] = []
                 for timer in pending:
                     following = self._dispatch(timer, jobs.get((timer.tenant_id, timer.job_id)), claimed, now,
-                                               outgoing, report)
+                                               outgoing, report, calendars)
                     if following is not None:
                         next_timers.append(following)
                 pending = []
@@ -140,10 +158,27 @@ class HandOff:
                                                execution_id_for(job.job_id, plan.skipped_from_ms),
                                                plan.skipped_from_ms, job.generation, plan.skipped_count,
                                                plan.skipped_through_ms, plan.uncounted_before_ms, now)
+        self._record_excluded(report.excluded, now)
+        report.exclusions = len(report.excluded)
         return report
 
+    def _record_excluded(self, excluded: list, now: int) -> None:
+        """Exclusion calendars: one conditional put per occurrence on a date the tenant chose to skip
+        (SKIPPED, reason EXCLUDED), a few in flight. Not capped: each replaces a fire, which would
+        have cost more writes. A crash before them leaves the bucket not done: handed off again,
+        they are written then (a put that finds its execution does nothing)."""
+        def record(entry) -> None:
+            job, occurrence = entry
+            self._executions.put_skipped(job.tenant_id, job.job_id, execution_id_for(job.job_id, occurrence),
+                                         occurrence, job.generation, "skipped: the date is in an exclusion calendar "
+                                         f"({', '.join(job.spec.exclude_calendars)})", now, skip_reason=EXCLUDED)
+        if len(excluded) == 1:
+            record(excluded[0])
+        elif excluded:
+            list(self._recorder.map(record, excluded))
+
     def _dispatch(self, timer: Timer, job: Job | None, claimed: int, now: int, outgoing: list[Outgoing],
-                  report: HandOffReport) -> Timer | None:
+                  report: HandOffReport, calendars: CalendarCache | None = None) -> Timer | None:
         """Add what this due timer asks for to `outgoing`; return the job's next timer, if any."""
         if timer.kind in (TimerKind.LEASE, TimerKind.SWEEP):
             # Checked whatever became of the job: a running attempt must always be resolved,
@@ -173,10 +208,11 @@ class HandOff:
                                 run=timer.runs or None)
             outgoing.append(Outgoing(job.spec.priority, dispatch, timer.due_ms))
             return None
-        return self._fire_chain(timer, job, claimed, now, outgoing, report)
+        return self._fire_chain(timer, job, claimed, now, outgoing, report, calendars)
 
     def _fire_chain(self, timer: Timer, job: Job, claimed: int, now: int,
-                    outgoing: list[Outgoing], report: HandOffReport) -> Timer | None:
+                    outgoing: list[Outgoing], report: HandOffReport,
+                    calendars: CalendarCache | None = None) -> Timer | None:
         """Dispatch this occurrence and any later ones inside claimed buckets; return the timer
         of the first occurrence beyond them (None when the schedule has ended)."""
         schedule = job.spec.schedule
@@ -192,9 +228,14 @@ class HandOff:
             if max_runs is not None and runs >= max_runs:
                 return None
             occurrence = job.fire_at(nominal)
+            if calendars is not None and calendars.excludes(job, nominal):
+                # Exclusion calendars: on a date the tenant excluded, recorded SKIPPED (EXCLUDED), not run.
+                report.excluded.append((job, occurrence))
+                nominal = schedule.next_fire_after(nominal)
+                continue
             late = occurrence < now - MISFIRE_GRACE_MS
             if late and schedule.recurring and policy is MisfirePolicy.RUN_ALL and job.spec.catch_up is not None:
-                nominal = self._catch_up(job, timer.segment, nominal, now, outgoing, report)
+                nominal = self._catch_up(job, timer.segment, nominal, now, outgoing, report, calendars)
                 if claimed < minute_of(now):
                     # The tick is behind real time (an outage): a next timer now would be read
                     # late again and start a second catch-up beside this one. The occurrences
@@ -227,12 +268,15 @@ class HandOff:
 
     @staticmethod
     def _catch_up(job: Job, segment: int, nominal: int, now: int, outgoing: list[Outgoing],
-                  report: HandOffReport) -> int | None:
+                  report: HandOffReport, calendars: CalendarCache | None = None) -> int | None:
         """Every occurrence missed from `nominal` on, at once: the newest maxCatchUp are released
         at catchUpPerMinute (by SQS delay within its reach, by CATCHUP timers beyond it), the
         older ones become one MISSED_WINDOW record. Returns the first occurrence not missed."""
         plan: CatchUpPlan = plan_catch_up(job, nominal, now, MISFIRE_GRACE_MS)
         for occurrence, release in plan.releases:
+            if calendars is not None and calendars.excludes(job, job.nominal_of(occurrence)):
+                report.excluded.append((job, occurrence))  # an excluded date is not caught up either
+                continue
             execution_id = execution_id_for(job.job_id, occurrence)
             if release - now <= CATCH_UP_SQS_REACH_MS:
                 dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id, execution_id, occurrence,

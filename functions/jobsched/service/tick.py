@@ -55,6 +55,7 @@ class Ticker:
             done_through = watermark.done_through
         report = TickReport(segment)
         slowest_page_ms = 0
+        calendars = self._handoff.calendar_cache()  # exclusion calendars: each read once per run
 
         def time_left(more_ms: int = 0) -> bool:
             """Time for another page (and `more_ms` besides) before the reserve."""
@@ -80,7 +81,8 @@ class Ticker:
                 if page is None:
                     break
                 jobs = self._stores.jobs.get_many([(t.tenant_id, t.job_id) for t in page.timers])
-                report.handoff.add(self._handoff.hand_off(page.timers, jobs, claimed_through=minute))
+                report.handoff.add(self._handoff.hand_off(page.timers, jobs, claimed_through=minute,
+                                                          calendars=calendars))
                 # Crash before this write: the next run hands this page off again (idempotent).
                 slowest_page_ms = max(slowest_page_ms, self._clock.now_ms() - started)
                 if page.ends_slice:

@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 from jobsched.domain.clock import Clock, SystemClock
 from jobsched.settings import Settings
 from jobsched.store.dynamo import ApiKeysStore, ExecutionsStore, JobsStore, TimersStore, WatermarksStore
+from jobsched.store.calendars import CalendarsStore
 from jobsched.store.flow import FlowStore
 from jobsched.store.queues import LaneQueues
 from jobsched.store.signing import SigningSecretsStore
@@ -66,6 +67,7 @@ class Stores:
     lanes: LaneQueues
     signing: SigningSecretsStore
     flow: FlowStore
+    calendars: CalendarsStore  # exclusion calendars, beside the tenant's jobs
 
 
 def build_stores(settings: Settings, session: boto3.session.Session | None = None,
@@ -89,4 +91,5 @@ def build_stores(settings: Settings, session: boto3.session.Session | None = Non
                                     session.client("kms", config=config) if settings.signing_key_id else None,
                                     settings.signing_key_id),
         flow=FlowStore(dynamodb, settings.jobs_table),
+        calendars=CalendarsStore(dynamodb, settings.jobs_table, client=client),
     )

@@ -16,6 +16,7 @@ from urllib.parse import quote
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
+from jobsched.domain.calendars import calendars_held
 from jobsched.domain.errors import ConditionLost, Conflict, FieldProblem, InvalidRequest
 from jobsched.domain.executions import AttemptRecord, Dispatch, Execution, ExecutionStatus
 from jobsched.domain.jobs import CompletedReason, Job, JobState
@@ -44,7 +45,8 @@ BULK_PREFIX = "bulk#"
 # boto3 to parse and for us to decode, thousands of times a minute (bench cpu: about 15% of the
 # tick's CPU per timer).
 HAND_OFF_ATTRIBUTES = ("tenantId", "jobId", "schedule", "priority", "misfirePolicy", "jitterSec", "state", "generation",
-                       "maxRuns", "catchUp")  # catchUp: catch-up that does not flood
+                       "maxRuns", "catchUp",  # catchUp: catch-up that does not flood
+                       "excludeCalendars")
 BATCH_GET_LIMIT = 100
 # Batch calls of one page in flight at once (the tick's job reads, its next-timer writes).
 GET_PARALLELISM = 8
@@ -224,6 +226,10 @@ class JobsStore:
 
     def put_new(self, job: Job) -> None:
         self._index(job.tenant_id, index_keys(job))  # index first: see index_keys
+        if job.spec.exclude_calendars:  # exclusion calendars: counted in the job's own write
+            self._write_with_calendar_refs(job, None, {"ConditionExpression": "attribute_not_exists(jobId)"},
+                                           lambda exc: ConditionLost(what="job exists"))
+            return
         try:
             self._table.put_item(Item=self._item(job), ConditionExpression="attribute_not_exists(jobId)")
         except ClientError as exc:
@@ -334,6 +340,13 @@ class JobsStore:
             return
         old_keys, new_keys = index_keys(before), index_keys(after)
         self._index(after.tenant_id, new_keys - old_keys)
+        if calendars_held(before) != calendars_held(after):  # exclusion calendars: the counts move
+            self._write_with_calendar_refs(
+                after, before, {"ConditionExpression": "#ver = :read", "ExpressionAttributeNames": {"#ver": "version"},
+                                "ExpressionAttributeValues": {":read": before.version}},
+                lambda exc: Conflict(f"job {before.job_id} was changed concurrently; read it again and retry"))
+            self._unindex(after.tenant_id, old_keys - new_keys)
+            return
         try:
             self._table.put_item(Item=self._item(after), ConditionExpression="#ver = :read",
                                  ExpressionAttributeNames={"#ver": "version"},
@@ -343,6 +356,17 @@ class JobsStore:
                 raise Conflict(f"job {before.job_id} was changed concurrently; read it again and retry") from exc
             raise
         self._unindex(after.tenant_id, old_keys - new_keys)
+
+    def _write_with_calendar_refs(self, job: Job, before: Job | None, condition: dict, job_lost) -> None:
+        """Exclusion calendars: the job's conditional put and the reference counts of the calendars
+        it starts or stops holding, in one transaction (store/calendars.py)."""
+        from jobsched.store.calendars import write_job_with_calendar_refs
+
+        held, had = calendars_held(job), calendars_held(before)
+        names = job.spec.exclude_calendars
+        write_job_with_calendar_refs(self._table, {"Item": self._item(job), **condition}, job.tenant_id,
+                                     tuple(n for n in held if n not in had), tuple(n for n in had if n not in held),
+                                     lambda name: f"excludeCalendars.{names.index(name)}", job_lost)
 
     def _item(self, job: Job) -> dict:
         item = job.to_item()
@@ -959,11 +983,11 @@ class ExecutionsStore:
         return Execution.from_item(plain(answer["Attributes"]))
 
     def put_skipped(self, tenant_id: str, job_id: str, execution_id: str, scheduled_ms: int, generation: int,
-                    reason: str, now_ms: int) -> bool:
-        """Record an occurrence that did not run (overlap or misfire policy). False if the
-        execution already exists (it ran, or was recorded before)."""
+                    reason: str, now_ms: int, skip_reason: str | None = None) -> bool:
+        """Record an occurrence that did not run (overlap or misfire policy, an exclusion calendar).
+        False if the execution already exists (it ran, or was recorded before)."""
         return self._put_unrun(ExecutionStatus.SKIPPED, tenant_id, job_id, execution_id, scheduled_ms, generation,
-                               reason, now_ms)
+                               reason, now_ms, skip_reason)
 
     def put_missed_window(self, tenant_id: str, job_id: str, execution_id: str, scheduled_ms: int, generation: int,
                           count: int, through_ms: int, uncounted_before_ms: int | None, now_ms: int) -> bool:
@@ -987,10 +1011,12 @@ class ExecutionsStore:
                                reason, now_ms)
 
     def _put_unrun(self, status: ExecutionStatus, tenant_id: str, job_id: str, execution_id: str, scheduled_ms: int,
-                   generation: int, reason: str, now_ms: int) -> bool:
+                   generation: int, reason: str, now_ms: int, skip_reason: str | None = None) -> bool:
         item = {"jobId": job_id, "executionId": execution_id, "tenantId": tenant_id, "scheduledMs": scheduled_ms,
                 "status": status.value, "attempt": 0, "generation": generation, "attempts": [],
                 "error": reason, "finishedMs": now_ms, "expiresAt": self._expires_at(now_ms)}
+        if skip_reason is not None:
+            item["skipReason"] = skip_reason  # EXCLUDED (an exclusion calendar's date)
         return self._put_new(item)
 
     def _put_new(self, item: dict) -> bool:
