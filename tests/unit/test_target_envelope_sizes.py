@@ -71,3 +71,18 @@ def test_the_largest_payload_the_api_accepts_fits_with_the_longest_envelope():
             entry = sent["Entries"][0]
             assert eventbridge_entry_bytes(entry["Source"], entry["DetailType"], entry["Detail"]) \
                 <= EVENTBRIDGE_MAX_ENTRY_BYTES
+
+
+def test_the_largest_sns_payload_fits_with_the_longest_ids_and_the_trace_context():
+    # The longest job id and execution id, and the traceparent attribute SNS counts too
+    from jobsched.adapters.targets import LONGEST_EXECUTION_ID, LONGEST_JOB_ID
+
+    target = Target(TargetType.SNS, {"topicArn": TOPIC})
+    payload = "x" * (largest_payload_bytes(target.type, target.config) - 2)
+    spec = JobSpec(name="s", schedule=one_time_schedule(T0), target=target, payload=payload)
+    job = Job("tenant-a", "j" * LONGEST_JOB_ID, spec, JobState.ACTIVE, 1, 1, T0, T0)
+    dispatch = Dispatch(DispatchKind.FIRE, "tenant-a", job.job_id, "e" * LONGEST_EXECUTION_ID, T0, 1)
+    session = Recording()
+    outcome = AwsTargetInvoker(session).invoke(job, dispatch, 99)
+    assert outcome.ok and len(session.calls) == 1, outcome
+    assert "traceparent" in session.calls[0]["MessageAttributes"]

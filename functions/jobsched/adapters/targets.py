@@ -45,9 +45,13 @@ def eventbridge_entry_bytes(source: str, detail_type: str, detail: str) -> int:
 
 
 def _longest_attributes() -> dict:
+    """The attributes the invoker sends (store/targets.py), each at its longest."""
+    from jobsched.domain.trace import trace_context
+
     return {"executionId": {"DataType": "String", "StringValue": "x" * LONGEST_EXECUTION_ID},
             "attempt": {"DataType": "Number", "StringValue": str(LONGEST_ATTEMPT)},
-            "jobId": {"DataType": "String", "StringValue": "x" * LONGEST_JOB_ID}}
+            "jobId": {"DataType": "String", "StringValue": "x" * LONGEST_JOB_ID},
+            "traceparent": {"DataType": "String", "StringValue": trace_context("x", 1).traceparent}}  # fixed length
 
 
 def largest_payload_bytes(target_type: TargetType, config: dict) -> int | None:
