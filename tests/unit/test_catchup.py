@@ -129,3 +129,13 @@ def test_cli_get_shows_the_catch_up_policy():
             JOB_KEYS, out)
     assert re.search(r'^misfirePolicy +\{"policy": "RUN_ALL", "maxCatchUp": 100, "catchUpPerMinute": 10\}$',
                      out.getvalue(), re.M), out.getvalue()  # the label column is as wide as the widest label
+
+
+def test_a_missed_window_record_counts_its_occurrences_in_a_jobs_stats():
+    from jobsched.domain.executions import ExecutionStatus
+    from jobsched.domain.stats import ExecutionSummary, job_stats
+
+    records = [ExecutionSummary(ExecutionStatus.SUCCEEDED, 3_600_000, 61_000, False),
+               ExecutionSummary(ExecutionStatus.SKIPPED, 60_000, None, False, skipped_count=79)]
+    stats = job_stats(records, "24h", 4_000_000, True)
+    assert stats["skipped"] == 79 and stats["fires"] == 1

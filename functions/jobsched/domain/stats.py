@@ -21,6 +21,7 @@ class ExecutionSummary:
     scheduled_ms: int
     late_ms: int | None
     manual: bool  # a trigger's: counted in the outcomes, not as a fire of the schedule
+    skipped_count: int | None = None  # a catch-up's MISSED_WINDOW record: the occurrences it stands for
 
 
 def nearest_rank(sorted_values: list[int], percent: float) -> int | None:
@@ -36,7 +37,7 @@ def job_stats(records: list[ExecutionSummary], window: str, now_ms: int, complet
     fires = 0
     lateness: list[int] = []
     for record in records:
-        counts[record.status] += 1
+        counts[record.status] += record.skipped_count or 1
         if not record.manual and record.status not in (ExecutionStatus.SKIPPED, ExecutionStatus.CANCELLED):
             fires += 1
         if record.late_ms is not None:

@@ -1326,7 +1326,7 @@ class ExecutionsStore:
                 f"{job_id}.{max(0, from_ms):013d}", f"{job_id}.{max(0, to_ms - 1):013d}~"),
             "ScanIndexForward": False,
             "FilterExpression": Attr("runId").not_exists() & Attr("hookOf").not_exists(),
-            "ProjectionExpression": "executionId, #st, scheduledMs, startedMs",
+            "ProjectionExpression": "executionId, #st, scheduledMs, startedMs, skippedCount",
             "ExpressionAttributeNames": {"#st": "status"},
         }
         found: list = []
@@ -1337,7 +1337,8 @@ class ExecutionsStore:
                 scheduled = int(item.get("scheduledMs") or 0)
                 late = int(item["startedMs"]) - scheduled if item.get("startedMs") is not None else None
                 found.append(ExecutionSummary(ExecutionStatus(item["status"]), scheduled, late,
-                                              str(item["executionId"]).endswith(".manual")))
+                                              str(item["executionId"]).endswith(".manual"),
+                                              int(item["skippedCount"]) if item.get("skippedCount") else None))
                 if len(found) >= max_records:
                     return found, False
             if "LastEvaluatedKey" not in answer:
