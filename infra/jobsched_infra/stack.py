@@ -87,7 +87,7 @@ class JobschedStack(Stack):
 
         # Least privilege: each function gets the actions it calls, on the tables it uses.
         # The API also ends long-running attempts (complete, fail): job reads and completion.
-        # BatchWriteItem: the tag and name index entries beside each job (store/dynamo.py);
+        # BatchWriteItem: the tag and name index entries beside each job (store/jobs.py);
         # BatchGetItem: the jobs those entries name (tag and name filters, filtered bulk actions).
         storage.jobs.grant(api_fn, *DDB_READ, *DDB_BATCH_READ, *DDB_PUT, *DDB_QUERY, *DDB_UPDATE, *DDB_BATCH_PUT)
         storage.timers.grant(api_fn, *DDB_BATCH_PUT)

@@ -6,8 +6,9 @@ from aws_cdk import aws_dynamodb as ddb
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from jobsched.store.dynamo import DEAD_LETTERS_INDEX, JOBS_BY_STATE_INDEX
+from jobsched.store.executions import DEAD_LETTERS_INDEX
 
+from jobsched.store.jobs import JOBS_BY_STATE_INDEX
 S = ddb.AttributeType.STRING
 N = ddb.AttributeType.NUMBER
 

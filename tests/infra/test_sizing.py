@@ -7,6 +7,7 @@ import bench.cpu
 from jobsched import sizing
 from jobsched.service.handoff import LOOK_AHEAD_MINUTES
 from jobsched.store import dynamo
+from jobsched.store import timers as timers_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +18,7 @@ def test_the_rule_uses_the_constants_the_code_runs_with(template):
                 and r["Properties"]["Handler"] == "jobsched.handlers.tick.handler")
     assert tick["MemorySize"] == sizing.TICK_MEMORY_MB
     assert sizing.TICK_CPU_MS_PER_TIMER == bench.cpu.BOUND_TICK_MS  # the bound `bench cpu` checks
-    assert sizing.PAGE_SIZE == dynamo.TimersStore.__init__.__defaults__[0]
+    assert sizing.PAGE_SIZE == timers_store.TimersStore.__init__.__defaults__[0]
     assert dynamo.GET_PARALLELISM * dynamo.BATCH_GET_LIMIT >= sizing.PAGE_SIZE  # one wave of job reads a page
     # The look-ahead leaves at least a minute; the goal leaves room for a minute twice as busy.
     assert (LOOK_AHEAD_MINUTES - 1) * 60 >= 2 * sizing.HANDOFF_GOAL_S

@@ -12,8 +12,9 @@ from jobsched.service.handoff import HandOff
 from jobsched.service.tick import Ticker
 from jobsched.store import dynamo
 from jobsched.store.aws import build_stores
-from jobsched.store.dynamo import BATCH_RETRIES, BatchIncomplete, JobsStore, TimersStore
-
+from jobsched.store.dynamo import BATCH_RETRIES, BatchIncomplete
+from jobsched.store.jobs import JobsStore
+from jobsched.store.timers import TimersStore
 from .aws_doubles import FunctionKilled, MortalContext, SlowPages, StaleReads, Unprocessed
 from .harness import TENANT_A
 from .test_faults import HOOK, assert_exactly_once

@@ -162,8 +162,7 @@ def test_the_preview_shows_only_fire_times_inside_the_bounds_and_stops_at_max_ru
 
 
 def test_a_worker_dying_between_the_count_and_the_pause_counts_once_and_pauses_on_the_redelivery(harness, monkeypatch):
-    from jobsched.store.dynamo import JobsStore
-
+    from jobsched.store.jobs import JobsStore
     from .harness import WorkerDied
 
     # Every two hours: the end's message comes back (after the lane's visibility timeout) before

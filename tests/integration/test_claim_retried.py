@@ -6,8 +6,8 @@ import pytest
 
 from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import Dispatch, DispatchKind
-from jobsched.store.dynamo import ExecutionsStore, raw_client
-
+from jobsched.store.dynamo import raw_client
+from jobsched.store.executions import ExecutionsStore
 from .aws_doubles import RetriedAfterReadTimeout
 
 

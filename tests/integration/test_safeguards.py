@@ -12,7 +12,7 @@ from jobsched.domain.executions import Dispatch, DispatchKind, ExecutionStatus, 
 from jobsched.domain.schedule import format_instant
 from jobsched.domain.timers import TIMER_SLICES, segment_of
 from jobsched.service.handoff import LOOK_AHEAD_MINUTES
-from jobsched.store import dynamo
+from jobsched.store import timers as timers_store
 
 from .harness import KEY_A, KEY_B, TENANT_A
 
@@ -98,7 +98,7 @@ def test_a_job_placed_while_the_tick_reads_its_bucket_still_fires(harness, monke
     """Forces the API-versus-tick race in the order that needs the claim first: the tick has read
     its bucket's (empty) pages when the API places a timer in that very bucket of that segment.
     Only a tick that claimed the bucket before reading it makes the API dispatch that timer."""
-    real_pages = dynamo.TimersStore.pages
+    real_pages = timers_store.TimersStore.pages
     created: list[dict] = []
     forced = []
 
@@ -118,7 +118,7 @@ def test_a_job_placed_while_the_tick_reads_its_bucket_still_fires(harness, monke
                 forced.append(job)
                 return
 
-    monkeypatch.setattr(dynamo.TimersStore, "pages", pages_then_create)
+    monkeypatch.setattr(timers_store.TimersStore, "pages", pages_then_create)
     harness.advance(60 - (harness.clock.now_ms() // 1000) % 60)  # to the next minute boundary: the tick runs
     assert forced, "the race was not forced"
     harness.advance(60 * LOOK_AHEAD_MINUTES + 30)

@@ -130,8 +130,7 @@ def test_a_batch_reads_its_jobs_in_one_consistent_request_and_a_job_deleted_mean
 
 
 def test_when_the_batch_read_fails_each_attempt_reads_its_own_job(harness, monkeypatch):
-    from jobsched.store.dynamo import JobsStore
-
+    from jobsched.store.jobs import JobsStore
     jobs, messages = due_batch(harness, 4)
 
     def throttled(self, keys, whole=False):

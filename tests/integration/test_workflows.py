@@ -9,8 +9,7 @@ from jobsched.domain.executions import AttemptOutcome, ExecutionStatus
 from jobsched.handlers import worker
 from jobsched.local.events import Function, sqs_event
 from jobsched.service.runs import Runs
-from jobsched.store.dynamo import ExecutionsStore
-
+from jobsched.store.executions import ExecutionsStore
 from .harness import ACCEPTED, FAIL, KEY_A, WorkerDied
 from .test_faults import take_messages
 

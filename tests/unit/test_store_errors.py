@@ -2,8 +2,6 @@
 from botocore.exceptions import ClientError
 
 from jobsched.store.dynamo import _condition_lost
-
-
 def test_condition_lost_carries_the_current_item_in_plain_python():
     error = ClientError({"Error": {"Code": "ConditionalCheckFailedException", "Message": "x"},
                          "Item": {"status": {"S": "RUNNING"}, "attempt": {"N": "2"}}}, "UpdateItem")

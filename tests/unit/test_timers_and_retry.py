@@ -103,8 +103,7 @@ def test_fake_clock_concurrent_sleeps_overlap_like_real_time():
 def test_job_items_round_trip_and_the_hand_off_projection_leaves_out_the_payload_and_target():
     from jobsched.domain.jobs import Job, JobSpec, JobState, Target, TargetType
     from jobsched.domain.schedule import cron_schedule
-    from jobsched.store.dynamo import HAND_OFF_ATTRIBUTES
-
+    from jobsched.store.jobs import HAND_OFF_ATTRIBUTES
     spec = JobSpec(name="n", schedule=cron_schedule("0 3 * * *", "Europe/Paris", 0),
                    target=Target(TargetType.HTTP, {"url": "https://e.com", "method": "POST", "headers": {}}),
                    payload={"big": [1.5, None, "x"]}, jitter_sec=7, max_runs=5, exclude_calendars=("holidays",))

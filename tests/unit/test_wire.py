@@ -38,8 +38,7 @@ def test_a_hand_off_view_of_a_job_holds_what_a_hand_off_reads_and_is_never_writt
 
     from jobsched.domain.jobs import Job, JobSpec, JobState, MisfirePolicy, Priority, Target, TargetType
     from jobsched.domain.schedule import rate_schedule
-    from jobsched.store.dynamo import HAND_OFF_ATTRIBUTES
-
+    from jobsched.store.jobs import HAND_OFF_ATTRIBUTES
     spec = JobSpec(name="n", schedule=rate_schedule("PT5M", 1_800_000_000_000),
                    target=Target(TargetType.HTTP, {"url": "https://example.com"}), payload={"p": 1},
                    priority=Priority.HIGH, misfire_policy=MisfirePolicy.SKIP, jitter_sec=30)

@@ -9,8 +9,7 @@ from jobsched.domain.tenant_tags import is_taggable
 from jobsched.domain.clock import SystemClock
 from jobsched.domain.schedule import format_instant
 from jobsched.service.auth import ApiKeys
-from jobsched.store.dynamo import ApiKeysStore
-
+from jobsched.store.api_keys import ApiKeysStore
 LOCAL_EMULATOR = "http://127.0.0.1:8090"
 # `make run` writes its emulator's address here (under JOBSCHED_WORKDIR), whatever port it was given.
 EMULATOR_URL_FILE = "emulator.url"

@@ -360,7 +360,7 @@ class Job:
 
     @classmethod
     def for_hand_off(cls, item: dict) -> "Job":
-        """Only what handing off a timer reads (store/dynamo.py HAND_OFF_ATTRIBUTES): schedule,
+        """Only what handing off a timer reads (store/jobs.py HAND_OFF_ATTRIBUTES): schedule,
         priority, misfire policy, jitter, maxRuns, state and generation. The rest is absent (target and
         retry policy None, name empty, counters 0): such a job is never written (to_item
         refuses) nor shown."""

@@ -24,10 +24,11 @@ from jobsched.domain.stats import MAX_RECORDS, WINDOWS_MS, job_stats
 from jobsched.domain.jobs import MisfirePolicy  # catch-up that does not flood
 from jobsched.domain.timers import Timer, TimerKind, segment_of
 from jobsched.service.handoff import HandOff
-from jobsched.store.dynamo import name_prefix as name_prefix_of
-from jobsched.store.dynamo import tag_prefix
+from jobsched.store.jobs import name_prefix as name_prefix_of
+from jobsched.store.jobs import tag_prefix
 from jobsched.service.outcomes import Outcomes
-from jobsched.store.dynamo import Page, active_counter, sharded_counter
+from jobsched.store.dynamo import Page, sharded_counter
+from jobsched.store.jobs import active_counter
 from jobsched.store.queues import Outgoing
 
 # How long an Idempotency-Key is remembered.
@@ -183,7 +184,7 @@ class JobsService:
     def list(self, tenant_id: str, state: JobState | None, limit: int, cursor: str | None,
              tags: list[tuple[str, str]] = (), name_prefix: str | None = None) -> Page:
         """The tenant's jobs; with tags (all must match) or a name prefix, read through the index
-        of the first one (store/dynamo.py), each job checked against all the filters."""
+        of the first one (store/jobs.py), each job checked against all the filters."""
         if not tags and not name_prefix:
             if state is not None:  # the state index: the cost follows the matches, not the history
                 return self._jobs.list_in_state(tenant_id, state, limit, cursor)

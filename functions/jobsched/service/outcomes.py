@@ -21,7 +21,7 @@ from jobsched.domain.timers import Timer, TimerKind
 from jobsched.service.handoff import HandOff
 from jobsched.service.flow import FlowGate
 from jobsched.service.runs import Runs
-from jobsched.store.dynamo import active_counter
+from jobsched.store.jobs import active_counter
 from jobsched.store.queues import Outgoing
 
 

@@ -12,7 +12,11 @@ from botocore.exceptions import ClientError
 
 from jobsched.domain.clock import Clock, SystemClock
 from jobsched.settings import Settings
-from jobsched.store.dynamo import ApiKeysStore, ExecutionsStore, JobsStore, TimersStore, WatermarksStore
+from jobsched.store.api_keys import ApiKeysStore
+from jobsched.store.executions import ExecutionsStore
+from jobsched.store.jobs import JobsStore
+from jobsched.store.segments import WatermarksStore
+from jobsched.store.timers import TimersStore
 from jobsched.store.calendars import CalendarsStore
 from jobsched.store.flow import FlowStore
 from jobsched.store.queues import LaneQueues

@@ -18,7 +18,6 @@ from urllib.parse import quote
 from botocore.exceptions import ClientError
 
 from jobsched.store.dynamo import _condition_lost
-
 SLOTS_SORT_KEY = "~slots"
 RATE_SORT_KEY = "~rate"
 

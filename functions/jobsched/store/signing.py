@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from botocore.exceptions import ClientError
 
 from jobsched.store.dynamo import _condition_lost
-
 SIGNING_ITEM = "signing#secrets"
 COPY_ITEM = "signing#copy"
 COPIES = 16

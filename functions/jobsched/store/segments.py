@@ -1,0 +1,76 @@
+"""The Segments table: each segment's watermarks, and the key that seals lane messages."""
+from __future__ import annotations
+
+import secrets
+
+from botocore.exceptions import ClientError
+
+from jobsched.domain.timers import Watermark
+from jobsched.store.dynamo import _condition_lost, plain
+# Not a segment: the segments table's item that holds the dispatch key.
+DISPATCH_KEY_ITEM = -1
+
+
+class WatermarksStore:
+    def __init__(self, dynamodb, table_name: str) -> None:
+        self._table = dynamodb.Table(table_name)
+
+    def get(self, segment: int) -> Watermark | None:
+        item = self._table.get_item(Key={"segment": segment}, ConsistentRead=True).get("Item")
+        if not item:
+            return None
+        item = plain(item)
+        return Watermark(segment, item.get("claimedThrough"), item.get("doneThrough"), item.get("positionMinute"),
+                         item.get("positionSk"))
+
+    def claim(self, segment: int, minute: int) -> None:
+        """Raise claimedThrough to `minute` before its bucket is read. A lost condition means
+        another tick claimed it already: harmless, dispatch is idempotent."""
+        self._raise(segment, "claimedThrough", minute)
+
+    def mark_done(self, segment: int, minute: int) -> None:
+        self._raise(segment, "doneThrough", minute)
+
+    def dispatch_key(self) -> bytes:
+        """The key that seals lane messages (domain/dispatch_seal.py): made once, by whichever
+        function needs it first (a conditional put, so all converge on one), then only read.
+        It lives beside the watermarks: only the stack's own functions may read this table."""
+        item = self._table.get_item(Key={"segment": DISPATCH_KEY_ITEM}, ConsistentRead=True).get("Item")
+        if item is None:
+            try:
+                self._table.put_item(Item={"segment": DISPATCH_KEY_ITEM, "dispatchKey": secrets.token_hex(32)},
+                                     ConditionExpression="attribute_not_exists(#seg)",
+                                     ExpressionAttributeNames={"#seg": "segment"})
+            except ClientError as exc:
+                if not _condition_lost(exc, "dispatch key"):
+                    raise
+            item = self._table.get_item(Key={"segment": DISPATCH_KEY_ITEM}, ConsistentRead=True)["Item"]
+        return bytes.fromhex(str(item["dispatchKey"]))
+
+    def save_position(self, segment: int, minute: int, sort_key: str) -> None:
+        """Every timer of bucket `minute` up to `sort_key` is handed off. Only for a bucket not yet
+        done, and only forwards: a slower tick racing this one never moves it back."""
+        try:
+            self._table.update_item(
+                Key={"segment": segment},
+                UpdateExpression="SET positionMinute = :m, positionSk = :sk",
+                ConditionExpression=("(attribute_not_exists(doneThrough) OR doneThrough < :m) AND "
+                                     "(attribute_not_exists(positionMinute) OR positionMinute < :m OR "
+                                     "(positionMinute = :m AND positionSk < :sk))"),
+                ExpressionAttributeValues={":m": minute, ":sk": sort_key},
+            )
+        except ClientError as exc:
+            if not _condition_lost(exc, "position"):
+                raise
+
+    def _raise(self, segment: int, attribute: str, minute: int) -> None:
+        try:
+            self._table.update_item(
+                Key={"segment": segment},
+                UpdateExpression=f"SET {attribute} = :m",
+                ConditionExpression=f"attribute_not_exists({attribute}) OR {attribute} < :m",
+                ExpressionAttributeValues={":m": minute},
+            )
+        except ClientError as exc:
+            if not _condition_lost(exc, attribute):
+                raise
