@@ -27,7 +27,7 @@ def call(runtime, method, path, body=None):
 @pytest.fixture
 def stack(tmp_path):
     saved = dict(os.environ)
-    runtime, _, _ = boot(Options(port=0, segments=1, workdir=tmp_path / "local"), [("tenant-1", "k1")],
+    runtime, _, _ = boot(Options(port=0, segments=2, workdir=tmp_path / "local"), [("tenant-1", "k1")],
                          progress=lambda text: None)
     try:
         yield runtime

@@ -92,11 +92,11 @@ def test_reset_starts_empty(tmp_path, boots):
     workdir = tmp_path / "local"
     quiet = lambda text: None  # noqa: E731
     try:
-        runtime, _, _ = boots(Options(port=0, segments=1, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
+        runtime, _, _ = boots(Options(port=0, segments=2, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
         assert call(runtime, "POST", "/v1/jobs", {"name": "x", "type": "RATE", "schedule": "PT1H",
                                                   "target": {"type": "HTTP", "url": "http://127.0.0.1:9/x"}})[0] == 201
         runtime.stop()
-        runtime, _, _ = boots(Options(port=0, segments=1, workdir=workdir, reset=True), [("tenant-1", "k1")],
+        runtime, _, _ = boots(Options(port=0, segments=2, workdir=workdir, reset=True), [("tenant-1", "k1")],
                              progress=quiet)
         assert call(runtime, "GET", "/v1/jobs")[1]["items"] == []
         runtime.stop()
@@ -113,7 +113,7 @@ def test_a_rotated_signing_secret_still_signs_calls_after_a_restart(tmp_path, bo
     workdir = tmp_path / "local"
     quiet = lambda text: None  # noqa: E731
     try:
-        runtime, _, _ = boots(Options(port=0, segments=1, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
+        runtime, _, _ = boots(Options(port=0, segments=2, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
         assert call(runtime, "POST", "/v1/signing-secrets/rotate", {})[0] == 201
         status, job = call(runtime, "POST", "/v1/jobs", {
             "name": "signed", "type": "RATE", "schedule": "PT1H", "target": {"type": "HTTP", "url": f"{echo.url}/s"}})
@@ -121,7 +121,7 @@ def test_a_rotated_signing_secret_still_signs_calls_after_a_restart(tmp_path, bo
         runtime.stop()
         assert oct((runtime.state_path.stat().st_mode) & 0o777) == "0o600"  # it holds the key's material
 
-        runtime, _, _ = boots(Options(port=0, segments=1, workdir=workdir), [], progress=quiet)
+        runtime, _, _ = boots(Options(port=0, segments=2, workdir=workdir), [], progress=quiet)
         status, execution = call(runtime, "POST", f"/v1/jobs/{job['jobId']}/trigger")
         assert status == 202
         assert wait_for(lambda: call(runtime, "GET", f"/v1/executions/{execution['executionId']}")[1]["status"]

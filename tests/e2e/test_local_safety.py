@@ -23,7 +23,7 @@ KEY = "safety-key"
 @pytest.fixture(scope="module")
 def local_stack(tmp_path_factory):
     saved_env = dict(os.environ)
-    runtime, _, _ = boot(Options(port=0, emulator_port=0, segments=1, workdir=tmp_path_factory.mktemp("local")),
+    runtime, _, _ = boot(Options(port=0, emulator_port=0, segments=2, workdir=tmp_path_factory.mktemp("local")),
                          [("safety", KEY)], progress=lambda text: None)
     echo = EchoServer()
     yield runtime, echo

@@ -477,36 +477,21 @@ class JobsStore:
     def pause_itself(self, job: Job, threshold: int, reason: str, now_ms: int) -> bool:
         """ACTIVE → PAUSED with its reason, once the count reached `threshold`; the generation
         moves on (its timers and in-flight fires are dropped, as for a pause asked for)."""
-        try:
-            self._client.update_item(
-                TableName=self._name,
-                Key={"tenantId": {"S": job.tenant_id}, "jobId": {"S": job.job_id}},
-                UpdateExpression="SET #state = :paused, pausedReason = :reason, generation = generation + :one, "
-                                 "#ver = #ver + :one, updatedMs = :now",
-                ConditionExpression="#state = :active AND consecutiveFailures >= :threshold",
-                ExpressionAttributeNames={"#state": "state", "#ver": "version"},
-                ExpressionAttributeValues=values_to_wire({
-                    ":paused": JobState.PAUSED.value, ":active": JobState.ACTIVE.value, ":reason": reason,
-                    ":one": 1, ":now": now_ms, ":threshold": threshold}),
-            )
-            return True
-        except ClientError as exc:
-            if _condition_lost(exc, "job changed"):
-                return False
-            raise
+        return self._update_if(
+            Key={"tenantId": job.tenant_id, "jobId": job.job_id},
+            UpdateExpression="SET #state = :paused, pausedReason = :reason, generation = generation + :one, "
+                             "#ver = #ver + :one, updatedMs = :now",
+            ConditionExpression="#state = :active AND consecutiveFailures >= :threshold",
+            ExpressionAttributeNames={"#state": "state", "#ver": "version"},
+            ExpressionAttributeValues={":paused": JobState.PAUSED.value, ":active": JobState.ACTIVE.value,
+                                       ":reason": reason, ":one": 1, ":now": now_ms, ":threshold": threshold})
 
     def clear_failures(self, job: Job, now_ms: int) -> None:
         """A success ends the run of failures (a no-op if another end cleared it first)."""
-        try:
-            self._client.update_item(
-                TableName=self._name,
-                Key={"tenantId": {"S": job.tenant_id}, "jobId": {"S": job.job_id}},
-                UpdateExpression="SET consecutiveFailures = :zero, #ver = #ver + :one, updatedMs = :now "
-                                 "REMOVE lastDeadExecution",
-                ConditionExpression="consecutiveFailures > :zero",
-                ExpressionAttributeNames={"#ver": "version"},
-                ExpressionAttributeValues=values_to_wire({":zero": 0, ":one": 1, ":now": now_ms}),
-            )
-        except ClientError as exc:
-            if not _condition_lost(exc, "failures cleared"):
-                raise
+        self._update_if(
+            Key={"tenantId": job.tenant_id, "jobId": job.job_id},
+            UpdateExpression="SET consecutiveFailures = :zero, #ver = #ver + :one, updatedMs = :now "
+                             "REMOVE lastDeadExecution",
+            ConditionExpression="consecutiveFailures > :zero",
+            ExpressionAttributeNames={"#ver": "version"},
+            ExpressionAttributeValues={":zero": 0, ":one": 1, ":now": now_ms})
