@@ -135,27 +135,34 @@ class JobsStore:
         start = decode_cursor(cursor, {"tenantId": str, "jobId": str})
         if start and (start["tenantId"] != tenant_id or not start["jobId"].startswith(prefix)):
             raise InvalidRequest("cursor: belongs to another list", [FieldProblem("cursor", "belongs to another list")])
+        query = {"KeyConditionExpression": Key("tenantId").eq(tenant_id) & Key("jobId").begins_with(prefix)}
+        return self._read_matches(tenant_id, query, start, limit, lambda raw: raw["jobId"].rsplit("#", 1)[1], keep,
+                                  lambda raw: {"tenantId": tenant_id, "jobId": raw["jobId"]})
+
+    def _read_matches(self, tenant_id: str, query: dict, start: dict | None, limit: int,
+                      job_id_of: Callable[[dict], str], keep: Callable[[Job], bool],
+                      cursor_key_of: Callable[[dict], dict]) -> Page:
+        """A page of the tenant's jobs named by an index's entries (an index entry of the table, or
+        a GSI's): each page of entries, then the jobs they name in one strongly consistent batch
+        read, each checked by `keep` as it now is (the index may lag or hold a crash's leftover)."""
         items: list[Job] = []
-        positions: dict[str, str] = {}
+        positions: dict[str, dict] = {}
 
         def after(job: Job) -> str | None:
-            return encode_cursor({"tenantId": tenant_id, "jobId": positions[job.job_id]})
+            return encode_cursor(positions[job.job_id])
 
         while True:
-            kwargs: dict[str, Any] = {
-                "KeyConditionExpression": Key("tenantId").eq(tenant_id) & Key("jobId").begins_with(prefix),
-                "Limit": max(limit - len(items), 10),
-            }
+            kwargs: dict[str, Any] = {**query, "Limit": max(limit - len(items), 10)}
             if start:
                 kwargs["ExclusiveStartKey"] = start
             answer = self._table.query(**kwargs)
-            entries = [raw["jobId"] for raw in answer.get("Items", [])]
-            found = self.get_many([(tenant_id, entry.rsplit("#", 1)[1]) for entry in entries], whole=True)
-            for entry in entries:
-                job = found.get((tenant_id, entry.rsplit("#", 1)[1]))
+            entries = answer.get("Items", [])
+            found = self.get_many([(tenant_id, job_id_of(raw)) for raw in entries], whole=True)
+            for raw in entries:
+                job = found.get((tenant_id, job_id_of(raw)))
                 if job is None or not keep(job):
                     continue
-                positions[job.job_id] = entry
+                positions[job.job_id] = cursor_key_of(raw)
                 items.append(job)
                 if len(items) == limit:
                     return Page(items, after(job), after)
@@ -292,32 +299,12 @@ class JobsStore:
         start = decode_cursor(cursor, {"tenantId": str, "jobId": str, "state": str})
         if start and (start["tenantId"] != tenant_id or start["state"] != state.value):
             raise InvalidRequest("cursor: belongs to another list", [FieldProblem("cursor", "belongs to another list")])
-        items: list[Job] = []
-
-        def after(job: Job) -> str | None:
-            return encode_cursor({"tenantId": tenant_id, "jobId": job.job_id, "state": state.value})
-
-        while True:
-            kwargs: dict[str, Any] = {
-                "IndexName": JOBS_BY_STATE_INDEX,
-                "KeyConditionExpression": Key("tenantId").eq(tenant_id) & Key("state").eq(state.value),
-                "Limit": max(limit - len(items), 10),
-            }
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            answer = self._table.query(**kwargs)
-            ids = [raw["jobId"] for raw in answer.get("Items", [])]
-            found = self.get_many([(tenant_id, job_id) for job_id in ids], whole=True)
-            for job_id in ids:
-                job = found.get((tenant_id, job_id))
-                if job is None or job.state is not state:
-                    continue  # gone, or moved on since the index was written
-                items.append(job)
-                if len(items) == limit:
-                    return Page(items, after(job), after)
-            start = answer.get("LastEvaluatedKey")
-            if not start:
-                return Page(items, None, after)
+        query = {"IndexName": JOBS_BY_STATE_INDEX,
+                 "KeyConditionExpression": Key("tenantId").eq(tenant_id) & Key("state").eq(state.value)}
+        # A job gone, or moved on since the index was written, is passed over.
+        return self._read_matches(tenant_id, query, start, limit, lambda raw: raw["jobId"],
+                                  lambda job: job.state is state,
+                                  lambda raw: {"tenantId": tenant_id, "jobId": raw["jobId"], "state": state.value})
 
     def list_for_tenant(self, tenant_id: str, state: JobState | None, limit: int, cursor: str | None) -> Page:
         """In creation order (job ids are time-ordered). A cursor is the last key returned, so
