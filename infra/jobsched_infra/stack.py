@@ -4,6 +4,7 @@ from __future__ import annotations
 from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -12,7 +13,7 @@ from jobsched.domain.jobs import Priority
 from jobsched.domain.lane_shares import format_caps
 from jobsched.settings import WORKER_BATCH_SIZE, Env
 from jobsched.store.signing import SIGNING_PURPOSE
-from jobsched.sizing import TICK_MEMORY_MB
+from jobsched.sizing import TICK_MEMORY_MB, WORKER_MEMORY_MB
 from jobsched_infra.alarms import Alarms
 from jobsched_infra.compliance import acknowledge_findings
 from jobsched_infra.config import StackConfig
@@ -41,7 +42,7 @@ DDB_UPDATE = ["dynamodb:UpdateItem"]
 class JobschedStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, description="jobsched: serverless distributed job scheduler", **kwargs)
-        storage = Storage(self, "Storage", encryption=config.encryption)
+        storage = Storage(self, "Storage", encryption=config.encryption, tables=config.tables)
         lanes = Lanes(self, "Lanes", worker_timeout=WORKER_TIMEOUT, key=storage.key)
 
         common_env = {
@@ -83,7 +84,8 @@ class JobschedStack(Stack):
             Env.LANE_TENANT_PERCENT: str(config.lane_tenant_percent),
             Env.LANE_HOST_PERCENT: str(config.lane_host_percent),
             **signing_env,
-        }, timeout=WORKER_TIMEOUT, memory_mb=512)
+        }, timeout=WORKER_TIMEOUT, memory_mb=WORKER_MEMORY_MB,
+            reserved_concurrent_executions=config.worker_reserved_concurrency or None)
 
         # Least privilege: each function gets the actions it calls, on the tables it uses.
         # The API also ends long-running attempts (complete, fail): job reads and completion.
@@ -126,11 +128,18 @@ class JobschedStack(Stack):
                 actions=["kms:Encrypt"], resources=[storage.key.key_arn],
                 conditions={"StringEquals": {"kms:EncryptionContext:purpose": SIGNING_PURPOSE}}))
         lane_caps = dict(config.lane_max_concurrency)
+        lane_pollers = {lane: (low, high) for lane, low, high in config.lane_pollers}
         for priority, queue in lanes.queues.items():
+            # Standard mode is capped by MaximumConcurrency (at most 1,000); a lane sized beyond it,
+            # or for a burst its ramp of 300 a minute cannot meet, runs in provisioned mode, whose
+            # maximum pollers are its cap (the two settings exclude each other).
+            pollers = lane_pollers.get(priority.value)
             worker_fn.add_event_source(sources.SqsEventSource(
                 queue, batch_size=WORKER_BATCH_SIZE, report_batch_item_failures=True,
                 max_batching_window=Duration.seconds(0) if priority is Priority.HIGH else None,
-                max_concurrency=lane_caps[priority.value],
+                max_concurrency=None if pollers else lane_caps[priority.value],
+                provisioned_poller_config=lambda_.ProvisionedPollerConfig(
+                    minimum_pollers=pollers[0], maximum_pollers=pollers[1]) if pollers else None,
             ))
 
         # A failed or timed-out tick is never retried by Lambda's own asynchronous retries (two by
