@@ -95,6 +95,17 @@ PROVISIONED_RAMP_PER_MINUTE = 1000
 # starts at 1,000 concurrent executions and keeps 100 unreserved whatever is reserved.
 ACCOUNT_CONCURRENCY_DEFAULT = 1000
 UNRESERVED_MINIMUM = 100
+# A standard queue holds about 120,000 in-flight messages (SQS quotas; AWS-LIMITS.md §2).
+SQS_IN_FLIGHT_LIMIT = 120_000
+# KMS: 10,000 symmetric requests a second in most Regions (100,000 in us-east-1, us-west-2,
+# eu-west-1; docs.aws.amazon.com/kms/latest/developerguide/requests-per-second.html). The worker's
+# Decrypt budget: 2 a second per container, a burst of 20 per new container (service/signing.py;
+# test_sizing holds them equal), and
+# Lambda adds at most 1,000 environments per 10 s per function (Lambda quotas).
+KMS_REQUESTS_DEFAULT = 10_000
+KMS_DECRYPTS_PER_CONTAINER_SECOND = 2
+KMS_COLD_BURST = 20
+LAMBDA_NEW_CONTAINERS_PER_SECOND = 100
 # Quota increases are asked for in round figures.
 QUOTA_STEP = 1000
 
@@ -148,7 +159,7 @@ TABLE_HEADROOM = 1.25
 JOB_ITEM_BYTES_BESIDES_PAYLOAD = 600
 TIMER_ITEM_BYTES = 200
 EXECUTION_WRITES = 2                   # the claim and the end, each under 1 KB
-OTHER_JOBS_WRITES = 0.38               # lane shares' slot writes (Jobs table), watermarks
+OTHER_JOBS_WRITES = 0.38               # lane shares' slot items (in Jobs, keys of their own), watermarks
 # A one-time job writes more (bench cost: 9.06 write units against 3.38 recurring): its creation
 # (job item, idempotency record, quota counters, index entries) and its completion (the job item
 # again). Two of those writes are the job item, billed on its size; the rest are small.
@@ -356,8 +367,8 @@ def size(workload: Workload) -> Sizing:
             ramp_s = math.ceil((lane.max_concurrency - lane.min_pollers * POLLER_INVOCATIONS)
                                / PROVISIONED_RAMP_PER_MINUTE * 60)
             findings.append(f"lane {lane.lane}: {lane.min_pollers} warm pollers run "
-                            f"{lane.min_pollers * POLLER_INVOCATIONS} invocations at once; the rest of its "
-                            f"{lane.max_concurrency} takes about {ramp_s} s to scale in (1,000 a minute)")
+                            f"{lane.min_pollers * POLLER_INVOCATIONS:,} invocations at once; the rest of its "
+                            f"{lane.max_concurrency:,} takes about {ramp_s} s to scale in (1,000 a minute)")
     worker_reserved = sum(lane.max_concurrency for lane in lanes)
     tenant_percent = 100 if w.one_tenant_whole_rate else 50
 
@@ -389,9 +400,6 @@ def size(workload: Workload) -> Sizing:
                w.jobs_per_second, has_index=False),
         _table("Executions", 1, drain * EXECUTION_WRITES, 1, w.jobs_per_second * EXECUTION_WRITES, has_index=True),
     )
-    for table in tables:
-        if table.billing == "provisioned" and table.hourly_provisioned > table.hourly_on_demand:
-            raise AssertionError("unreachable: provisioned is chosen only when cheaper")
     on_demand_bursts = [t for t in tables if t.billing == "on-demand" and t.hourly_provisioned < t.hourly_on_demand]
     for table in on_demand_bursts:
         findings.append(f"{table.table}: provisioned capacity would cost ${table.hourly_provisioned:.2f} an hour "
@@ -407,7 +415,9 @@ def size(workload: Workload) -> Sizing:
                     math.ceil(per_slice_write), _spread(0, per_slice_write), 1)]
     tenant_share = 1.0 if w.one_tenant_whole_rate else 1.0 / w.tenants
     tenant_read = jobs_peak_read * tenant_share
-    tenant_write = jobs_peak_write * tenant_share
+    # The lane shares' slot items have keys of their own (sharded per lane and tenant): on the
+    # tenant's key only a one-time job's writes land (its creation and completion).
+    tenant_write = drain * one_time_writes * tenant_share
     needed = _spread(tenant_read, tenant_write)
     keys.append(KeyLoad(
         "Jobs", "tenantId", math.ceil(tenant_read), math.ceil(tenant_write), needed, 1,
@@ -417,13 +427,24 @@ def size(workload: Workload) -> Sizing:
         "spread them (DynamoDB may split a hot key's items by sort key for heat, which AWS does not bound)"))
     # A job runs at most once a second (PT1S): its executions' key takes two small writes a second.
     keys.append(KeyLoad("Executions", "jobId", 1, EXECUTION_WRITES, 1, 1))
+    # A writer that places a timer within the look-ahead reads its segment's watermark (one
+    # strongly consistent read of a small item): the API's creates, spread over the segments.
+    keys.append(KeyLoad("Segments", "segment", math.ceil(creates / segments), 0,
+                        _spread(creates / segments, 0), 1))
     findings.extend(k.finding for k in keys if k.finding)
 
     tick_reserved = 2 * segments
+    # KMS (docs/architecture.md, "KMS calls are bounded by design"): at most 2 Decrypts a second per
+    # worker container plus 20 per new container, and Lambda adds at most 100 containers a second.
+    kms_peak = worker_reserved * KMS_DECRYPTS_PER_CONTAINER_SECOND + LAMBDA_NEW_CONTAINERS_PER_SECOND * KMS_COLD_BURST
     sizing_quotas = [
         Quota("Lambda", "Concurrent executions", ACCOUNT_CONCURRENCY_DEFAULT,
               worker_reserved + api_reserved + tick_reserved + UNRESERVED_MINIMUM),
         Quota("API Gateway", "Throttle rate (requests a second, account)", APIGW_ACCOUNT_RPS, api_rate),
+        # Messages received and not yet deleted, per lane queue (not adjustable).
+        Quota("SQS", "In-flight messages per lane queue", SQS_IN_FLIGHT_LIMIT, math.ceil(drain * batch_s)),
+        Quota("KMS", "Symmetric cryptographic requests a second (with encryption=kms)", KMS_REQUESTS_DEFAULT,
+              kms_peak),
     ]
     for table in tables:
         if table.billing == "on-demand":
@@ -465,3 +486,35 @@ def profile_sizing(name: str) -> Sizing:
     if name not in PROFILES:
         raise ValueError(f"unknown sizing profile {name!r}; known: default, {', '.join(PROFILES)}")
     return size(PROFILES[name])
+
+
+def _lane_text(lane: LaneSizing) -> str:
+    if lane.mode == "standard":
+        return f"{lane.lane} {lane.max_concurrency:,}"
+    return f"{lane.lane} {lane.max_concurrency:,} (provisioned, {lane.min_pollers}-{lane.max_pollers} pollers)"
+
+
+def _table_text(table: TableSizing) -> str:
+    if table.billing == "provisioned":
+        return (f"{table.table} provisioned {table.read_min:,}-{table.read_max:,} RCU, "
+                f"{table.write_min:,}-{table.write_max:,} WCU at {PROVISIONED_TARGET_UTILIZATION}%")
+    warm = ", ".join(f"{n} {v:,}" for n, v in (("read", table.warm_read), ("write", table.warm_write)) if v)
+    return f"{table.table} on demand" + (f", warm {warm}" if warm else "")
+
+
+def describe(name: str) -> str:
+    """One profile as the row of docs/operations.md's table (test_sizing holds the page to it)."""
+    s = profile_sizing(name)
+    quotas = "; ".join(f"{q.service} {q.name}: {q.raise_to:,}" for q in s.quotas if q.raise_to) or "none"
+    return (f"| `-c profile={name}` | {s.segments} | {'; '.join(_lane_text(lane) for lane in s.lanes)} | "
+            f"worker {s.worker_reserved_concurrency:,}, API {s.api_reserved_concurrency}, "
+            f"tick {s.tick_reserved_concurrency} | {'; '.join(_table_text(t) for t in s.tables)} | {quotas} |")
+
+
+if __name__ == "__main__":
+    import sys
+
+    for profile in sys.argv[1:] or PROFILES:
+        print(describe(profile))
+        for finding in profile_sizing(profile).findings:
+            print(f"  - {finding}")
