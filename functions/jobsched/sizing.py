@@ -1,8 +1,10 @@
-"""How many segments a peak needs, from measured CPU and DynamoDB's documented limits.
+"""Sizing: how many segments a peak needs (the tick's hand-off), and the end-to-end model that
+sizes a whole deployment from a workload (`size`, `PROFILES`; docs/operations.md, "Sizing a
+deployment"). Every figure comes from a named constant citing the AWS page or the bench behind it.
 
-One segment is one tick per minute and one bucket per minute, spread over TIMER_SLICES partition
-keys. Its bucket must be handed off within HANDOFF_GOAL_S (the look-ahead leaves at least 60 s:
-docs/architecture.md), so per segment-minute the timers are bounded by:
+The segment rule. One segment is one tick per minute and one bucket per minute, spread over
+TIMER_SLICES partition keys. Its bucket must be handed off within HANDOFF_GOAL_S (the look-ahead
+leaves at least 60 s: docs/architecture.md), so per segment-minute the timers are bounded by:
 
 - our CPU: `bench cpu` measures at most TICK_CPU_MS_PER_TIMER per handed-off timer on one core;
   the tick runs at TICK_MEMORY_MB, which Lambda gives TICK_VCPU of a vCPU;
@@ -12,13 +14,16 @@ docs/architecture.md), so per segment-minute the timers are bounded by:
 - the sends, which go out beside those writes, SEND_PARALLELISM batches of SQS_BATCH at a time;
 - the hand-off's other calls on AWS latencies (bench herd models them from the counted calls).
 
-tests/infra/test_sizing.py holds this rule to the code's constants and to the documented figures;
-docs/operations.md shows it worked through.
+tests/infra/test_sizing.py holds the rule and the model to the code's constants, to AWS's
+documented limits and to the template a profile synthesizes; docs/operations.md shows both worked
+through.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from jobsched.domain.item_size import READ_UNIT_BYTES, WRITE_UNIT_BYTES
 from jobsched.domain.timers import TIMER_SLICES
 from jobsched.store.queues import SEND_PARALLELISM, SQS_BATCH
 
@@ -71,10 +76,6 @@ def segments_for(jobs_per_minute: int) -> int:
 # Plain Python, no AWS: tests/infra/test_sizing.py holds the outputs to the limits and to the
 # template they drive.
 # ----------------------------------------------------------------------------------------------
-from dataclasses import dataclass  # noqa: E402
-
-from jobsched.domain.item_size import READ_UNIT_BYTES, WRITE_UNIT_BYTES  # noqa: E402
-
 # Lambda's SQS event source mappings (docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html;
 # ScalingConfig in the CloudFormation reference; AWS-LIMITS.md §3).
 ESM_MAX_CONCURRENCY_LOW = 2            # ScalingConfig.MaximumConcurrency: 2..1,000
@@ -86,7 +87,9 @@ STANDARD_MAX_PER_ESM = 1250            # "the maximum number of invokes ... is 1
 # §3): an event poller runs up to 10 concurrent invocations; MinimumPollers 2..200; MaximumPollers
 # 2..2,000 in CloudFormation's and the API reference's range (the developer guide says 10,000: the
 # template is validated by CloudFormation, so 2,000); pollers scale by up to 1,000 concurrent
-# invocations a minute. Provisioned mode excludes MaximumConcurrency: the pollers are the cap.
+# invocations a minute. Provisioned mode excludes MaximumConcurrency: the pollers are the cap. A
+# poller's throughput (1 MB/s in the developer guide, about 5 MB/s in the API reference) is not the
+# bound here: 10 invocations of 10 lane messages (under 1 KB each) every ~0.7 s is ~150 KB/s.
 POLLER_INVOCATIONS = 10
 MIN_POLLERS_LOW, MIN_POLLERS_HIGH = 2, 200
 MAX_POLLERS_HIGH = 2000
@@ -261,6 +264,7 @@ class Sizing:
     api_burst_limit: int
     tick_reserved_concurrency: int
     tick_timers_per_second: int          # the tick's hand-off at full speed, all segments at once
+    timer_slices_needed: int             # partition keys per bucket the tick's next-timer writes need
     drain_per_second: int                # what the lanes run at their caps
     tables: tuple[TableSizing, ...]
     keys: tuple[KeyLoad, ...]
@@ -467,6 +471,7 @@ def size(workload: Workload) -> Sizing:
         worker_reserved_concurrency=worker_reserved, api_reserved_concurrency=api_reserved,
         api_rate_limit=api_rate, api_burst_limit=2 * api_rate, tick_reserved_concurrency=tick_reserved,
         tick_timers_per_second=tick_rate,
+        timer_slices_needed=_spread(0, tick_rate / segments),
         drain_per_second=math.floor(lanes[1].max_concurrency * WORKER_BATCH / batch_s),
         tables=tables, keys=tuple(keys), quotas=tuple(sizing_quotas), findings=tuple(findings))
 

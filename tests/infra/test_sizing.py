@@ -1,7 +1,9 @@
 """The sizing rule and the end-to-end sizing model (jobsched/sizing.py) are computed from the
 code's own constants and AWS's documented limits; the documented figures are the model's, and the
 template a profile synthesizes carries exactly the model's settings."""
+import dataclasses
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -125,6 +127,8 @@ def test_each_profile_stays_within_what_aws_documents(name):
         for kind, units in (("read", max(table.warm_read, table.read_max)), ("write", max(table.warm_write, table.write_max))):
             quota = quotas[f"Table-level {kind} throughput ({table.table})"]
             assert units <= (quota.raise_to or quota.default)
+    # A bucket's slices take the tick's next-timer writes of a segment at full speed.
+    assert s.timer_slices_needed <= sizing.TIMER_SLICES
     # Every partition key is under one partition's limits with the layout the code has, or the
     # model says what layout it needs.
     for key in s.keys:
@@ -209,37 +213,69 @@ def test_a_profile_sets_the_models_values_and_explicit_keys_still_win():
         StackConfig.from_context(_Node({"profile": "10k", "laneMaxConcurrency": {"HIGH": 1710}}))
 
 
+# A table the model provisions (steady, no index) and one it warms: no profile provisions a table
+# today (docs/operations.md says why), so that path is synthesized on the Storage construct alone.
+STEADY_TIMERS = sizing._table("Timers", 100, 10_000, 100, 10_000, has_index=False)
+READ_HEAVY_JOBS = sizing._table("Jobs", 20_000, 100, 20_000, 100, has_index=True)
+
+# Run in one process (one CDK runtime start, tens of seconds on a busy machine): infra/app.py as
+# `cdk deploy -c profile=10k` runs it (the CLI passes context in CDK_CONTEXT_JSON), then a stack
+# holding only the Storage construct with the two tables above.
+_SYNTH_SCRIPT = """
+import json, os, runpy, sys
+runpy.run_path(sys.argv[1], run_name="__main__")
+import aws_cdk as cdk
+from jobsched.sizing import TableSizing
+from jobsched_infra.storage import Storage
+app = cdk.App(outdir=os.environ["CDK_OUTDIR"] + "-storage")
+stack = cdk.Stack(app, "StorageOnly")
+Storage(stack, "Storage", encryption="aws-owned",
+        tables=tuple(TableSizing(**t) for t in json.loads(os.environ["STORAGE_TABLES"])))
+app.synth()
+"""
+
+
 @pytest.fixture(scope="session")
-def profile_10k_template():
-    """The app synthesized as `cdk deploy -c profile=10k` does (infra/app.py reading the CLI's
-    context), once per input change: kept in .build/test-template beside the default template, and
-    synthesized by one parallel test worker while the others wait."""
+def synthesized():
+    """{"profile-10k": the app's template, "storage": the Storage-only template}, synthesized once
+    per input change and kept in .build/test-template beside the default template (one parallel
+    test worker synthesizes while the others wait)."""
     cache = ROOT / ".build" / "test-template"
     cache.mkdir(parents=True, exist_ok=True)
-    saved = cache / f"profile-10k-{_template_inputs_digest()}.json"
-    with open(cache / ".profile-lock", "w") as lock:
+    tables = [dataclasses.asdict(t) for t in (STEADY_TIMERS, READ_HEAVY_JOBS)]
+    digest = hashlib.sha256((_template_inputs_digest() + json.dumps(tables)).encode()).hexdigest()[:24]
+    saved = cache / f"sizing-{digest}.json"
+    with open(cache / ".sizing-lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if saved.is_file():
                 return json.loads(saved.read_text())
-            outdir = cache / "cdk.out.profile-10k"
-            shutil.rmtree(outdir, ignore_errors=True)
+            outdir = cache / "cdk.out.sizing"
+            for old in (outdir, Path(f"{outdir}-storage")):
+                shutil.rmtree(old, ignore_errors=True)
             context = {**json.loads((ROOT / "cdk.json").read_text())["context"], "profile": "10k",
                        "layerDir": str(ROOT / ".build" / "layer")}
             env = {**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(context),
-                   "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+                   "STORAGE_TABLES": json.dumps(tables), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
                    "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT / "infra")])}
-            subprocess.run([sys.executable, str(ROOT / "infra" / "app.py")], env=env, check=True,
-                           capture_output=True)
-            template = json.loads((outdir / "Jobsched.template.json").read_text())
-            shutil.rmtree(outdir, ignore_errors=True)
-            for old in cache.glob("profile-10k-*.json"):
+            subprocess.run([sys.executable, "-c", _SYNTH_SCRIPT, str(ROOT / "infra" / "app.py")], env=env,
+                           check=True, capture_output=True)
+            result = {"profile-10k": json.loads((outdir / "Jobsched.template.json").read_text()),
+                      "storage": json.loads(Path(f"{outdir}-storage", "StorageOnly.template.json").read_text())}
+            for old in (outdir, Path(f"{outdir}-storage")):
+                shutil.rmtree(old, ignore_errors=True)
+            for old in cache.glob("sizing-*.json"):
                 old.unlink()
-            saved.with_suffix(".tmp").write_text(json.dumps(template))
+            saved.with_suffix(".tmp").write_text(json.dumps(result))
             saved.with_suffix(".tmp").replace(saved)
-            return template
+            return result
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def profile_10k_template(synthesized):
+    return synthesized["profile-10k"]
 
 
 def _of(template, kind):
@@ -313,26 +349,15 @@ def test_the_operations_page_lists_each_profiles_findings():
             assert " ".join(finding.split()) in text, finding
 
 
-def test_a_table_the_model_provisions_gets_its_capacity_and_auto_scaling():
-    """No profile provisions a table today (see the operations page): the path is held here on the
-    Storage construct alone, with the model's own choice for a steady table without an index."""
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    import aws_cdk as cdk
-    from aws_cdk.assertions import Template
-
-    from jobsched_infra.storage import Storage
-
-    timers = sizing._table("Timers", 100, 10_000, 100, 10_000, has_index=False)
-    jobs = sizing._table("Jobs", 20_000, 100, 20_000, 100, has_index=True)
+def test_a_table_the_model_provisions_gets_its_capacity_and_auto_scaling(synthesized):
+    timers, jobs = STEADY_TIMERS, READ_HEAVY_JOBS
     assert timers.billing == "provisioned" and jobs.billing == "on-demand" and jobs.warm_read == 25_000
-    stack = cdk.Stack(cdk.App(), "StorageOnly")
-    Storage(stack, "Storage", encryption="aws-owned", tables=(timers, jobs))
-    template = Template.from_stack(stack).to_json()
+    template = synthesized["storage"]
     tables = {t["Properties"]["KeySchema"][0]["AttributeName"]: t["Properties"]
               for t in template["Resources"].values() if t["Type"] == "AWS::DynamoDB::Table"}
     assert tables["bucket"]["ProvisionedThroughput"] == {"ReadCapacityUnits": timers.read_min,
                                                           "WriteCapacityUnits": timers.write_min}
-    assert "BillingMode" not in tables["bucket"] or tables["bucket"]["BillingMode"] == "PROVISIONED"
+    assert tables["bucket"].get("BillingMode", "PROVISIONED") == "PROVISIONED"
     assert "WarmThroughput" not in tables["bucket"]
     assert tables["tenantId"]["BillingMode"] == "PAY_PER_REQUEST"
     assert tables["tenantId"]["WarmThroughput"] == {"ReadUnitsPerSecond": 25_000}
