@@ -103,8 +103,8 @@ SQS_IN_FLIGHT_LIMIT = 120_000
 # KMS: 10,000 symmetric requests a second in most Regions (100,000 in us-east-1, us-west-2,
 # eu-west-1; docs.aws.amazon.com/kms/latest/developerguide/requests-per-second.html). The worker's
 # Decrypt budget: 2 a second per container, a burst of 20 per new container (service/signing.py;
-# test_sizing holds them equal), and
-# Lambda adds at most 1,000 environments per 10 s per function (Lambda quotas).
+# test_sizing holds them equal), and Lambda adds at most 1,000 execution environments per 10 s per
+# function (docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html; AWS-LIMITS.md §3).
 KMS_REQUESTS_DEFAULT = 10_000
 KMS_DECRYPTS_PER_CONTAINER_SECOND = 2
 KMS_COLD_BURST = 20
@@ -373,6 +373,13 @@ def size(workload: Workload) -> Sizing:
             findings.append(f"lane {lane.lane}: {lane.min_pollers} warm pollers run "
                             f"{lane.min_pollers * POLLER_INVOCATIONS:,} invocations at once; the rest of its "
                             f"{lane.max_concurrency:,} takes about {ramp_s} s to scale in (1,000 a minute)")
+    if burst and lanes[1].max_concurrency > LAMBDA_NEW_CONTAINERS_PER_SECOND * 10:
+        # Pollers may be warm, the worker's containers are not: Lambda starts at most 1,000 a 10 s.
+        per_10s = LAMBDA_NEW_CONTAINERS_PER_SECOND * 10
+        start_s = 10 * (math.ceil(lanes[1].max_concurrency / per_10s) - 1)
+        findings.append(f"the worker starts at most {per_10s:,} containers per 10 s: a herd on one lane needs "
+                        f"{lanes[1].max_concurrency:,} at once, all running after about {start_s} s from cold "
+                        "(provisioned concurrency on the worker would keep them warm, billed by the hour)")
     worker_reserved = sum(lane.max_concurrency for lane in lanes)
     tenant_percent = 100 if w.one_tenant_whole_rate else 50
 
