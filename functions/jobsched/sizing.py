@@ -85,14 +85,14 @@ STANDARD_RAMP_PER_MINUTE = 300         # "... by up to 300 more concurrent invok
 STANDARD_MAX_PER_ESM = 1250            # "the maximum number of invokes ... is 1,250"
 # Provisioned mode (ProvisionedPollerConfig; the Lambda developer guide's SQS page, AWS-LIMITS.md
 # §3): an event poller runs up to 10 concurrent invocations; MinimumPollers 2..200; MaximumPollers
-# 2..2,000 in CloudFormation's and the API reference's range (the developer guide says 10,000: the
-# template is validated by CloudFormation, so 2,000); pollers scale by up to 1,000 concurrent
-# invocations a minute. Provisioned mode excludes MaximumConcurrency: the pollers are the cap. A
+# 2..10,000 for SQS (the API reference, and CloudFormation's schema as cfn-lint checks it; older
+# copies of the API reference said 2,000); pollers scale by up to 1,000 concurrent invocations a
+# minute. Provisioned mode excludes MaximumConcurrency: the pollers are the cap. A
 # poller's throughput (1 MB/s in the developer guide, about 5 MB/s in the API reference) is not the
 # bound here: 10 invocations of 10 lane messages (under 1 KB each) every ~0.7 s is ~150 KB/s.
 POLLER_INVOCATIONS = 10
 MIN_POLLERS_LOW, MIN_POLLERS_HIGH = 2, 200
-MAX_POLLERS_HIGH = 2000
+MAX_POLLERS_HIGH = 10_000
 PROVISIONED_RAMP_PER_MINUTE = 1000
 # Lambda concurrency (docs.aws.amazon.com/lambda/latest/dg/lambda-concurrency.html): an account
 # starts at 1,000 concurrent executions and keeps 100 unreserved whatever is reserved.
@@ -364,8 +364,8 @@ def size(workload: Workload) -> Sizing:
     for lane in lanes:
         if lane.mode == "provisioned" and lane.max_pollers == MAX_POLLERS_HIGH \
                 and lane.max_concurrency < normal_need * dict(LANE_FACTORS)[lane.lane]:
-            findings.append(f"lane {lane.lane} needs more than {MAX_POLLERS_HIGH} pollers' "
-                            f"{MAX_POLLERS_HIGH * POLLER_INVOCATIONS} invocations: a second event source "
+            findings.append(f"lane {lane.lane} needs more than {MAX_POLLERS_HIGH:,} pollers' "
+                            f"{MAX_POLLERS_HIGH * POLLER_INVOCATIONS:,} invocations: a second event source "
                             "mapping (queue) per lane would be needed")
         if lane.mode == "provisioned" and burst and lane.max_concurrency > lane.min_pollers * POLLER_INVOCATIONS:
             ramp_s = math.ceil((lane.max_concurrency - lane.min_pollers * POLLER_INVOCATIONS)

@@ -368,3 +368,27 @@ def test_a_table_the_model_provisions_gets_its_capacity_and_auto_scaling(synthes
     policies = [p["Properties"]["TargetTrackingScalingPolicyConfiguration"]["TargetValue"]
                 for p in template["Resources"].values() if p["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"]
     assert policies == [sizing.PROVISIONED_TARGET_UTILIZATION] * 2
+
+
+def test_cfn_lint_passes_on_the_profiles_templates(synthesized, tmp_path):
+    """CloudFormation's own schema (ranges of MaximumPollers, WarmThroughput, ScalingConfig) holds
+    what the model writes."""
+    paths = []
+    for name, template in synthesized.items():
+        paths.append(tmp_path / f"{name}.template.json")
+        paths[-1].write_text(json.dumps(template))
+    cfn_lint = Path(sys.executable).parent / "cfn-lint"
+    # W3005: the CDK adds a DependsOn on each function's role next to its GetAtt; redundant, harmless.
+    run = subprocess.run([str(cfn_lint), *map(str, paths), "--format", "parseable", "--ignore-checks", "W3005"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_a_lane_beyond_one_mappings_pollers_is_a_finding():
+    # Minute-long targets at 10,000 a second: HIGH would need 151,500 invocations at once.
+    slow = sizing.size(sizing.Workload(jobs_per_second=10_000, herd=600_000, target_latency_ms=60_000))
+    assert slow.lane("HIGH").max_pollers == sizing.MAX_POLLERS_HIGH
+    assert slow.lane("NORMAL").max_pollers < sizing.MAX_POLLERS_HIGH
+    assert [f for f in slow.findings if "pollers'" in f] == [
+        "lane HIGH needs more than 10,000 pollers' 100,000 invocations: a second event source mapping (queue) per "
+        "lane would be needed"]
