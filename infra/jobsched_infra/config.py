@@ -107,6 +107,9 @@ class StackConfig:
         explicit_caps = get("laneMaxConcurrency", {})
         if not isinstance(explicit_caps, dict):
             raise ConfigError("context 'laneMaxConcurrency' must be an object such as {\"HIGH\": 400}")
+        unknown = sorted(set(explicit_caps) - {lane for lane, _ in base.lane_max_concurrency})
+        if unknown:
+            raise ConfigError(f"context 'laneMaxConcurrency.{unknown[0]}': lanes are HIGH, NORMAL and LOW")
         # An explicit cap is a MaximumConcurrency (2..1,000); a profile's provisioned lane's cap is
         # its pollers' invocations.
         caps = tuple((lane, _int_in(explicit_caps[lane], 2, 1000, f"laneMaxConcurrency.{lane}")

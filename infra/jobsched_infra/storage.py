@@ -9,6 +9,7 @@ from constructs import Construct
 from jobsched.sizing import PROVISIONED_TARGET_UTILIZATION, TableSizing
 from jobsched.store.executions import DEAD_LETTERS_INDEX
 from jobsched.store.jobs import JOBS_BY_STATE_INDEX
+from jobsched_infra.config import ConfigError
 
 S = ddb.AttributeType.STRING
 N = ddb.AttributeType.NUMBER
@@ -20,6 +21,11 @@ class Storage(Construct):
         super().__init__(scope, construct_id)
         # A sizing profile's per-table settings (jobsched/sizing.py): warm throughput or capacity.
         self._sizing = {table.table: table for table in tables}
+        # The indexes below are on demand with their table: provisioned, each would need capacity of
+        # its own, and an index short of it throttles its table's writes (the model never asks).
+        for indexed in ("Jobs", "Executions"):
+            if indexed in self._sizing and self._sizing[indexed].billing == "provisioned":
+                raise ConfigError(f"the {indexed} table has a secondary index: it stays on demand")
         # One customer-managed key for the data at rest (tables, queues, alarm topic), or none.
         self.key = kms.Key(self, "Key", description="jobsched data at rest", enable_key_rotation=True,
                            rotation_period=Duration.days(365), removal_policy=RemovalPolicy.RETAIN) \

@@ -211,6 +211,8 @@ def test_a_profile_sets_the_models_values_and_explicit_keys_still_win():
         StackConfig.from_context(_Node({"profile": "100k"}))
     with pytest.raises(ConfigError, match="laneMaxConcurrency.HIGH"):
         StackConfig.from_context(_Node({"profile": "10k", "laneMaxConcurrency": {"HIGH": 1710}}))
+    with pytest.raises(ConfigError, match="laneMaxConcurrency.MEDIUM"):
+        StackConfig.from_context(_Node({"laneMaxConcurrency": {"MEDIUM": 100}}))
 
 
 # A table the model provisions (steady, no index) and one it warms: no profile provisions a table
