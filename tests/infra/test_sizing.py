@@ -145,6 +145,16 @@ def test_one_tenant_at_10k_a_second_is_a_finding_the_code_lacks_the_layout_for()
     one_tenant = sizing.profile_sizing("10k")
     [jobs] = [k for k in one_tenant.keys if k.table == "Jobs"]
     assert jobs.peak_read > sizing.PARTITION_RCU and jobs.spread_needed > 1 and not jobs.within_limits
+    # Recurring runs write nothing on the tenant's key (the lane shares' slots have keys of their
+    # own); one-time jobs write their item at creation and at completion.
+    assert jobs.peak_write == 0
+    one_time = sizing.size(sizing.Workload(jobs_per_second=2000, herd=120_000, one_tenant_whole_rate=True,
+                                           one_time_share=1.0))
+    [one_time_jobs] = [k for k in one_time.keys if k.table == "Jobs"]
+    job_write_units = 2  # a job item of 600 B plus a 1 KB payload
+    assert one_time_jobs.peak_write == math.ceil(2000 * (2 * job_write_units + sizing.ONE_TIME_EXTRA_SMALL_WRITES))
+    # ... and cannot be created that fast through the API by one tenant.
+    assert any("cannot create 2,000 one-time jobs a second" in f for f in one_time.findings)
     assert any("one partition key" in f for f in one_tenant.findings)
     # The same rate over a thousand tenants needs no spread; a tenant gets its whole lane only when
     # it may be the whole rate.
