@@ -135,6 +135,8 @@ LANE_FACTORS = (("HIGH", 2.0), ("NORMAL", 1.0), ("LOW", 0.5))
 API_REQUEST_MS = 50
 API_RATE_DEFAULT = 1000
 API_RESERVED_DEFAULT = 50
+# The stage's burst is twice its rate, as the default template's (1,000 and 2,000).
+API_BURST_FACTOR = 2
 # API Gateway's account throttle (docs.aws.amazon.com/apigateway/latest/developerguide/limits.html).
 APIGW_ACCOUNT_RPS = 10_000
 # A tenant's creates share the tenant's partition key and go to the end of its key range (job ids
@@ -166,15 +168,25 @@ OTHER_JOBS_WRITES = 0.38               # lane shares' slot items (in Jobs, keys 
 # A one-time job writes more (bench cost: 9.06 write units against 3.38 recurring): its creation
 # (job item, idempotency record, quota counters, index entries) and its completion (the job item
 # again). Two of those writes are the job item, billed on its size; the rest are small.
-ONE_TIME_EXTRA_SMALL_WRITES = 9.06 - 3.38 - 2
+ONE_TIME_JOB_ITEM_WRITES = 2
+ONE_TIME_EXTRA_SMALL_WRITES = 9.06 - 3.38 - ONE_TIME_JOB_ITEM_WRITES
 # Prices (us-east-1 list prices published by AWS in 2025, the same table as bench/cost.py's PRICES;
 # AWS-LIMITS.md could not confirm them: check the pricing page before relying on them).
 PRICE_ON_DEMAND_WRITE = 0.625 / 1e6
 PRICE_ON_DEMAND_READ = 0.125 / 1e6
 PRICE_PROVISIONED_WCU_HOUR = 0.00065
 PRICE_PROVISIONED_RCU_HOUR = 0.00013
-# Provisioned tables scale on utilization (DynamoDB auto scaling's target tracking).
+# Provisioned tables scale on utilization (DynamoDB auto scaling's target tracking), between the
+# capacity that holds the peak and twice that (room for growth before the model is run again).
 PROVISIONED_TARGET_UTILIZATION = 70
+AUTO_SCALING_MAX_FACTOR = 2
+# Lane shares (CDK context laneTenantPercent): half a lane per tenant by default; a deployment where
+# one tenant may be the whole rate gives a tenant the whole lane.
+LANE_TENANT_PERCENT_SHARED, LANE_TENANT_PERCENT_ONE_TENANT = 50, 100
+# The tick reserves two executions per segment: a run and its overlapping successor (stack.py).
+TICK_RESERVED_PER_SEGMENT = 2
+# Each run reads its job twice: at the tick's hand-off and in the worker (both strongly consistent).
+JOB_READS_PER_RUN = 2
 
 
 @dataclass(frozen=True)
@@ -327,8 +339,8 @@ def _table(name: str, peak_read: float, peak_write: float, average_read: float, 
                   average_write=math.ceil(average_write), hourly_on_demand=round(on_demand, 4),
                   hourly_provisioned=round(provisioned, 4))
     if provisioned < on_demand and not has_index:
-        return TableSizing(**common, billing="provisioned", read_min=max(1, read_cap), read_max=2 * max(1, read_cap),
-                           write_min=max(1, write_cap), write_max=2 * max(1, write_cap),
+        return TableSizing(**common, billing="provisioned", read_min=max(1, read_cap), read_max=AUTO_SCALING_MAX_FACTOR * max(1, read_cap),
+                           write_min=max(1, write_cap), write_max=AUTO_SCALING_MAX_FACTOR * max(1, write_cap),
                            why="provisioned at the peak costs less than on demand at the sustained rate")
     warm_read = math.ceil(peak_read * TABLE_HEADROOM) if peak_read * TABLE_HEADROOM > NEW_TABLE_WARM_READ else 0
     warm_write = math.ceil(peak_write * TABLE_HEADROOM) if peak_write * TABLE_HEADROOM > NEW_TABLE_WARM_WRITE else 0
@@ -381,7 +393,7 @@ def size(workload: Workload) -> Sizing:
                         f"{lanes[1].max_concurrency:,} at once, all running after about {start_s} s from cold "
                         "(provisioned concurrency on the worker would keep them warm, billed by the hour)")
     worker_reserved = sum(lane.max_concurrency for lane in lanes)
-    tenant_percent = 100 if w.one_tenant_whole_rate else 50
+    tenant_percent = LANE_TENANT_PERCENT_ONE_TENANT if w.one_tenant_whole_rate else LANE_TENANT_PERCENT_SHARED
 
     creates = math.ceil(w.jobs_per_second * w.one_time_share)
     api_rate = max(API_RATE_DEFAULT, creates)
@@ -396,11 +408,11 @@ def size(workload: Workload) -> Sizing:
     job_bytes = JOB_ITEM_BYTES_BESIDES_PAYLOAD + w.payload_bytes
     job_read = _units(job_bytes, READ_UNIT_BYTES)
     job_write = _units(job_bytes, WRITE_UNIT_BYTES)
-    one_time_writes = w.one_time_share * (2 * job_write + ONE_TIME_EXTRA_SMALL_WRITES)
+    one_time_writes = w.one_time_share * (ONE_TIME_JOB_ITEM_WRITES * job_write + ONE_TIME_EXTRA_SMALL_WRITES)
     # The tick reads each timer's job and writes its next timer at the tick's rate; the worker
     # reads the job again at the drain rate.
     jobs_peak_read = tick_rate * job_read + drain * job_read
-    jobs_avg_read = 2 * w.jobs_per_second * job_read
+    jobs_avg_read = JOB_READS_PER_RUN * w.jobs_per_second * job_read
     jobs_peak_write = drain * (OTHER_JOBS_WRITES + one_time_writes)
     jobs_avg_write = w.jobs_per_second * (OTHER_JOBS_WRITES + one_time_writes)
     timers_peak_read = tick_rate * TIMER_ITEM_BYTES / READ_UNIT_BYTES
@@ -444,7 +456,7 @@ def size(workload: Workload) -> Sizing:
                         _spread(creates / segments, 0), 1))
     findings.extend(k.finding for k in keys if k.finding)
 
-    tick_reserved = 2 * segments
+    tick_reserved = TICK_RESERVED_PER_SEGMENT * segments
     # KMS (docs/architecture.md, "KMS calls are bounded by design"): at most 2 Decrypts a second per
     # worker container plus 20 per new container, and Lambda adds at most 100 containers a second.
     kms_peak = worker_reserved * KMS_DECRYPTS_PER_CONTAINER_SECOND + LAMBDA_NEW_CONTAINERS_PER_SECOND * KMS_COLD_BURST
@@ -476,7 +488,7 @@ def size(workload: Workload) -> Sizing:
     return Sizing(
         workload=w, segments=segments, lanes=lanes, lane_tenant_percent=tenant_percent,
         worker_reserved_concurrency=worker_reserved, api_reserved_concurrency=api_reserved,
-        api_rate_limit=api_rate, api_burst_limit=2 * api_rate, tick_reserved_concurrency=tick_reserved,
+        api_rate_limit=api_rate, api_burst_limit=API_BURST_FACTOR * api_rate, tick_reserved_concurrency=tick_reserved,
         tick_timers_per_second=tick_rate,
         timer_slices_needed=_spread(0, tick_rate / segments),
         drain_per_second=math.floor(lanes[1].max_concurrency * WORKER_BATCH / batch_s),

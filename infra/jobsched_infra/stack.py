@@ -13,7 +13,7 @@ from jobsched.domain.jobs import Priority
 from jobsched.domain.lane_shares import format_caps
 from jobsched.settings import WORKER_BATCH_SIZE, Env
 from jobsched.store.signing import SIGNING_PURPOSE
-from jobsched.sizing import TICK_MEMORY_MB, WORKER_MEMORY_MB
+from jobsched.sizing import TICK_MEMORY_MB, TICK_RESERVED_PER_SEGMENT, WORKER_MEMORY_MB
 from jobsched_infra.alarms import Alarms
 from jobsched_infra.compliance import acknowledge_findings
 from jobsched_infra.config import StackConfig
@@ -75,7 +75,8 @@ class JobschedStack(Stack):
             reserved_concurrent_executions=config.api_reserved_concurrency or None)
         tick_fn = factory.create("Tick", "jobsched.handlers.tick.handler", {
             Env.SERVICE_NAME: "jobsched-tick",
-        }, timeout=Duration.seconds(60), memory_mb=TICK_MEMORY_MB, reserved_concurrent_executions=2 * config.segments)
+        }, timeout=Duration.seconds(60), memory_mb=TICK_MEMORY_MB,
+            reserved_concurrent_executions=TICK_RESERVED_PER_SEGMENT * config.segments)
         worker_fn = factory.create("Worker", "jobsched.handlers.worker.handler", {
             Env.SERVICE_NAME: "jobsched-worker",
             Env.ALLOW_PRIVATE_TARGETS: str(config.allow_private_targets).lower(),
