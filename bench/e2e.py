@@ -46,7 +46,7 @@ import random
 import re
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 from bench.common import ROOT, machine, percentile, print_table
@@ -657,6 +657,7 @@ class Simulation:
         self.pending = 0  # events other than the pollers' scaling
         self.polls: set = set()  # (lane, instant) polls already scheduled
         self.late_ms: list[int] = []
+        self.late_second_half: list[int] = []  # due in the window's second half (the pollers scaled)
         self.due_window = (0, 0)
         self.tick_late: list[int] = []  # ms a bucket's hand-off ended after its first second
         self.record_errors = 0
@@ -719,6 +720,8 @@ class Simulation:
     def record(self, dispatch, call_ms: int) -> None:
         if self.due_window[0] <= dispatch.due_ms < self.due_window[1]:
             self.late_ms.append(call_ms - dispatch.due_ms)
+            if dispatch.due_ms >= (self.due_window[0] + self.due_window[1]) // 2:
+                self.late_second_half.append(call_ms - dispatch.due_ms)
 
     def slots(self, lane: Lane) -> int:
         """Concurrent invocations the sample may hold: the lane's reach times the sample, within
@@ -893,9 +896,19 @@ def verdict(sim: Simulation, lane: Lane, peaks, throttled: dict, p99: float) -> 
         key = hot[0]
         rcu, wcu = next(((r, w) for k, r, w in peaks if k == key), (0.0, 0.0))
         spread = max(math.ceil(rcu / 3000), math.ceil(wcu / 1000), 2)
-        reasons.append(f"partition throughput: {key} asked {rcu:,.0f} RCU / {wcu:,.0f} WCU a second "
-                       f"(limit 3,000 / 1,000; {sum(throttled.values()):,} refusals): spread that key over "
-                       f"{spread}+ keys (a shard suffix on the Jobs key of a busy tenant, more Timers slices)")
+        refusals = f"(limit 3,000 / 1,000; {sum(throttled.values()):,} refusals on {len(hot)} keys)"
+        if key.startswith("timers"):
+            reach = next_minute_slices(sim)
+            reasons.append(f"partition throughput: {key} asked {wcu:,.0f} WCU a second {refusals}. The jobs of one "
+                           f"Timers slice land in {reach} slice(s) of the next minute (slice_of is crc32 of "
+                           "'job#minute', and crc32 is linear: the next minute's slice is this one's XOR a "
+                           "constant), so the tick, handing off slice after slice, writes each slice's next "
+                           "timers into one partition at its full pace: a non-linear hash in slice_of (sha256) "
+                           "spreads them over all 8 (--slices=independent models it)")
+        else:
+            reasons.append(f"partition throughput: {key} asked {rcu:,.0f} RCU / {wcu:,.0f} WCU a second {refusals}: "
+                           f"spread that key over {spread}+ keys (a shard suffix on a busy tenant's Jobs key: "
+                           "the tick's and the worker's consistent reads of its jobs all land on it)")
     rate = s.rate if not s.herd else s.rate / 60
     if lane.ramping_s:
         reasons.append(f"Lambda's SQS polling ramp: {lane.ramping_s} s with messages waiting while the "
@@ -916,6 +929,30 @@ def verdict(sim: Simulation, lane: Lane, peaks, throttled: dict, p99: float) -> 
         reasons.append(f"the tick's hand-off: {len(late_ticks)} bucket(s) handed off after their first second "
                        f"(up to {max(late_ticks) / 1000:,.0f} s): more segments")
     return "; ".join(reasons) or "not attributed"
+
+
+def next_minute_slices(sim: Simulation) -> int:
+    """How many Timers slices of the next minute the jobs of one slice of this minute fall into
+    (the real slice_of, over the run's own job ids)."""
+    from jobsched.domain.timers import slice_of
+
+    minute = sim.due_window[0] // 60_000
+    jobs = [key[1] for key in list(sim.dynamo.items["jobs"])[:2_000]]
+    first = [j for j in jobs if slice_of(j, minute) == 0]
+    return len({slice_of(j, minute + 1) for j in first})
+
+
+def independent_slices():
+    """What-if: slice_of with a non-linear hash (sha256 of the same text), patched for the run."""
+    import hashlib
+
+    from jobsched.domain import timers
+
+    def slice_of(job_id: str, minute: int) -> int:
+        digest = hashlib.sha256(f"{job_id}#{minute}".encode()).digest()
+        return int.from_bytes(digest[:4], "big") % timers.TIMER_SLICES
+
+    return slice_of
 
 
 def main(flags: list[str], template: dict | None = None) -> None:
@@ -941,13 +978,28 @@ def main(flags: list[str], template: dict | None = None) -> None:
           f"{STANDARD_MAX:,} (provisioned: {PROVISIONED_PER_POLLER} per poller, +{PROVISIONED_RAMP_PER_MINUTE:,}/min); "
           "no scale-down; the deployment starts idle; partition refusals at 1,000 WCU / 3,000 RCU a key a "
           "second (strict layer); table quotas and warm throughput reported, not enforced; lane shares as a "
-          f"concurrency cap; payload {PAYLOAD_BYTES} B; every target call succeeds")
+          f"concurrency cap; payload {PAYLOAD_BYTES} B; every target call succeeds; a sample's concurrency is whole "
+          "invocations (a lane below 1/sample concurrent runs as 1/sample); lateness is of the sample's executions")
+    from jobsched.domain import timers
+
+    crc_slices = timers.slice_of
+    if "--slices=independent" in flags:
+        timers.slice_of = independent_slices()  # a what-if for this run only, restored below
+        print("what-if: Timers slices from sha256 of 'job#minute' instead of crc32 (--slices=independent)")
+    try:
+        rows, details = _run_all(template, scenarios, only, sample_n)
+    finally:
+        timers.slice_of = crc_slices
+    _print(rows, details)
+
+
+def _run_all(template: dict, scenarios: list[Scenario], only: str | None, sample_n: int) -> tuple[list, list]:
     rows, details = [], []
     for scenario in scenarios:
         if only and only != scenario.kind:
             continue
         if sample_n:
-            scenario.sample = 1 / sample_n
+            scenario = replace(scenario, sample=1 / sample_n)
         r = run_scenario(template, scenario)
         lane = r["lane"]
         rows.append((scenario.name, f"1/{round(1 / scenario.sample)}", f"{len(r['late']):,}",
@@ -955,6 +1007,10 @@ def main(flags: list[str], template: dict | None = None) -> None:
                      "met" if r["p99"] <= GOAL_P99_MS else "MISSED", f"{lane.name} {lane.peak:,.0f}",
                      f"{r['timing']['seconds']:,.0f}"))
         details.append((scenario, r))
+    return rows, details
+
+
+def _print(rows: list, details: list) -> None:
     print_table("End to end lateness (scheduled second -> target call), real tick and worker on a simulated clock",
                 rows, ("scenario", "sample", "executions run", "p50 ms", "p99 ms", "max ms", "goal p99 <= 1 s",
                        "peak concurrency", "run s"))
@@ -970,6 +1026,10 @@ def main(flags: list[str], template: dict | None = None) -> None:
             print(f"    {table}: {rcu:,.0f} RCU/s, {wcu:,.0f} WCU/s")
         print("  lanes: " + ", ".join(f"{lane.name} peak {lane.peak:,.0f} (reached {lane.limit:,.0f} of "
                                       f"{lane.ceiling():,})" for lane in sim.lanes.values() if lane.peak))
+        if not scenario.herd:
+            half = sim.late_second_half
+            print(f"  due in the second half of the window: p50 {percentile(half, 50):,.0f} ms, p99 "
+                  f"{percentile(half, 99):,.0f} ms, max {max(half, default=0):,.0f} ms")
         latest = max(sim.tick_late, default=0) / 1000
         print(f"  record errors handed back: {sim.record_errors:,}; failed ticks: {sim.tick_errors}; the latest "
               f"bucket's hand-off ended {abs(latest):,.1f} s {'after' if latest > 0 else 'before'} its first second")
