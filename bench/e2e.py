@@ -445,6 +445,10 @@ class BilledWatermarks:
         self._bill(segment, wcu=1)
         self._marks[segment].update(minute=minute, sk=sort_key)
 
+    def done_through(self, segment: int) -> int | None:
+        """For the simulation's own bookkeeping: not a call, not billed."""
+        return self._marks.get(segment, {}).get("done")
+
 
 # ---------------------------------------------------------------------------------------------
 # SQS, Lambda
@@ -746,7 +750,7 @@ class Simulation:
     def _run(self) -> dict:
         real = self.load()
         s = self.scenario
-        last_minute = self.due_window[1] // 60_000
+        last_bucket = (self.due_window[1] - 1) // 60_000
         for lane in self.lanes.values():
             lane.limit = lane.provisioned[0] * PROVISIONED_PER_POLLER if lane.provisioned else STANDARD_START
         ticks_from = self.start_ms // 60_000
@@ -761,9 +765,12 @@ class Simulation:
             if kind == "tick":
                 segment, minute = payload
                 end = self.tick(segment, at)
-                if minute + 1 <= last_minute - 3:  # the last bucket with fires counted
-                    nxt = (minute + 1) * 60_000 + self.rng.randrange(60_000)
-                    self.push(max(nxt, end), "tick", (segment, minute + 1))
+                # Ticks go on until the last bucket with fires counted is handed off (a tick that
+                # ran out of time, or was refused, leaves the rest to the next one).
+                done = self.stores.watermarks.done_through(segment)
+                if done is None or done < last_bucket:
+                    following = max(minute + 1, end // 60_000)
+                    self.push(max(following * 60_000 + self.rng.randrange(60_000), end), "tick", (segment, following))
             elif kind == "poll":
                 self.polls.discard((payload, at))
                 self.pump(self.lanes[payload], at)
