@@ -665,6 +665,7 @@ class Simulation:
         self.due_window = (0, 0)
         self.tick_late: list[int] = []  # ms a bucket's hand-off ended after its first second
         self.record_errors = 0
+        self.expected = 0  # executions due in the window (the sample's)
         self.invocations: list[tuple[int, int]] = []  # (records, ms) of each worker invocation
         self.tick_errors = 0
 
@@ -705,6 +706,7 @@ class Simulation:
             timer = Timer(due, TimerKind.FIRE, job.tenant_id, job_id, 1, segment_of(job_id, self.deployment.segments))
             self.dynamo.put_wire("timers", timer.to_wire())
             count += 1
+        self.expected = count if s.herd else count * s.minutes
         return count
 
     # --- events -------------------------------------------------------------------------------------
@@ -917,6 +919,12 @@ def verdict(sim: Simulation, lane: Lane, peaks, throttled: dict, p99: float) -> 
                            f"spread that key over {spread}+ keys (a shard suffix on a busy tenant's Jobs key: "
                            "the tick's and the worker's consistent reads of its jobs all land on it)")
     rate = s.rate if not s.herd else s.rate / 60
+    if s.herd and sim.invocations:
+        records = sum(n for n, _ in sim.invocations)
+        held_s = sum(ms for _, ms in sim.invocations) / 1000
+        reasons.append(f"a herd of {s.rate:,} due in one second: within one second it would hold about "
+                       f"{math.ceil(s.rate * held_s / records):,} concurrent invocations (over any account's and "
+                       "mapping's reach); spread over its minute (jitterSec 59) it is the rate below")
     if lane.ramping_s:
         reasons.append(f"Lambda's SQS polling ramp: {lane.ramping_s} s with messages waiting while the "
                        f"{lane.name} mapping was still adding pollers (+{STANDARD_RAMP_PER_MINUTE}/min from "
@@ -1033,6 +1041,10 @@ def _print(rows: list, details: list) -> None:
             print(f"    {table}: {rcu:,.0f} RCU/s, {wcu:,.0f} WCU/s")
         print("  lanes: " + ", ".join(f"{lane.name} peak {lane.peak:,.0f} (reached {lane.limit:,.0f} of "
                                       f"{lane.ceiling():,})" for lane in sim.lanes.values() if lane.peak))
+        collapsed = sim.expected - len(sim.late_ms)
+        print(f"  due in the window: {sim.expected:,}; ran: {len(sim.late_ms):,}"
+              + (f"; {collapsed:,} never ran: handed off over a minute late, a recurring job's missed fires "
+                 "are one (misfirePolicy RUN_ONCE, the default)" if collapsed > 0 else ""))
         if not scenario.herd:
             half = sim.late_second_half
             print(f"  due in the second half of the window: p50 {percentile(half, 50):,.0f} ms, p99 "
