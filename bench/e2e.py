@@ -123,12 +123,16 @@ class Billing:
     rules (StrictAws._bill_write: the item's larger size, index entries). Order-independent: the
     events of the simulation bill seconds out of order."""
 
-    def __init__(self, template: dict, tables: dict[str, str], weights: dict[str, float]) -> None:
+    def __init__(self, template: dict, tables: dict[str, str], weights: dict[str, float],
+                 table_weights: dict[str, float] | None = None) -> None:
         from jobsched.local.strict_aws import StrictAws
 
         self.strict = StrictAws(template, {logical: name for logical, name in tables.items()})
         self.strict.ledger = self  # _bill_write bills through `ledger.bill`
         self.weights = weights  # table name → units billed per unit used (1 / sample on shared keys)
+        # A table's total stands for the whole load: 1 / sample for every table the sample spans
+        # (a key the sample owns is billed as it is, but the table holds the other keys too).
+        self.table_weights = table_weights or {}
         self.usage: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
         self.table_usage: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
         self.throttled: dict[str, int] = defaultdict(int)
@@ -145,9 +149,10 @@ class Billing:
         cell = self.usage[(key, second)]
         cell[0] += rcu * weight
         cell[1] += wcu * weight
+        table_weight = self.table_weights.get(self.table_of(key), weight)
         table = self.table_usage[(self.table_of(key), second)]
-        table[0] += rcu * weight
-        table[1] += wcu * weight
+        table[0] += rcu * table_weight
+        table[1] += wcu * table_weight
 
     def over(self, key: str | None, second: int, reads: bool) -> bool:
         """The strict layer's rule: a key that used its second's units is refused."""
@@ -634,7 +639,9 @@ class Simulation:
         logical = {k: r for k, r in template["Resources"].items() if r["Type"] == "AWS::DynamoDB::Table"}
         tables = {lid: names[kind] for lid in logical for kind in names if lid.startswith(f"Storage{kind}")}
         shared = {"timers"} | ({"jobs"} if scenario.sample_by == "job" else set())
-        self.billing = Billing(template, tables, {t: 1 / scenario.sample for t in shared})
+        # Segments are not sampled: every segment's tick runs, its watermark item billed as it is.
+        self.billing = Billing(template, tables, {t: 1 / scenario.sample for t in shared},
+                               {t: 1 / scenario.sample for t in ("jobs", "timers", "executions")})
         key_names = {name: self.billing.strict.template.tables[name][""] for name in tables.values()}
         self.dynamo = BilledDynamo(self.billing, self.clock, key_names, self.rng.random)
         self.dynamo.partitions["timers"] = {}
