@@ -35,7 +35,11 @@ What is modelled (`BilledDynamo` below, and the event loop):
   rest (Timers buckets; Jobs when one tenant is sampled by job) are billed times 1/sample, and
   each lane's concurrency is scaled by the sample (the queue then behaves as the whole would).
 
-`python -m bench e2e [--quick] [--sample=N] [--profile=NAME] [--scenario=sustained|herd|tenant]`"""
+What-if: `--slices=independent` runs with slice_of over sha256 instead of crc32 (crc32 is linear,
+so a Timers slice's jobs all fall into one slice of the next minute: see the verdict).
+
+`python -m bench e2e [--quick] [--sample=N] [--profile=NAME] [--scenario=sustained|herd|tenant]
+[--slices=independent]`"""
 from __future__ import annotations
 
 import heapq
@@ -794,8 +798,6 @@ class Simulation:
         return {"real": real, "seconds": time.perf_counter() - started}
 
     def tick(self, segment: int, at: int) -> int:
-        from jobsched.service.tick import Ticker  # noqa: F401 - the entry point run here
-
         self.clock.set_ms(at)
         self.dynamo.call_ms = 0
         deadline = at + self.deployment.tick_timeout_ms
@@ -842,8 +844,7 @@ class Simulation:
 
     def invoke(self, lane: Lane, batch: list[Message], start: int) -> int:
         """One worker invocation, as handlers/worker.py runs it; returns when it ends."""
-        from jobsched.handlers.worker import MAX_TRANSIENT_RETRY_SECONDS, TRANSIENT_RETRY_SECONDS
-        from jobsched.service.worker import UNREAD, ArrivedEarly, early_ms, reads_its_job
+        from jobsched.service.worker import early_ms, reads_its_job
 
         self.clock.set_ms(start + HANDLER_MS)
         self.dynamo.call_ms = DYNAMODB_MS
@@ -858,12 +859,11 @@ class Simulation:
             except Exception:  # noqa: BLE001 - each record reads its own job, as the handler does
                 jobs = {}
         after_read = self.clock.now_ms()
-        end = after_read
         with self.outcomes.batched_give_backs():  # as the handler: a batch's quota places at once
-            end = self._records(lane, opened, jobs, after_read)
-        return end
+            return self._records(lane, opened, jobs, after_read)
 
     def _records(self, lane: Lane, opened: list, jobs: dict, after_read: int) -> int:
+        """The batch's records, each from the instant the batch read ended; returns the last end."""
         from jobsched.handlers.worker import MAX_TRANSIENT_RETRY_SECONDS, TRANSIENT_RETRY_SECONDS
         from jobsched.service.worker import UNREAD, ArrivedEarly
 
