@@ -499,7 +499,7 @@ class Lane:
     def ceiling(self) -> int:
         if self.provisioned:
             return min(self.cap, self.provisioned[1] * PROVISIONED_PER_POLLER)
-        return min(self.cap, STANDARD_MAX)
+        return min(self.cap, STANDARD_MAX)  # standard mode: 1,250 per mapping at most
 
 
 class Target:
@@ -550,8 +550,11 @@ def deployment_of(template: dict) -> Deployment:
             continue
         name = next((n for n in ("High", "Normal", "Low") if f"Lanes{n}" in queue), queue).upper()
         pollers = p.get("ProvisionedPollerConfig")
-        cap = (p.get("ScalingConfig") or {}).get("MaximumConcurrency", STANDARD_MAX)
-        lanes[name] = (cap, (pollers.get("MinimumPollers", 2), pollers.get("MaximumPollers", 200)) if pollers else None)
+        provisioned = (pollers.get("MinimumPollers", 2), pollers.get("MaximumPollers", 200)) if pollers else None
+        # Provisioned mode has no MaximumConcurrency (the two exclude each other): its pollers bound it.
+        reach = provisioned[1] * PROVISIONED_PER_POLLER if provisioned else STANDARD_MAX
+        cap = (p.get("ScalingConfig") or {}).get("MaximumConcurrency", reach)
+        lanes[name] = (cap, provisioned)
         batch = p.get("BatchSize", 10)
     tables = {}
     for logical, r in resources.items():
@@ -929,9 +932,11 @@ def verdict(sim: Simulation, lane: Lane, peaks, throttled: dict, p99: float) -> 
     if s.herd and sim.invocations:
         records = sum(n for n, _ in sim.invocations)
         held_s = sum(ms for _, ms in sim.invocations) / 1000
+        need = math.ceil(s.rate * held_s / records)
+        beyond = f" (beyond the account's {ACCOUNT_CONCURRENCY:,} and a mapping's reach)" if need > ACCOUNT_CONCURRENCY else ""
         reasons.append(f"a herd of {s.rate:,} due in one second: within one second it would hold about "
-                       f"{math.ceil(s.rate * held_s / records):,} concurrent invocations (over any account's and "
-                       "mapping's reach); spread over its minute (jitterSec 59) it is the rate below")
+                       f"{need:,} concurrent invocations{beyond}; spread over its minute (jitterSec 59) it is the "
+                       "rate below")
     if lane.ramping_s:
         reasons.append(f"Lambda's SQS polling ramp: {lane.ramping_s} s with messages waiting while the "
                        f"{lane.name} mapping was still adding pollers (+{STANDARD_RAMP_PER_MINUTE}/min from "
