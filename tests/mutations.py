@@ -579,6 +579,23 @@ MUTATIONS = [
   '''TRANSACTION_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",''',
   '''TRANSACTION_ACTIONS = {"Put": "PutItem", "Update": "BatchGetItem", "Delete": "DeleteItem",''',
   "tests/integration/test_calendars.py::test_a_transaction_is_allowed_only_when_the_role_allows_each_of_its_items"),
+ # The console (issue 23, item 6): what a reader of its pages relies on.
+ ("console: a deployment without the occurrence route shows the ledger as not available",
+  "functions/jobsched/console/console.js",
+  '$("timeline-status").textContent = error.httpStatus === 404',
+  '$("timeline-status").textContent = false',
+  "tests/e2e/test_console_pages.py::test_the_job_page_draws_the_occurrence_ledger_with_the_reasons"),
+ ("console: a list read in pages follows nextCursor (the ledger's second page)",
+  "functions/jobsched/console/console.js",
+  "more = Boolean(cursor) && (!keepGoing || keepGoing(page.items));",
+  "more = false;",
+  "tests/e2e/test_console_pages.py::test_the_job_page_draws_the_occurrence_ledger_with_the_reasons"),
+ ("console: a past instant reads \"ago\", a future one \"in\"", "functions/jobsched/console/console.js",
+  'return delta > 0 ? "in " + text : text + " ago";', 'return "in " + text;',
+  "tests/e2e/test_console_pages.py::test_the_job_page_draws_the_occurrence_ledger_with_the_reasons"),
+ ("console: an API error on a nested field (target.url) is shown by its input", "functions/jobsched/console/console.js",
+  'const top = String(d.field || "").split(/[.[]/)[0];', 'const top = String(d.field || "");',
+  "tests/e2e/test_console_pages.py::test_the_job_form_previews_fires_in_both_zones_and_shows_errors_by_field"),
 ]
 
 def main(selected: list[str]) -> int:
