@@ -240,6 +240,7 @@ def test_the_job_form_previews_fires_in_both_zones_and_shows_errors_by_field(sta
         find(browser, "#save-job").click()
         wait_for(browser, lambda: browser.execute_script("return location.hash").startswith("#job/"))
         job_id = browser.execute_script("return decodeURIComponent(location.hash.slice(5))")
+        assert wait_for(browser, lambda: text_of(browser, "#status")) == "Created paris-morning-report."
         created = call(stack, "GET", f"/v1/jobs/{job_id}", key="k5")
         assert (created["name"], created["schedule"], created["timezone"], created["version"]) == (
             "paris-morning-report", "0 9 * * 1-5", "Europe/Paris", 1)

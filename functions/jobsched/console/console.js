@@ -10,6 +10,7 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const SECOND = 1000, MINUTE = 60 * SECOND, HOUR = 60 * MINUTE, DAY = 24 * HOUR;
 const VIEWER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 let nextCursor = null;
+let flash = ""; // a message for the next page opened (after a save moves to the job's page)
 
 function key() { return sessionStorage.getItem(KEY) || ""; }
 
@@ -491,6 +492,7 @@ async function loadTimeline(job) {
   const box = $("timeline"), body = $("occurrences-table").tBodies[0];
   box.replaceChildren();
   body.replaceChildren();
+  $("timeline-status").textContent = "loading ...";
   const query = "v1/jobs/" + encodeURIComponent(job.jobId) + "/occurrences?from=" +
     encodeURIComponent(new Date(from).toISOString()) + "&to=" + encodeURIComponent(new Date(to).toISOString());
   let read;
@@ -505,8 +507,8 @@ async function loadTimeline(job) {
     $("occurrences-table").hidden = true;
     return;
   }
-  $("occurrences-table").hidden = false;
   const items = read.items;
+  $("occurrences-table").hidden = !items.length;
   const counts = {};
   for (const o of items) { const k = o.outcome + (o.outcome === "FIRED" ? "" : " " + (o.reason || "")); counts[k] = (counts[k] || 0) + 1; }
   $("timeline-status").className = "";
@@ -871,7 +873,7 @@ async function saveJob(event) {
     const job = editing
       ? await api("PUT", "v1/jobs/" + encodeURIComponent(editing.jobId), body, { "If-Match": String(editing.version) })
       : await api("POST", "v1/jobs", body);
-    status((editing ? "Saved " : "Created ") + job.name + ".");
+    flash = (editing ? "Saved " : "Created ") + job.name + ".";  // shown once the job's page is open
     location.hash = "job/" + encodeURIComponent(job.jobId);
   } catch (error) {
     const unplaced = error.details ? showApiErrors(error) : [];
@@ -957,7 +959,8 @@ async function route() {
   if (!key()) { show(null); status("Enter an API key to start."); return; }
   const hash = location.hash.slice(1);
   const after = (prefix) => decodeURIComponent(hash.slice(prefix.length));
-  status("");
+  status(flash);
+  flash = "";
   try {
     if (hash.startsWith("job/")) { show("job-view"); await loadJob(after("job/")); }
     else if (hash.startsWith("execution/")) { show("execution-view"); await loadExecution(after("execution/")); }
