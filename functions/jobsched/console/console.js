@@ -56,9 +56,10 @@ function relative(ms, now) {
   const delta = ms - (now === undefined ? Date.now() : now);
   const size = Math.abs(delta);
   if (size < 5 * SECOND) return "now";
-  const text = size < MINUTE ? Math.round(size / SECOND) + " s"
-    : size < HOUR ? Math.round(size / MINUTE) + " min"
-      : size < 2 * DAY ? Math.round(size / HOUR) + " h" : Math.round(size / DAY) + " days";
+  // Rounded in each unit before choosing it: 59.6 min reads "1 h", not "60 min".
+  const seconds = Math.round(size / SECOND), minutes = Math.round(size / MINUTE), hours = Math.round(size / HOUR);
+  const text = seconds < 60 ? seconds + " s" : minutes < 60 ? minutes + " min"
+    : hours < 48 ? hours + " h" : Math.round(size / DAY) + " days";
   return delta > 0 ? "in " + text : text + " ago";
 }
 
