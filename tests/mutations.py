@@ -596,6 +596,9 @@ MUTATIONS = [
  ("console: an API error on a nested field (target.url) is shown by its input", "functions/jobsched/console/console.js",
   'const top = String(d.field || "").split(/[.[]/)[0];', 'const top = String(d.field || "");',
   "tests/e2e/test_console_pages.py::test_the_job_form_previews_fires_in_both_zones_and_shows_errors_by_field"),
+ ("console: an edit is sent with If-Match (the version the form was opened on)", "functions/jobsched/console/console.js",
+  'body, { "If-Match": String(editing.version) })', "body)",
+  "tests/e2e/test_console_pages.py::test_the_job_form_previews_fires_in_both_zones_and_shows_errors_by_field"),
 ]
 
 def main(selected: list[str]) -> int:

@@ -261,5 +261,23 @@ def test_the_job_form_previews_fires_in_both_zones_and_shows_errors_by_field(sta
         find(browser, "#save-job").click()
         wait_for(browser, lambda: call(stack, "GET", f"/v1/jobs/{job_id}", key="k5")["version"] == 2)
         assert call(stack, "GET", f"/v1/jobs/{job_id}", key="k5")["schedule"] == "30 7 * * *"
+
+        # An edit over a version someone else has replaced since the form opened: refused (409), not applied
+        wait_for(browser, lambda: text_of(browser, "#job-name") == "paris-morning-report"
+                 and browser.execute_script("return location.hash") == "#job/" + job_id)
+        browser.execute_script("location.hash = arguments[0]", "edit/" + job_id)
+        wait_for(browser, lambda: find(browser, "#f-schedule").get_attribute("value") == "30 7 * * *")
+        meanwhile = dict(call(stack, "GET", f"/v1/jobs/{job_id}", key="k5"), schedule="45 6 * * *")
+        call(stack, "PUT", f"/v1/jobs/{job_id}", {k: meanwhile[k] for k in (
+            "name", "type", "schedule", "timezone", "target", "retryPolicy", "priority")}, key="k5")
+        schedule = find(browser, "#f-schedule")
+        schedule.clear()
+        schedule.send_keys("15 8 * * *")
+        find(browser, "#save-job").click()
+        assert wait_for(browser, lambda: find(browser, "#status").get_attribute("class") == "error"
+                        and text_of(browser, "#status"))
+        after = call(stack, "GET", f"/v1/jobs/{job_id}", key="k5")
+        assert (after["schedule"], after["version"]) == ("45 6 * * *", 3)
+        assert browser.execute_script("return location.hash") == "#edit/" + job_id  # the edit stays in the form
     finally:
         browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
