@@ -599,6 +599,26 @@ MUTATIONS = [
   "            warm_throughput=warm,",
   "            warm_throughput=None,",
   "tests/infra/test_sizing.py::test_a_table_the_model_provisions_gets_its_capacity_and_auto_scaling"),
+ # The console (issue 23, item 6): what a reader of its pages relies on.
+ ("console: a deployment without the occurrence route shows the ledger as not available",
+  "functions/jobsched/console/console.js",
+  '$("timeline-status").textContent = error.httpStatus === 404',
+  '$("timeline-status").textContent = false',
+  "tests/e2e/test_console_pages.py::test_the_job_page_draws_the_occurrence_ledger_with_the_reasons"),
+ ("console: a list read in pages follows nextCursor (the ledger's second page)",
+  "functions/jobsched/console/console.js",
+  "more = Boolean(cursor) && (!keepGoing || keepGoing(page.items));",
+  "more = false;",
+  "tests/e2e/test_console_pages.py::test_the_job_page_draws_the_occurrence_ledger_with_the_reasons"),
+ ("console: a past instant reads \"ago\", a future one \"in\"", "functions/jobsched/console/console.js",
+  'return delta > 0 ? "in " + text : text + " ago";', 'return "in " + text;',
+  "tests/e2e/test_console_pages.py::test_the_job_page_draws_the_occurrence_ledger_with_the_reasons"),
+ ("console: an API error on a nested field (target.url) is shown by its input", "functions/jobsched/console/console.js",
+  'const top = String(d.field || "").split(/[.[]/)[0];', 'const top = String(d.field || "");',
+  "tests/e2e/test_console_pages.py::test_the_job_form_previews_fires_in_both_zones_and_shows_errors_by_field"),
+ ("console: an edit is sent with If-Match (the version the form was opened on)", "functions/jobsched/console/console.js",
+  'body, { "If-Match": String(editing.version) })', "body)",
+  "tests/e2e/test_console_pages.py::test_the_job_form_previews_fires_in_both_zones_and_shows_errors_by_field"),
 ]
 
 def main(selected: list[str]) -> int:
