@@ -169,6 +169,10 @@ class Execution:
     skip_reason: str | None = None
     skipped_count: int | None = None
     skipped_through_ms: int | None = None
+    # Absence alerts (domain/expectations.py): MISSING or LATE as the check marked it, NOT_FIRED on
+    # the record the check wrote for an occurrence with none; when a heartbeat said {"ok": true}.
+    expectation: str | None = None
+    reported_ok_ms: int | None = None
 
     @property
     def late_ms(self) -> int | None:
@@ -213,6 +217,8 @@ class Execution:
             skip_reason=item.get("skipReason"),
             skipped_count=int(item["skippedCount"]) if item.get("skippedCount") is not None else None,
             skipped_through_ms=int(item["skippedThroughMs"]) if item.get("skippedThroughMs") is not None else None,
+            expectation=item.get("expectation"),
+            reported_ok_ms=int(item["reportedOkMs"]) if item.get("reportedOkMs") is not None else None,
         )
 
 

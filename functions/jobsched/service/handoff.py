@@ -150,7 +150,7 @@ class HandOff:
         for job, occurrence in report.skipped[:MAX_SKIPPED_RECORDS]:
             self._executions.put_skipped(job.tenant_id, job.job_id, execution_id_for(job.job_id, occurrence),
                                          occurrence, job.generation, "skipped: missed while the scheduler was behind "
-                                         "(misfirePolicy SKIP)", now)
+                                         "(misfirePolicy SKIP)", now, skip_reason="MISSED_WINDOW")
         for job, plan in report.missed_windows:
             # One record per catch-up, whatever the count: a job missing a minute's fire for a
             # year writes one item, not 525,600. Conditional on the id: a repeat writes nothing.

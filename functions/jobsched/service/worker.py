@@ -125,7 +125,7 @@ class Worker:
                 recorded = self._executions.put_skipped(job.tenant_id, job.job_id, dispatch.execution_id,
                                                         dispatch.due_ms, job.generation,
                                                         "skipped: the previous run was still running",
-                                                        self._clock.now_ms())
+                                                        self._clock.now_ms(), skip_reason="OVERLAP")
                 if recorded:  # schedule bounds: a skipped last run completes its job all the same
                     self._outcomes.after_end(job, dispatch, ExecutionStatus.SKIPPED, self._clock.now_ms())
                 return WorkResult(Outcome.SKIPPED if recorded else Outcome.DUPLICATE)

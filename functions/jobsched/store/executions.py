@@ -614,6 +614,37 @@ class ExecutionsStore:
                 return found, True
             kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
+    # The occurrence ledger reads these of each record (a Query is billed on the whole items read).
+    _LEDGER_PROJECTION = ("executionId, jobId, tenantId, scheduledMs, #st, attempt, startedMs, finishedMs, "
+                          "skipReason, skippedThroughMs, catchUp, expectation, reportedOkMs, #run, #err")
+
+    def scheduled_between(self, job_id: str, from_ms: int, to_ms: int, max_records: int,
+                          newest_first: bool = False) -> list[Execution]:
+        """The job's executions of its schedule whose id instant lies in [from_ms, to_ms] (no
+        triggers, steps or hooks), oldest first (or newest first), at most `max_records`.
+        Eventually consistent, projected to what the occurrence ledger reads."""
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": Key("jobId").eq(job_id) & Key("executionId").between(
+                f"{job_id}.{max(0, from_ms):013d}", f"{job_id}.{max(0, to_ms):013d}~"),
+            "ScanIndexForward": not newest_first,
+            "FilterExpression": Attr("runId").not_exists() & Attr("hookOf").not_exists(),
+            "ProjectionExpression": self._LEDGER_PROJECTION,
+            "ExpressionAttributeNames": {"#st": "status", "#run": "run", "#err": "error"},
+            "Limit": min(max_records + 10, 1000),
+        }
+        found: list[Execution] = []
+        while True:
+            answer = self._table.query(**kwargs)
+            for item in answer.get("Items", []):
+                if str(item["executionId"]).endswith(".manual"):
+                    continue  # a trigger is no occurrence of the schedule
+                found.append(Execution.from_item(plain(item)))
+                if len(found) >= max_records:
+                    return found
+            if "LastEvaluatedKey" not in answer:
+                return found
+            kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
     def latest_run(self, job_id: str, pages: int = 4) -> int | None:
         """The highest fire number recorded on the job's newest executions (schedule bounds: the
         claim records it), None when none in reach has one. Newest first; a few small pages at
