@@ -187,8 +187,8 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
 
 
 def _expect(request: JobRequest) -> Expectation | None:
-    """Absence alerts: `expect.successWithinSec` in [EXPECT_MIN_SEC, EXPECT_MAX_SEC], on a job with
-    a target (a run of steps reports no success of its own before its steps end)."""
+    """Absence alerts: `expect.successWithinSec` in [EXPECT_MIN_SEC, EXPECT_MAX_SEC] (a run of steps
+    succeeds when its last step does)."""
     if request.expect is None:
         return None
     within = request.expect.successWithinSec

@@ -298,6 +298,9 @@ class BackfillRequest(_Model):
 
 class HeartbeatRequest(_Model):
     progress: Any = None
+    # Absence alerts: the work succeeded as far as the job's `expect` is concerned (a long task
+    # that reports its health before its end).
+    ok: bool = False
 
 
 class CompleteRequest(_Model):

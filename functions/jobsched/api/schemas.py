@@ -154,7 +154,7 @@ class JobStats(_Out):
     skipped: int
     running: int  # pending or running now
     lateMs: Lateness
-    missing: int | None  # absence expectations are not built yet: null
+    missing: int | None  # absence alerts: occurrences marked MISSING or NOT_FIRED by their check
 
 
 class Occurrence(_Out):

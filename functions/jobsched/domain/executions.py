@@ -16,6 +16,7 @@ class DispatchKind(str, Enum):
     STEP = "STEP"  # the first attempt of a step of a run (its upstream steps have succeeded)
     HOOK = "HOOK"  # the first attempt of a completion hook's call (domain/hooks.py)
     BACKFILL = "BACKFILL"  # a past occurrence run now (POST /jobs/{id}/backfill), with its own id
+    CHECK = "CHECK"  # absence alerts: did the occurrence succeed by its deadline (due_ms)?
 
 
 class ExecutionStatus(str, Enum):
@@ -173,6 +174,8 @@ class Execution:
     # the record the check wrote for an occurrence with none; when a heartbeat said {"ok": true}.
     expectation: str | None = None
     reported_ok_ms: int | None = None
+    expectation_at_ms: int | None = None  # when the check marked it
+    alerted_ms: int | None = None  # when its alert went out (a crash before leaves it unset)
 
     @property
     def late_ms(self) -> int | None:
@@ -219,6 +222,8 @@ class Execution:
             skipped_through_ms=int(item["skippedThroughMs"]) if item.get("skippedThroughMs") is not None else None,
             expectation=item.get("expectation"),
             reported_ok_ms=int(item["reportedOkMs"]) if item.get("reportedOkMs") is not None else None,
+            expectation_at_ms=int(item["expectationAtMs"]) if item.get("expectationAtMs") is not None else None,
+            alerted_ms=int(item["alertedMs"]) if item.get("alertedMs") is not None else None,
         )
 
 

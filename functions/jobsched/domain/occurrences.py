@@ -65,6 +65,8 @@ def expectation_of(execution: Execution) -> str | None:
     """MISSING as marked; LATE once a success came after the mark (derived at read: the success
     path writes nothing more for it)."""
     mark = execution.expectation
+    if mark == "NOT_FIRED" and execution.started_ms is not None:
+        mark = "MISSING"  # it did fire after all, later than its deadline
     if mark == "MISSING" and (execution.status is ExecutionStatus.SUCCEEDED or execution.reported_ok_ms is not None):
         return "LATE"
     return mark

@@ -306,7 +306,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     def heartbeat_execution(executionId: str):  # noqa: N803
         body = parse_body(HeartbeatRequest, body_text() or "{}")
         progress = check_report_size(body.progress, "progress")
-        answer = callbacks.heartbeat(executionId, header("X-Callback-Token"), progress)
+        answer = callbacks.heartbeat(executionId, header("X-Callback-Token"), progress, ok=body.ok)
         return ok(200, {**answer, "leaseUntil": format_instant(answer["leaseUntil"])})
 
     def complete_execution(executionId: str):  # noqa: N803
