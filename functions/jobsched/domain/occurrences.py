@@ -12,6 +12,7 @@ from enum import Enum
 
 from jobsched.domain.executions import Execution, ExecutionStatus, execution_id_for
 from jobsched.domain.jobs import CompletedReason, Job, JobState
+from jobsched.domain.schedule import format_instant
 
 # A window is at most this long (the API answers 422 naming `to` beyond it).
 MAX_WINDOW_MS = 31 * 86_400_000
@@ -171,7 +172,9 @@ def _answer(job: Job, at: int, record: Execution | None, around: list[Execution]
 def _paused_span(job: Job, at: int) -> str | None:
     for start, end in job.paused_spans:
         if start <= at and (end is None or at <= end):
-            return "paused" + (f" ({job.paused_reason})" if end is None and job.paused_reason else "")
+            until = f" to {format_instant(end)}" if end is not None else " (still paused" + (
+                f": {job.paused_reason})" if job.paused_reason else ")")
+            return f"paused from {format_instant(start)}{until}"
     if job.state is JobState.PAUSED and not job.paused_spans and at >= job.updated_ms:
         return "paused"  # paused before the job kept its spans: since its last change
     return None
