@@ -242,7 +242,8 @@ def main(argv: list[str] | None = None) -> None:
           f"{GB_SECONDS} GB-s per invocation. SQS requests include the receives that returned messages "
           "and the deletes (what the Lambda event source mapping does per batch); its empty long polls "
           "are a fixed cost per lane (about 5 pollers x 3 receives a minute), not a cost per job.")
-    expectation_overhead(quick)
+    if not quick or "--expect" in (argv or sys.argv[1:]):  # `--quick --expect`: with the quick plans
+        expectation_overhead(quick)
 
 
 def expectation_overhead(quick: bool) -> None:
