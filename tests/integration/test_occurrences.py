@@ -141,3 +141,11 @@ def test_pages_follow_the_cursor_and_bad_windows_name_the_field(harness):
         status, body = harness.request("GET", f"/v1/jobs/{job['jobId']}/occurrences?{query}")
         assert status == code and body["error"]["details"][0]["field"] == field, (query, body)
     assert harness.request("GET", f"/v1/jobs/{job['jobId']}/occurrences", key=KEY_B)[0] == 404
+    # A cursor past the window (well-formed, forged) answers an empty page, not a 5xx
+    import base64
+    import json
+    far = base64.urlsafe_b64encode(json.dumps({"after": 2 ** 62}).encode()).decode()
+    status, body = harness.request("GET", path + f"&cursor={far}")
+    assert status == 200 and body["items"] == [] and body["nextCursor"] is None
+    status, body = harness.request("GET", f"/v1/jobs/{job['jobId']}/occurrences?to=1970-01-01T00:00:01Z")
+    assert status == 200 and body["from"] == "1970-01-01T00:00:00Z"

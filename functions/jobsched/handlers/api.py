@@ -286,7 +286,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         tenant_id = tenant()
         to_text, from_text = query("to"), query("from")
         to_ms = parse_instant(to_text, "to") if to_text is not None else service.now_ms() + 3_600_000
-        from_ms = parse_instant(from_text, "from") if from_text is not None else to_ms - 86_400_000
+        from_ms = parse_instant(from_text, "from") if from_text is not None else max(0, to_ms - 86_400_000)
         rows, cursor = service.occurrences(tenant_id, jobId, from_ms, to_ms, _limit(query("limit")), query("cursor"))
         return ok(200, {"items": [occurrence_to_json(r) for r in rows], "nextCursor": cursor,
                         "from": format_instant(from_ms), "to": format_instant(to_ms)})

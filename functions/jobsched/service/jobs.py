@@ -431,6 +431,8 @@ class JobsService:
         if to_ms - from_ms > MAX_WINDOW_MS:
             raise UnprocessableRequest.for_field("to", "the window is at most 31 days")
         start = from_ms if after_ms is None else max(from_ms, after_ms + 1)
+        if start >= to_ms:
+            return [], None  # a cursor at the window's end (or beyond it): nothing is left
         now = self._clock.now_ms()
         # Occurrences of today's schedule before its creation or last replacement never existed;
         # the records of that time (the schedule as it was, or a backfill) are listed as they are.
