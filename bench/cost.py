@@ -70,10 +70,12 @@ def run(scenario: str, jobs: int, minutes: int) -> dict:
             body = {"name": f"c{i}", "target": {"type": "HTTP", "url": "http://127.0.0.1:9/x"}, "payload": {"i": i}}
             if aws_target:
                 body["target"] = {"type": "SQS", "queueUrl": inbox}
-            if scenario in ("recurring", "sqs-target"):
+            if scenario in ("recurring", "sqs-target", "recurring-expect"):
                 body.update(type="RATE", schedule="PT1M")
             else:
                 body.update(type="DELAYED", delaySeconds=90 + (i % 60))
+            if scenario == "recurring-expect":  # absence alerts: each fire checked at its deadline
+                body["expect"] = {"successWithinSec": 120}
             status, answer = stack.request("POST", "/v1/jobs", body)
             assert status == 201, answer
             # At the default per-tenant create quota (50 a second), as a client would: the strict
@@ -240,6 +242,27 @@ def main(argv: list[str] | None = None) -> None:
           f"{GB_SECONDS} GB-s per invocation. SQS requests include the receives that returned messages "
           "and the deletes (what the Lambda event source mapping does per batch); its empty long polls "
           "are a fixed cost per lane (about 5 pollers x 3 receives a minute), not a cost per job.")
+    if not quick or "--expect" in (argv or sys.argv[1:]):  # `--quick --expect`: with the quick plans
+        expectation_overhead(quick)
+
+
+def expectation_overhead(quick: bool) -> None:
+    """Absence alerts: what `expect` adds per execution (the expectation met, as in a healthy job):
+    the same recurring jobs with and without it, the difference in calls per million executions."""
+    plans = [("recurring", 10, 3), ("recurring-expect", 10, 3)] if quick else \
+        [("recurring", 100, 20), ("recurring-expect", 100, 20)]
+    plain, expecting = (per_execution(run(*plan)) for plan in plans)
+    million = 1_000_000
+    print_table("Absence alerts (expect met): added per million executions", [
+        (name, f"{plain[key] * million:,.0f}", f"{expecting[key] * million:,.0f}",
+         f"{(expecting[key] - plain[key]) * million:+,.0f}")
+        for name, key in (("ddb write requests", "ddb_write_requests"), ("ddb items written", "ddb_items_written"),
+                          ("ddb write units", "ddb_write_units"), ("ddb read requests", "ddb_read_requests"),
+                          ("ddb items read", "ddb_items_read"), ("sqs requests", "sqs_requests"),
+                          ("lambda invocations", "lambda_invocations"))],
+        ("per million executions", "recurring", "with expect", "added"))
+    print(f"modelled cost per million executions (on-demand): {plain['cost_on_demand']:.3f} -> "
+          f"{expecting['cost_on_demand']:.3f} USD")
 
 
 if __name__ == "__main__":

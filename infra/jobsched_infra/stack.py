@@ -191,8 +191,12 @@ class JobschedStack(Stack):
                   tables=tables, api=api)
         alarms = Alarms(self, "Alarms", segments=config.segments, dead_letters=lanes.dead_letters,
                         functions=functions, tables=tables)
-        target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values()], topics=[alarms.topic],
-                               stack=self)
+        # Absence alerts: the worker publishes each alert to the deployment's alert topic, and only there.
+        worker_fn.add_environment(Env.ALERT_TOPIC_ARN, alarms.alert_topic.topic_arn)
+        worker_fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"],
+                                                         resources=[alarms.alert_topic.topic_arn]))
+        target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values()],
+                               topics=[alarms.topic, alarms.alert_topic], stack=self)
 
         CfnOutput(self, "ApiUrl", value=api.url, description="Base URL; routes start with /v1")
         CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)
@@ -200,3 +204,5 @@ class JobschedStack(Stack):
         acknowledge_findings(self, functions, api, targets_role=target_access.role)
         CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
                   description="Subscribe to be told when an alarm fires")
+        CfnOutput(self, "AlertTopicArn", value=alarms.alert_topic.topic_arn,
+                  description="Subscribe to be told when a job's expectation is missed or an occurrence never fired")
