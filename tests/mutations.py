@@ -579,6 +579,11 @@ MUTATIONS = [
   '''TRANSACTION_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",''',
   '''TRANSACTION_ACTIONS = {"Put": "PutItem", "Update": "BatchGetItem", "Delete": "DeleteItem",''',
   "tests/integration/test_calendars.py::test_a_transaction_is_allowed_only_when_the_role_allows_each_of_its_items"),
+ ("local stack: a lane has the template's cap of worker containers (a tenant's share is the deployment's)",
+  "functions/jobsched/local/runtime.py",
+  "    containers_per_lane: int | None = None\n",
+  "    containers_per_lane: int | None = 8\n",
+  "tests/integration/test_local_lanes.py::test_a_second_of_one_tenants_one_record_batches_runs_at_once_in_the_local_lane"),
 ]
 
 def main(selected: list[str]) -> int:
