@@ -650,6 +650,11 @@ MUTATIONS = [
   "            report.checks.append(check_timer(job, job.fire_at(nominal), timer.segment))",
   "            pass",
   "tests/integration/test_expectations.py::test_an_occurrence_that_never_fired_is_alerted_not_fired_once"),
+ ("local stack: a lane has the template's cap of worker containers (a tenant's share is the deployment's)",
+  "functions/jobsched/local/runtime.py",
+  "    containers_per_lane: int | None = None\n",
+  "    containers_per_lane: int | None = 8\n",
+  "tests/integration/test_local_lanes.py::test_a_second_of_one_tenants_one_record_batches_runs_at_once_in_the_local_lane"),
 ]
 
 def main(selected: list[str]) -> int:
