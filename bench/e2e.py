@@ -662,7 +662,7 @@ class Simulation:
             timers=TimersStore(resource, "timers", sleep=self.clock.sleep, client=self.dynamo, parallelism=1),
             executions=ExecutionsStore(resource, "executions", 30, client=self.dynamo),
             watermarks=BilledWatermarks(self.billing, self.clock, "segments"),
-            lanes=lanes, calendars=None, flow=None)
+            lanes=lanes, calendars=None, flow=None, alerts=None)
         # A page stands for as many timers as a real one (500): its next timers' writes then come
         # in bursts of a real page's size, not of 1/sample pages at once.
         self.stores.timers.page_size = max(1, round(self.stores.timers.page_size * scenario.sample))
