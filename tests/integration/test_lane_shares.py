@@ -136,3 +136,35 @@ def test_a_slot_of_a_container_that_died_comes_back_after_its_lease(harness):
 def _lane_units(harness) -> float:
     return sum(use.write_units for key, use in harness.strict.report().hottest
                if "lanetenant#" in key or "lanehost#" in key)
+
+
+class _RacedTable:
+    """The store's table, with another container making the shard's slot map between this
+    container's failed take and its own creation of the map (the race of two first takers)."""
+
+    def __init__(self, table, racer: str, lease: int) -> None:
+        self._table, self._racer, self._lease, self.raced = table, racer, lease, False
+
+    def update_item(self, **kwargs):
+        if kwargs.get("UpdateExpression") == "SET slots = :one" and not self.raced:
+            self.raced = True
+            self._table.update_item(Key=kwargs["Key"], UpdateExpression="SET slots = :one",
+                                    ConditionExpression="attribute_not_exists(slots)",
+                                    ExpressionAttributeValues={":one": {self._racer: self._lease}})
+        return self._table.update_item(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._table, name)
+
+
+def test_a_taker_that_loses_the_race_to_make_a_slot_map_takes_its_slot_in_it(harness):
+    # Given a shard with no slot map yet, made by another container between our take and our creation
+    flow = harness.stores.flow
+    lease = harness.clock.now_ms() + 90_000
+    raced = _RacedTable(flow._table, "racer", lease)
+    flow._table = raced
+    # When we take a slot with room for two
+    taken = flow.take_slot("NORMAL", TENANT_A, 0, "us", 2, lease, space=LANE_TENANT_SPACE)
+    # Then we hold one beside the racer's, not "full" (that held the record back behind a map with room)
+    assert raced.raced and taken.outcome == "new"
+    assert flow.held("NORMAL", TENANT_A, 0, LANE_TENANT_SPACE) == {"racer": lease, "us": lease}
