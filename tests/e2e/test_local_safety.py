@@ -132,17 +132,20 @@ def test_health_fails_when_the_emulator_does_not_answer(local_stack):
     runtime.emulator.stop()
     status, answer = call(runtime, "GET", "/v1/health")
     assert status == 503 and answer["status"] == "unavailable", answer
+    runtime.stop()  # its pollers would poll the stopped emulator for the rest of the module
 
 
 def test_ctrl_c_stops_a_freshly_synthesized_stack_without_a_traceback(tmp_path):
     # Ctrl-C reaches the whole process group: the CDK's Node.js process too, when it lived in the
     # stack's process (its exit hook then printed a BrokenPipeError traceback).
     env = {**os.environ, "JOBSCHED_WORKDIR": str(tmp_path / "local"), "JOBSCHED_PORT": "0",
-           "JOBSCHED_EMULATOR_PORT": "0", "JOBSCHED_ECHO_PORT": "0", "JOBSCHED_SEGMENTS": "1"}
+           "JOBSCHED_EMULATOR_PORT": "0", "JOBSCHED_ECHO_PORT": "0", "JOBSCHED_SEGMENTS": "1",
+           "PYTHONFAULTHANDLER": "1"}  # SIGABRT dumps every thread: what a stop that hangs waits for
     env.pop("AWS_ENDPOINT_URL", None)
     env.pop("JOBSCHED_TEMPLATE_CACHE", None)  # its own work directory's cache: a fresh synthesis
-    stack = subprocess.Popen([sys.executable, "-m", "jobsched.local"], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    # stdin: not the test runner's (a pytest-xdist worker's stdin is its channel to the controller)
+    stack = subprocess.Popen([sys.executable, "-m", "jobsched.local"], env=env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     seen = []
     try:
         for line in stack.stdout:
@@ -151,7 +154,12 @@ def test_ctrl_c_stops_a_freshly_synthesized_stack_without_a_traceback(tmp_path):
                 break
         assert any(line.startswith("jobsched: synthesizing") for line in seen), "".join(seen)
         os.killpg(stack.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
-        rest, _ = stack.communicate(timeout=90)
+        try:
+            rest, _ = stack.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            stack.send_signal(signal.SIGABRT)
+            dump, _ = stack.communicate(timeout=30)
+            pytest.fail("the stack did not stop within 90 s of Ctrl-C; its threads:\n" + dump[-30_000:])
     finally:
         if stack.poll() is None:
             os.killpg(stack.pid, signal.SIGKILL)
