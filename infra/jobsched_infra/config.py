@@ -54,6 +54,9 @@ class StackConfig:
     # tenant's still has half its lane (100 removes the bound for such a deployment).
     lane_tenant_percent: int = 50
     lane_host_percent: int = 50
+    # "http": API Gateway's HTTP API ($1.00 a million requests; the function checks the keys);
+    # "rest": the REST API ($3.50), for X-Ray on the API hop, a WAF web ACL or request validators.
+    api: str = "http"
 
     @classmethod
     def from_context(cls, node) -> "StackConfig":
@@ -80,6 +83,7 @@ class StackConfig:
             tenant_fires_per_second=_int_in(get("tenantFiresPerSecond", 0), 0, 1_000_000, "tenantFiresPerSecond"),
             lane_tenant_percent=_int_in(get("laneTenantPercent", 50), 0, 100, "laneTenantPercent"),
             lane_host_percent=_int_in(get("laneHostPercent", 50), 0, 100, "laneHostPercent"),
+            api=_choice(get("api", "http"), ("http", "rest"), "api"),
             lane_max_concurrency=tuple(
                 (lane, _int_in(value, 2, 1000, f"laneMaxConcurrency.{lane}"))
                 for lane, value in {**dict(cls.lane_max_concurrency), **get("laneMaxConcurrency", {})}.items()),

@@ -1,8 +1,11 @@
 """The stack: composes one construct per capability."""
 from __future__ import annotations
 
+import json
+
 from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigw2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
@@ -14,6 +17,8 @@ from jobsched.settings import WORKER_BATCH_SIZE, Env
 from jobsched.store.signing import SIGNING_PURPOSE
 from jobsched.sizing import TICK_MEMORY_MB
 from jobsched_infra.alarms import Alarms
+from aws_cdk.aws_apigatewayv2_integrations import HttpLambdaIntegration
+
 from jobsched_infra.compliance import acknowledge_findings
 from jobsched_infra.config import StackConfig
 from jobsched_infra.dashboard import NAMESPACE, Dashboard
@@ -139,7 +144,49 @@ class JobschedStack(Stack):
         tick_fn.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(60))
         TickSchedule(self, "TickSchedule", tick_fn, config.segments)
 
+        api, api_url = self._api(config, api_fn)
+
+        functions = {"api": api_fn, "tick": tick_fn, "worker": worker_fn}
+        tables = {"Jobs": storage.jobs, "Timers": storage.timers, "Executions": storage.executions}
+        Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
+                  tables=tables, api=api)
+        alarms = Alarms(self, "Alarms", segments=config.segments, dead_letters=lanes.dead_letters,
+                        functions=functions, tables=tables)
+        target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values()], topics=[alarms.topic],
+                               stack=self)
+
+        CfnOutput(self, "ApiUrl", value=api_url, description="Base URL; routes start with /v1")
+        CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)
+        CfnOutput(self, "ApiKeysTableName", value=storage.api_keys.table_name)
+        acknowledge_findings(self, functions, api, targets_role=target_access.role)
+        CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
+                  description="Subscribe to be told when an alarm fires")
+
+    def _api(self, config: StackConfig, api_fn) -> tuple:
+        """Every path to the function, which authenticates (tenants' Bearer keys, stored hashed;
+        callback tokens) and validates bodies itself. `-c api=http` (default): API Gateway's HTTP
+        API, $1.00 a million requests; `-c api=rest`: the REST API, $3.50, which adds X-Ray on the
+        API hop, a WAF web ACL to attach and execution logs (docs/architecture.md, "The API type")."""
         access_logs = logs.LogGroup(self, "ApiAccessLogs", retention=logs.RetentionDays.ONE_MONTH)
+        if config.api == "http":
+            # Payload 1.0: the same proxy event as the REST API's, so one handler serves both. The
+            # $default stage: paths reach the function without a stage prefix.
+            api = apigw2.HttpApi(self, "HttpApi", description="jobsched HTTP API v1", create_default_stage=False,
+                                 default_integration=HttpLambdaIntegration(
+                                     "Function", api_fn, payload_format_version=apigw2.PayloadFormatVersion.VERSION_1_0))
+            stage = apigw2.HttpStage(self, "HttpStage", http_api=api, stage_name="$default", auto_deploy=True,
+                                     throttle=apigw2.ThrottleSettings(rate_limit=config.api_rate_limit,
+                                                                      burst_limit=config.api_burst_limit))
+            # Never request or response bodies: they carry API keys and payloads.
+            cfn_stage = stage.node.default_child
+            cfn_stage.access_log_settings = apigw2.CfnStage.AccessLogSettingsProperty(
+                destination_arn=access_logs.log_group_arn,
+                format=json.dumps({"requestId": "$context.requestId", "ip": "$context.identity.sourceIp",
+                                   "requestTime": "$context.requestTime", "httpMethod": "$context.httpMethod",
+                                   "path": "$context.path", "status": "$context.status",
+                                   "protocol": "$context.protocol", "responseLength": "$context.responseLength",
+                                   "integrationLatency": "$context.integrationLatency"}))
+            return api, stage.url
         api = apigw.LambdaRestApi(
             self,
             "Api",
@@ -174,19 +221,4 @@ class JobschedStack(Stack):
         # No usage plan: it applies only to requests made with API Gateway API keys, which this API
         # does not use (tenants send their own keys, checked by the function). The stage throttle
         # above and the per-tenant quotas bound the load.
-
-        functions = {"api": api_fn, "tick": tick_fn, "worker": worker_fn}
-        tables = {"Jobs": storage.jobs, "Timers": storage.timers, "Executions": storage.executions}
-        Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
-                  tables=tables, api=api)
-        alarms = Alarms(self, "Alarms", segments=config.segments, dead_letters=lanes.dead_letters,
-                        functions=functions, tables=tables)
-        target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values()], topics=[alarms.topic],
-                               stack=self)
-
-        CfnOutput(self, "ApiUrl", value=api.url, description="Base URL; routes start with /v1")
-        CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)
-        CfnOutput(self, "ApiKeysTableName", value=storage.api_keys.table_name)
-        acknowledge_findings(self, functions, api, targets_role=target_access.role)
-        CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
-                  description="Subscribe to be told when an alarm fires")
+        return api, api.url
