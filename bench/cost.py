@@ -122,6 +122,8 @@ class LogMeter(io.TextIOBase):
                 continue
             service = str(doc.get("service", "other")).removeprefix("jobsched-") if isinstance(doc, dict) else "other"
             self.bytes[service] += len(line.encode()) + 1
+            if isinstance(doc, dict) and "_aws" not in doc:
+                self.bytes[f"{service}:lines"] += len(line.encode()) + 1  # log lines, not EMF metrics
             for directive in (doc.get("_aws") or {}).get("CloudWatchMetrics", []) if isinstance(doc, dict) else []:
                 for dims in directive.get("Dimensions", []):
                     for metric in directive.get("Metrics", []):
@@ -367,6 +369,7 @@ def per_execution_counts(m: Measured, rate: float) -> dict:
     for fn in ("api", "tick", "worker"):
         out[f"inv_{fn}"] = mix(lambda t, fn=fn: t.invocations[fn])
         out[f"log_{fn}"] = mix(lambda t, fn=fn: t.log_bytes[fn])
+        out[f"loglines_{fn}"] = mix(lambda t, fn=fn: t.log_bytes[f"{fn}:lines"])
     out["inv_tick"] = tick_runs_per_execution  # a tick run is fixed; its timers are in its duration
     tables = sorted({k[1] for t in (m.fire, m.create, m.idle) for k in t.units})
     for table in tables:
@@ -381,11 +384,22 @@ def per_execution_counts(m: Measured, rate: float) -> dict:
     return out
 
 
-def bill(m: Measured, rate: float, provisioned: bool = False) -> dict[str, float]:
+@dataclass(frozen=True)
+class WhatIf:
+    """A lever priced on the same counts: another API type, retention, PITR, no wait for the due
+    second, no INFO log lines."""
+    api: str | None = None
+    retention_days: int | None = None
+    pitr: bool = True
+    wait: bool = True
+    info_lines: bool = True
+
+
+def bill(m: Measured, rate: float, provisioned: bool = False, what_if: WhatIf = WhatIf()) -> dict[str, float]:
     """USD per million executions, line by line."""
     c = per_execution_counts(m, rate)
     lines: dict[str, float] = {}
-    api = api_type(m.template)
+    api = what_if.api or api_type(m.template)
     lines[f"API Gateway ({api.upper()} API)"] = c["creates"] * price(f"apigw_{api}")
     requests = c["inv_api"] + c["inv_tick"] + c["inv_worker"]
     lines["Lambda requests"] = requests * price("lambda_request")
@@ -394,6 +408,7 @@ def bill(m: Measured, rate: float, provisioned: bool = False) -> dict[str, float
     # second SQS surfaced them), the target, our calls and our CPU for all records on 0.29 vCPU.
     records = max(c["records_per_batch"], 1.0)
     wait_s = records / (records + 1) if m.scenario.kind == "one-time" else 0.5
+    wait_s = wait_s if what_if.wait else 0.0
     calls_per_record = c["calls_worker"] / max(records, 1) if c["calls_worker"] else 0
     batch_s = wait_s + TARGET_S + calls_per_record * CALL_S + records * WORKER_CPU_PER_RECORD_S
     api_s = c["calls_api"] * CALL_S + API_OWN_S
@@ -415,9 +430,14 @@ def bill(m: Measured, rate: float, provisioned: bool = False) -> dict[str, float
             lines[f"DynamoDB {kind}s {table}"] = cost
         else:
             lines["DynamoDB other"] = lines.get("DynamoDB other", 0.0) + cost
-    stored_gb_months = sum(b * RETENTION_DAYS[t] / 30.4 for t, b in m.stored_bytes.items()) * MILLION / GB
+    days = {**RETENTION_DAYS, **({"Executions": what_if.retention_days, "Jobs": what_if.retention_days}
+                                 if what_if.retention_days else {})}
+    stored = dict(m.stored_bytes)
+    if m.scenario.kind == "recurring":  # a job's own items are per job: over its runs, as its create
+        stored["Jobs"] = stored.get("Jobs", 0.0) * m.executions / m.scenario.jobs / RECURRING_RUNS_PER_JOB
+    stored_gb_months = sum(b * days[t] / 30.4 for t, b in stored.items()) * MILLION / GB
     lines["DynamoDB storage (at the retention)"] = stored_gb_months * price("ddb_storage_gb_month")
-    lines["DynamoDB PITR"] = stored_gb_months * price("ddb_pitr_gb_month")
+    lines["DynamoDB PITR"] = stored_gb_months * price("ddb_pitr_gb_month") if what_if.pitr else 0.0
     idle_receives = LANES * POLLERS_PER_LANE * 3 / 60 / rate if rate < 100 else 0.0  # busy pollers find work
     lines["SQS requests"] = (c["sqs"] + idle_receives) * price("sqs_request")
     # KMS: SQS asks for a data key per producer role and lane each reuse period (two requests, per
@@ -426,7 +446,8 @@ def bill(m: Measured, rate: float, provisioned: bool = False) -> dict[str, float
     containers = max(1.0, rate * batch_s / records)
     kms_per_s = (LANES * (2 * 3 + 1) + 5 * 3 * containers) / KMS_REUSE_S
     lines["KMS requests"] = kms_per_s / rate * MILLION / 10_000 * price("kms_request")
-    log_bytes = sum(c[f"log_{fn}"] for fn in ("api", "tick", "worker")) \
+    log_bytes = sum(c[f"log_{fn}"] - (0 if what_if.info_lines else c[f"loglines_{fn}"])
+                    for fn in ("api", "tick", "worker")) \
         + requests * (PLATFORM_LOG_BYTES + 3 * EVENT_OVERHEAD_BYTES) + c["creates"] * ACCESS_LOG_BYTES
     log_gb = log_bytes * MILLION / GB
     lines["CloudWatch Logs ingestion"] = log_gb * price("logs_ingest_gb")
@@ -517,6 +538,22 @@ def main(argv: list[str] | None = None) -> None:
     print("\nGoals (issue 27): " + "; ".join(
         f"{c}: {b['total']:.2f} against {goals[c]:.2f} ({'met' if b['total'] <= goals[c] else 'missed'})"
         for c, b in columns if c in goals))
+    levers = [("as deployed", WhatIf(), ""),
+              ("REST API instead of HTTP API", WhatIf(api="rest"), "nothing: X-Ray on the API hop, WAF, execution logs come back"),
+              ("HTTP API instead of REST API", WhatIf(api="http"), "X-Ray on the API hop, a WAF web ACL, execution logs"),
+              ("execution retention 7 days (not 30)", WhatIf(retention_days=7), "history readable 7 days"),
+              ("PITR off", WhatIf(pitr=False), "restore to a point in the last 35 days"),
+              ("no wait for the due second", WhatIf(wait=False), "sub-second precision: calls up to 1 s early"),
+              ("no INFO log lines (metrics kept)", WhatIf(info_lines=False), "the per-attempt and per-create lines")]
+    rows = []
+    for label, what_if, gives in levers:
+        figures = [bill(measured[name], 10_000.0, prov, what_if)["total"] for name, prov in (
+            ("recurring, full batches", False), ("recurring, full batches", True), ("one-time, full batches", False),
+            ("one-time, full batches", True))]
+        rows.append((label, *(f"{f:.3f}" for f in figures), gives))
+    print_table("Levers at 10,000/s, priced on the same counts (USD per million executions)", rows,
+                ("lever", "recurring on-demand", "recurring provisioned", "one-time on-demand", "one-time provisioned",
+                 "gives up"))
     month = quiet_month(measured["recurring, 1 a second"])
     print_table("A quiet deployment: one recurring execution a second for a month (USD)",
                 [(k, f"{v:.2f}") for k, v in month.items()], ("line", "USD a month"))
