@@ -223,6 +223,7 @@ class Scenario:
     jobs: int
     create_gap_ms: int  # between creates
     fire_minutes: int
+    expect: bool = False  # absence alerts: each fire checked at its deadline (expect.successWithinSec)
 
     def body(self, i: int) -> dict:
         body = {"name": f"c{i}", "target": {"type": "HTTP", "url": "http://127.0.0.1:9/x"}, "payload": {"i": i}}
@@ -232,6 +233,8 @@ class Scenario:
             # Created more than the look-ahead ahead, so the tick hands them off in batches (a job due
             # within 3 minutes is sent by the API itself: one more SQS request).
             body.update(type="DELAYED", delaySeconds=240)
+        if self.expect:
+            body["expect"] = {"successWithinSec": 120}
         return body
 
 
@@ -569,6 +572,30 @@ def main(argv: list[str] | None = None) -> None:
           f"kept {RETENTION_DAYS} days, PITR on; {LANES} lanes x {POLLERS_PER_LANE} idle pollers x 3 long polls a "
           f"minute; KMS data keys reused {KMS_REUSE_S} s; a recurring job's create over {RECURRING_RUNS_PER_JOB} runs; "
           f"free tiers not subtracted.")
+    if not quick or "--expect" in (argv or sys.argv[1:]):  # `--quick --expect`: with the quick plans
+        expectation_overhead(measured["recurring, full batches"], quick)
+
+
+def expectation_overhead(plain: Measured, quick: bool) -> None:
+    """Absence alerts: what `expect` adds per execution (the expectation met, as in a healthy job):
+    the same recurring jobs with and without it, the difference in counted things and in the bill."""
+    base = plain.scenario
+    expecting = measure(Scenario(base.name + ", expect", base.kind, base.jobs, base.create_gap_ms,
+                                 base.fire_minutes, expect=True), 1 if quick else IDLE_MINUTES)
+    million = 1_000_000
+    rows = []
+    for label, get in (("worker calls", lambda m: sum(v for (f, s, o), v in m.fire.calls.items() if f == "worker")),
+                       ("tick calls", lambda m: sum(v for (f, s, o), v in m.fire.calls.items() if f == "tick")),
+                       ("fire write units", lambda m: sum(v for (f, t, k), v in m.fire.units.items() if k == "write")),
+                       ("fire read units", lambda m: sum(v for (f, t, k), v in m.fire.units.items() if k == "read")),
+                       ("worker invocations", lambda m: m.fire.invocations["worker"])):
+        a, b = (get(m) / max(m.executions, 1) * million for m in (plain, expecting))
+        rows.append((label, f"{a:,.0f}", f"{b:,.0f}", f"{b - a:+,.0f}"))
+    print_table("Absence alerts (expect met): per million executions", rows,
+                ("counted", "recurring", "with expect", "added"))
+    before, after = (bill(m, 10_000.0)["total"] for m in (plain, expecting))
+    print(f"modelled cost per million executions at 10,000/s (on-demand): {before:.3f} -> {after:.3f} USD "
+          f"({after - before:+.3f})")
 
 
 if __name__ == "__main__":

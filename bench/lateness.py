@@ -1,13 +1,16 @@
 """Lateness in the local stack, on the wall clock: jobs due at second-precise instants, a local
 HTTP endpoint that records arrival, and the figures that matter: count, missed, duplicated,
-lateness p50/p95/p99/max. By default: 50 jobs/s for two minutes (the goal), the same for 30 s
-without the worker's sub-second wait, then 75, 100 and 150 jobs/s for 30 s while p99 <= 1 s."""
+lateness p50/p95/p99/max. By default: 50 jobs/s for two minutes created as a client would (at the
+tenant's create quota, `--client` alone), then on a stack without quotas 50 jobs/s for two
+minutes, the same for 30 s without the worker's sub-second wait, then 75, 100 and 150 jobs/s for
+30 s while p99 <= 1 s."""
 from __future__ import annotations
 
 import json
 import math
 from concurrent.futures import ThreadPoolExecutor
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -29,9 +32,12 @@ def print_emulator_time(stats: dict) -> None:
           f"{stats['snapshotSeconds']:.1f} s in all")
 
 
-def create(api_url: str, key: str, body: dict) -> dict:
+def create(api_url: str, key: str, body: dict, idempotency_key: str | None = None) -> dict:
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    if idempotency_key:
+        headers["Idempotency-Key"] = idempotency_key
     request = urllib.request.Request(api_url + "/v1/jobs", data=json.dumps(body).encode(), method="POST",
-                                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+                                     headers=headers)
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
 
@@ -70,6 +76,74 @@ def run_load(runtime, echo, key: str, rate: int, seconds: int, creates_per_s: fl
         created = list(pool.map(create_one, range(count)))
     due_by_job = dict(c for c in created if c is not None)
     created_late = time.time() * 1000 > first_due_s * 1000 or len(due_by_job) < count
+    return _measure(echo, due_by_job, count, rate, first_due_s, seconds, created_late)
+
+
+def run_client_load(runtime, echo, key: str, rate: int, seconds: int, creates_per_s: int,
+                    lead_s: float = 5.0) -> dict:
+    """As a client would: every job created ahead through the API, paced at the tenant's create
+    quota (`creates_per_s` a second; a 429 waits its Retry-After and tries again), in the order they
+    are due; then `rate` jobs due in each second for `seconds` seconds, the first `lead_s` after the
+    last create. At 50 a second for two minutes, each job is created about two minutes before it is
+    due, so the look-ahead's buckets fill while they are claimed: most jobs are handed to SQS by the
+    API's direct dispatch, one by one, rather than by the tick."""
+    count = rate * seconds
+    started_s = math.ceil(time.time()) + 1
+    first_due_s = math.ceil(started_s + count / creates_per_s + lead_s)
+    due_ms = [(first_due_s + i // rate) * 1000 for i in range(count)]
+    turn = iter(range(count))
+    turn_lock = threading.Lock()
+    refused, timeouts = [0], [0]
+    run_id = f"client-{started_s}"
+
+    def next_turn() -> int | None:
+        with turn_lock:
+            return next(turn, None)
+
+    def create_in_turn() -> list[tuple[str, int] | None]:
+        made = []
+        while (i := next_turn()) is not None:
+            time.sleep(max(0.0, started_s + i / creates_per_s - time.time()))
+            body = {"name": f"client-{i}", "type": "ONE_TIME",
+                    "runAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(due_ms[i] / 1000)),
+                    "target": {"type": "HTTP", "url": f"{echo.url}/late"}, "payload": {"i": i}}
+            while True:
+                try:
+                    made.append((create(runtime.api_url, key, body, f"{run_id}-{i}")["jobId"], due_ms[i]))
+                    break
+                except TimeoutError:
+                    # No answer in 30 s (a loaded machine): as a client, the same create again with
+                    # its Idempotency-Key, which answers the first job if it was made.
+                    with turn_lock:
+                        timeouts[0] += 1
+                    continue
+                except urllib.error.HTTPError as error:
+                    if error.code in (429, 503):  # over the quota this second: as a client, wait and retry
+                        with turn_lock:
+                            refused[0] += 1
+                        time.sleep(float(error.headers.get("Retry-After") or 1))
+                        continue
+                    if error.code == 422 and time.time() * 1000 >= due_ms[i]:
+                        made.append(None)  # its instant passed before its turn: the run is not valid
+                        break
+                    raise
+        return made
+
+    with ThreadPoolExecutor(max_workers=CREATE_THREADS) as pool:
+        created = [c for made in pool.map(lambda _: create_in_turn(), range(CREATE_THREADS)) for c in made]
+    finished_s = time.time()
+    print(f"created {count} jobs in {finished_s - started_s:.0f} s ({count / (finished_s - started_s):.1f}/s, "
+          f"{refused[0]} creates refused by the quota and {timeouts[0]} unanswered in 30 s, each retried); the first is due "
+          f"{first_due_s - finished_s:.1f} s after the last create", flush=True)
+    due_by_job = dict(c for c in created if c is not None)
+    return _measure(echo, due_by_job, count, rate, first_due_s, seconds,
+                    finished_s > first_due_s or len(due_by_job) < count)
+
+
+def _measure(echo, due_by_job: dict[str, int], count: int, rate: int, first_due_s: int, seconds: int,
+             created_late: bool) -> dict:
+    """Wait until every job has called the echo endpoint (or a minute past the last due second),
+    then lateness (first call minus due instant), missed and duplicated."""
     deadline = first_due_s + seconds + 60
     while time.time() < deadline:
         arrived = {(c["executionId"] or "").split(".")[0] for c in list(echo.received)}
@@ -100,37 +174,70 @@ def row(label: str, r: dict) -> tuple:
 HEADERS = ("run", "jobs/s", "jobs", "missed", "duplicated", "min ms", "p50 ms", "p95 ms", "p99 ms", "max ms")
 
 
-def main(argv: list[str] | None = None) -> None:
-    use_local_aws()
-    flags = argv or sys.argv[1:]
-    quick = "--quick" in flags
-    # `--rate=50 --seconds=120`: one run at that rate instead of the whole series
-    options = dict(f[2:].split("=", 1) for f in flags if f.startswith("--") and "=" in f)
-    given_rate, given_seconds = int(options.get("rate", 0)), int(options.get("seconds", 120))
+def start_stack(quotas: dict):
+    """The local stack as `make run` runs it (state kept, saved as it changes), from an empty state,
+    with `quotas` as the API's settings, and the echo endpoint the jobs call."""
     from pathlib import Path
 
     from jobsched.domain.clock import SystemClock
     from jobsched.local.echo import EchoServer
     from jobsched.local.runtime import LocalRuntime, Options
-    from jobsched.service import worker as worker_module
     from jobsched.service.auth import ApiKeys
     from jobsched.store.aws import build_stores
 
-    print(f"lateness: the local stack on the wall clock (moto server, serialized), on {machine()}")
-    # As `make run` runs (state kept, saved as it changes), but from an empty state each time.
-    keep_state = options.get("keep-state", "1") != "0"  # --keep-state=0: measure without saving state
     runtime = LocalRuntime(Options(port=0, segments=4, workdir=Path(".build/bench/local"), reset=True,
-                                   keep_state=keep_state, env_overrides=NO_QUOTAS)).start(announce_ready=False, progress=lambda _: None)
+                                   keep_state=KEEP_STATE[0], env_overrides=quotas)).start(
+        announce_ready=False, progress=lambda _: None)
     echo = EchoServer(out=open("/dev/null", "w"))
     ApiKeys(build_stores(runtime.settings).api_keys, SystemClock()).register("bench", "bench-key")
     runtime.mark_ready()
+    return runtime, echo
+
+
+KEEP_STATE = [True]  # --keep-state=0: measure without saving state
+
+
+def client_rows(rate: int, seconds: int, lead_s: float = 5.0) -> list[tuple]:
+    """One run as a client makes it: the tenant's quotas as deployed, every job created ahead at
+    the create quota."""
+    runtime, echo = start_stack({})
+    try:
+        quota = runtime.settings.max_creates_per_second
+        result = run_client_load(runtime, echo, "bench-key", rate, seconds, quota, lead_s)
+        print_emulator_time(runtime.emulator.stats())
+    finally:
+        runtime.stop()
+        echo.stop()
+    return [row(f"client: {rate} jobs/s for {seconds} s, created ahead at {quota}/s", result)]
+
+
+def main(argv: list[str] | None = None) -> None:
+    use_local_aws()
+    flags = argv or sys.argv[1:]
+    quick = "--quick" in flags
+    # `--rate=50 --seconds=120`: one run at that rate instead of the whole series; with `--client`,
+    # that run as a client makes it (created ahead at the tenant's create quota).
+    options = dict(f[2:].split("=", 1) for f in flags if f.startswith("--") and "=" in f)
+    given_rate, given_seconds = int(options.get("rate", 0)), int(options.get("seconds", 120))
+    client = "--client" in flags
+    KEEP_STATE[0] = options.get("keep-state", "1") != "0"
+    from jobsched.service import worker as worker_module
+
+    print(f"lateness: the local stack on the wall clock (moto server, serialized), on {machine()}")
     rows = []
+    if quick:
+        rows += client_rows(5, 1)
+    elif client or not given_rate:
+        # `--lead=S`: the first job due S seconds after the last create (a loaded machine creates slower)
+        rows += client_rows(given_rate or GOAL_RATE, given_seconds, float(options.get("lead", 5)))
+    if client or quick:
+        print_table("Lateness of the target call after the due instant (negative: early)", rows, HEADERS)
+        return
+    runtime, echo = start_stack(NO_QUOTAS)
     try:
         rate_of_creates = create_rate(runtime, "bench-key", f"{echo.url}/warm")
         print(f"the local stack creates {rate_of_creates:.0f} jobs/s through its API (4 clients)")
-        if quick:
-            rows.append(row("with sub-second wait", run_load(runtime, echo, "bench-key", 5, 1, rate_of_creates)))
-        elif given_rate:
+        if given_rate:
             rows.append(row(f"{given_rate} jobs/s for {given_seconds} s",
                             run_load(runtime, echo, "bench-key", given_rate, given_seconds, rate_of_creates)))
         else:

@@ -54,6 +54,9 @@ class Env:
     # targetArnPatterns (comma-separated): the API refuses a target IAM would deny whatever its tags.
     TARGET_ACCOUNT = "TARGET_ACCOUNT"
     TARGET_ARN_PATTERNS = "TARGET_ARN_PATTERNS"
+    # Absence alerts: the deployment's SNS topic the worker publishes each alert to (optional: without
+    # it the hook and the metric still go out; the stack always sets it, tests/infra holds that).
+    ALERT_TOPIC_ARN = "ALERT_TOPIC_ARN"
 
 
 # Which settings each function reads; the infrastructure test holds the template to this.
@@ -96,6 +99,7 @@ class Settings:
     targets_role_arn: str = ""
     target_account: str = ""
     target_arn_patterns: tuple[str, ...] = ()
+    alert_topic_arn: str = ""  # absence alerts (worker)
     function: str = ""  # api, tick or worker
 
     def lane_url(self, priority: Priority) -> str:
@@ -136,6 +140,7 @@ class Settings:
             targets_role_arn=env.get(Env.TARGETS_ROLE_ARN, ""),
             target_account=env.get(Env.TARGET_ACCOUNT, ""),
             target_arn_patterns=tuple(p for p in env.get(Env.TARGET_ARN_PATTERNS, "").split(",") if p),
+            alert_topic_arn=env.get(Env.ALERT_TOPIC_ARN, ""),
             function=function,
         )
 

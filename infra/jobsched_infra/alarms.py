@@ -25,6 +25,10 @@ class Alarms(Construct):
                  functions: dict[str, lambda_.Function], tables: dict[str, ddb.Table]) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "Topic", display_name="jobsched alarms", enforce_ssl=True)
+        # Absence alerts (a job's `expect` not met, or an occurrence that never fired): about jobs,
+        # not about the deployment's health, so a topic of their own that a tenant-facing team can
+        # subscribe to without the alarms. The worker publishes to it (stack.py grants exactly that).
+        self.alert_topic = sns.Topic(self, "AlertTopic", display_name="jobsched absence alerts", enforce_ssl=True)
         action = cw_actions.SnsAction(self.topic)
         self.alarms: list[cw.Alarm] = []
 

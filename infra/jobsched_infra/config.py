@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobsched.sizing import MAX_SEGMENTS
+from jobsched.sizing import MAX_SEGMENTS, PROFILES, Sizing, TableSizing, profile_sizing
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_LAYER_DIR = ROOT / ".build" / "layer"
@@ -57,6 +57,35 @@ class StackConfig:
     # "http": API Gateway's HTTP API ($1.00 a million requests; the function checks the keys);
     # "rest": the REST API ($3.50), for X-Ray on the API hop, a WAF web ACL or request validators.
     api: str = "http"
+    # The sizing profile this configuration came from (`-c profile=1k|10k|herd1m`, computed by
+    # jobsched/sizing.py; "default": the settings above). A profile also sets what follows.
+    profile: str = "default"
+    # Lanes whose event source mapping runs in provisioned mode: (lane, minimum, maximum pollers).
+    # Such a lane has no MaximumConcurrency (the two exclude each other); its cap in
+    # lane_max_concurrency is its pollers' invocations, which the lane shares count from.
+    lane_pollers: tuple[tuple[str, int, int], ...] = ()
+    # The worker's reserved concurrency (0: none): a profile reserves the sum of the lanes' caps, so
+    # that no other function of the account takes what the lanes were sized to run.
+    worker_reserved_concurrency: int = 0
+    # Per table: warm throughput (on demand) or provisioned capacity with auto scaling.
+    tables: tuple[TableSizing, ...] = ()
+
+    @classmethod
+    def from_sizing(cls, name: str, sizing: Sizing) -> "StackConfig":
+        """The settings the model gives for a profile (the rest as in the default)."""
+        return cls(
+            profile=name,
+            segments=sizing.segments,
+            lane_max_concurrency=tuple((lane.lane, lane.max_concurrency) for lane in sizing.lanes),
+            lane_pollers=tuple((lane.lane, lane.min_pollers, lane.max_pollers)
+                               for lane in sizing.lanes if lane.mode == "provisioned"),
+            worker_reserved_concurrency=sizing.worker_reserved_concurrency,
+            api_reserved_concurrency=sizing.api_reserved_concurrency,
+            api_rate_limit=sizing.api_rate_limit,
+            api_burst_limit=sizing.api_burst_limit,
+            lane_tenant_percent=sizing.lane_tenant_percent,
+            tables=sizing.tables,
+        )
 
     @classmethod
     def from_context(cls, node) -> "StackConfig":
@@ -64,29 +93,58 @@ class StackConfig:
             value = node.try_get_context(key)
             return default if value is None else value
 
+        profile = get("profile", "default")
+        if profile == "default":
+            base = cls()
+        elif profile in PROFILES:
+            base = cls.from_sizing(profile, profile_sizing(profile))
+        else:
+            raise ConfigError(f"context 'profile' must be one of default, {', '.join(PROFILES)}")
+        # Explicit keys override the profile's values.
         try:
-            segments = int(get("segments", 4))
+            segments = int(get("segments", base.segments))
         except (TypeError, ValueError):
             raise ConfigError("context 'segments' must be an integer") from None
         if not 1 <= segments <= MAX_SEGMENTS:
             raise ConfigError(f"context 'segments' must be 1..{MAX_SEGMENTS} (one EventBridge rule each)")
+        explicit_caps = get("laneMaxConcurrency", {})
+        if not isinstance(explicit_caps, dict):
+            raise ConfigError("context 'laneMaxConcurrency' must be an object such as {\"HIGH\": 400}")
+        unknown = sorted(set(explicit_caps) - {lane for lane, _ in base.lane_max_concurrency})
+        if unknown:
+            raise ConfigError(f"context 'laneMaxConcurrency.{unknown[0]}': lanes are HIGH, NORMAL and LOW")
+        # An explicit cap is a MaximumConcurrency (2..1,000); a profile's provisioned lane's cap is
+        # its pollers' invocations.
+        caps = tuple((lane, _int_in(explicit_caps[lane], 2, 1000, f"laneMaxConcurrency.{lane}")
+                      if lane in explicit_caps else value)
+                     for lane, value in {**dict(base.lane_max_concurrency), **explicit_caps}.items())
+        # A lane given an explicit cap runs in standard mode with it as its MaximumConcurrency.
+        pollers = tuple(p for p in base.lane_pollers if p[0] not in explicit_caps)
+        reserved = base.worker_reserved_concurrency and sum(cap for _, cap in caps)
         return cls(
+            profile=profile,
             segments=segments,
             layer_dir=Path(get("layerDir", os.environ.get("JOBSCHED_LAYER_DIR", str(DEFAULT_LAYER_DIR)))),
             allow_private_targets=str(get("allowPrivateTargets", "false")).lower() == "true",
+            api_rate_limit=base.api_rate_limit,
+            api_burst_limit=base.api_burst_limit,
             target_arn_patterns=tuple(get("targetArnPatterns", [])),
             encryption=_choice(get("encryption", "kms"), ("kms", "aws-owned"), "encryption"),
             max_active_jobs=int(get("maxActiveJobsPerTenant", 100_000)),
             max_creates_per_second=int(get("maxCreatesPerSecondPerTenant", 50)),
-            api_reserved_concurrency=_int_in(get("apiReservedConcurrency", 50), 0, 1000, "apiReservedConcurrency"),
+            api_reserved_concurrency=_int_in(get("apiReservedConcurrency", base.api_reserved_concurrency), 0, 1000,
+                                             "apiReservedConcurrency"),
             execution_retention_days=_int_in(get("executionRetentionDays", 30), 1, 3650, "executionRetentionDays"),
             tenant_fires_per_second=_int_in(get("tenantFiresPerSecond", 0), 0, 1_000_000, "tenantFiresPerSecond"),
-            lane_tenant_percent=_int_in(get("laneTenantPercent", 50), 0, 100, "laneTenantPercent"),
+            lane_tenant_percent=_int_in(get("laneTenantPercent", base.lane_tenant_percent), 0, 100,
+                                        "laneTenantPercent"),
             lane_host_percent=_int_in(get("laneHostPercent", 50), 0, 100, "laneHostPercent"),
             api=_choice(get("api", "http"), ("http", "rest"), "api"),
-            lane_max_concurrency=tuple(
-                (lane, _int_in(value, 2, 1000, f"laneMaxConcurrency.{lane}"))
-                for lane, value in {**dict(cls.lane_max_concurrency), **get("laneMaxConcurrency", {})}.items()),
+            lane_max_concurrency=caps,
+            lane_pollers=pollers,
+            worker_reserved_concurrency=_int_in(get("workerReservedConcurrency", reserved), 0, 1_000_000,
+                                                "workerReservedConcurrency"),
+            tables=base.tables,
         )
 
 

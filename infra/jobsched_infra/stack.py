@@ -7,18 +7,18 @@ from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigw2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
+from aws_cdk.aws_apigatewayv2_integrations import HttpLambdaIntegration
 from constructs import Construct
 
 from jobsched.domain.jobs import Priority
 from jobsched.domain.lane_shares import format_caps
 from jobsched.settings import WORKER_BATCH_SIZE, Env
 from jobsched.store.signing import SIGNING_PURPOSE
-from jobsched.sizing import TICK_MEMORY_MB
+from jobsched.sizing import TICK_MEMORY_MB, TICK_RESERVED_PER_SEGMENT, WORKER_MEMORY_MB
 from jobsched_infra.alarms import Alarms
-from aws_cdk.aws_apigatewayv2_integrations import HttpLambdaIntegration
-
 from jobsched_infra.compliance import acknowledge_findings
 from jobsched_infra.config import StackConfig
 from jobsched_infra.dashboard import NAMESPACE, Dashboard
@@ -46,7 +46,7 @@ DDB_UPDATE = ["dynamodb:UpdateItem"]
 class JobschedStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, description="jobsched: serverless distributed job scheduler", **kwargs)
-        storage = Storage(self, "Storage", encryption=config.encryption)
+        storage = Storage(self, "Storage", encryption=config.encryption, tables=config.tables)
         lanes = Lanes(self, "Lanes", worker_timeout=WORKER_TIMEOUT, key=storage.key)
 
         common_env = {
@@ -79,7 +79,8 @@ class JobschedStack(Stack):
             reserved_concurrent_executions=config.api_reserved_concurrency or None)
         tick_fn = factory.create("Tick", "jobsched.handlers.tick.handler", {
             Env.SERVICE_NAME: "jobsched-tick",
-        }, timeout=Duration.seconds(60), memory_mb=TICK_MEMORY_MB, reserved_concurrent_executions=2 * config.segments)
+        }, timeout=Duration.seconds(60), memory_mb=TICK_MEMORY_MB,
+            reserved_concurrent_executions=TICK_RESERVED_PER_SEGMENT * config.segments)
         worker_fn = factory.create("Worker", "jobsched.handlers.worker.handler", {
             Env.SERVICE_NAME: "jobsched-worker",
             Env.ALLOW_PRIVATE_TARGETS: str(config.allow_private_targets).lower(),
@@ -88,7 +89,8 @@ class JobschedStack(Stack):
             Env.LANE_TENANT_PERCENT: str(config.lane_tenant_percent),
             Env.LANE_HOST_PERCENT: str(config.lane_host_percent),
             **signing_env,
-        }, timeout=WORKER_TIMEOUT, memory_mb=512)
+        }, timeout=WORKER_TIMEOUT, memory_mb=WORKER_MEMORY_MB,
+            reserved_concurrent_executions=config.worker_reserved_concurrency or None)
 
         # Least privilege: each function gets the actions it calls, on the tables it uses.
         # The API also ends long-running attempts (complete, fail): job reads and completion.
@@ -131,11 +133,18 @@ class JobschedStack(Stack):
                 actions=["kms:Encrypt"], resources=[storage.key.key_arn],
                 conditions={"StringEquals": {"kms:EncryptionContext:purpose": SIGNING_PURPOSE}}))
         lane_caps = dict(config.lane_max_concurrency)
+        lane_pollers = {lane: (low, high) for lane, low, high in config.lane_pollers}
         for priority, queue in lanes.queues.items():
+            # Standard mode is capped by MaximumConcurrency (at most 1,000); a lane sized beyond it,
+            # or for a burst its ramp of 300 a minute cannot meet, runs in provisioned mode, whose
+            # maximum pollers are its cap (the two settings exclude each other).
+            pollers = lane_pollers.get(priority.value)
             worker_fn.add_event_source(sources.SqsEventSource(
                 queue, batch_size=WORKER_BATCH_SIZE, report_batch_item_failures=True,
                 max_batching_window=Duration.seconds(0) if priority is Priority.HIGH else None,
-                max_concurrency=lane_caps[priority.value],
+                max_concurrency=None if pollers else lane_caps[priority.value],
+                provisioned_poller_config=lambda_.ProvisionedPollerConfig(
+                    minimum_pollers=pollers[0], maximum_pollers=pollers[1]) if pollers else None,
             ))
 
         # A failed or timed-out tick is never retried by Lambda's own asynchronous retries (two by
@@ -152,8 +161,12 @@ class JobschedStack(Stack):
                   tables=tables, api=api)
         alarms = Alarms(self, "Alarms", segments=config.segments, dead_letters=lanes.dead_letters,
                         functions=functions, tables=tables)
-        target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values()], topics=[alarms.topic],
-                               stack=self)
+        # Absence alerts: the worker publishes each alert to the deployment's alert topic, and only there.
+        worker_fn.add_environment(Env.ALERT_TOPIC_ARN, alarms.alert_topic.topic_arn)
+        worker_fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"],
+                                                         resources=[alarms.alert_topic.topic_arn]))
+        target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values()],
+                               topics=[alarms.topic, alarms.alert_topic], stack=self)
 
         CfnOutput(self, "ApiUrl", value=api_url, description="Base URL; routes start with /v1")
         CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)
@@ -161,6 +174,8 @@ class JobschedStack(Stack):
         acknowledge_findings(self, functions, api, targets_role=target_access.role)
         CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
                   description="Subscribe to be told when an alarm fires")
+        CfnOutput(self, "AlertTopicArn", value=alarms.alert_topic.topic_arn,
+                  description="Subscribe to be told when a job's expectation is missed or an occurrence never fired")
 
     def _api(self, config: StackConfig, api_fn) -> tuple:
         """Every path to the function, which authenticates (tenants' Bearer keys, stored hashed;

@@ -53,3 +53,22 @@ def test_the_cpu_benchmark_runs_the_real_handlers_on_a_tiny_input(capsys):
     assert set(rows) == {"tick: per handed-off timer", "worker: per executed job (recurring)",
                          "worker: per executed job (one-time)"}
     assert "SendMessageBatch 0.100" in out  # 60 timers: six batches of ten
+
+
+def test_the_end_to_end_benchmark_runs_the_real_tick_and_worker_on_a_tiny_input(template, capsys):
+    """Given the test template, when the three scenarios run on a tiny input, then every fire is
+    handed off by the real tick, run by the real worker, and measured: as many lateness samples as
+    executions due, and the figures each scenario prints (partition peaks, lanes, a verdict)."""
+    import bench.e2e
+
+    bench.e2e.main(["--quick"], template=template)
+    out = capsys.readouterr().out
+    heading = "End to end lateness"
+    lines = out[out.index(heading):].splitlines()
+    assert set(lines[2].replace(" ", "")) == {"-"}
+    rows = {line.split("  ")[0]: line.split() for line in lines[3:6]}
+    assert set(rows) == {s.name for s in bench.e2e.QUICK}
+    ran = [int(row[row.index("1/1") + 1].replace(",", "")) for row in rows.values()]
+    assert ran == [20 * 60, 200, 20 * 60]  # every execution due in the window ran, once
+    assert out.count("hottest partition keys") == 3 and out.count("verdict:") == 3
+    assert "jobs[tenant-00000]" in out and "assumptions:" in out

@@ -1,54 +1,36 @@
 """Catch-up that does not flood, in the console (a real browser): a job's page shows its misfire
 policy, the object form with its bounds, the string form as before."""
-import os
-from pathlib import Path
-
-from .test_console import browser, call, stack  # noqa: F401 - the fixtures
-from .webdriver import WebDriverError
+from .console_support import (  # noqa: F401 - the fixtures
+    _strict_layer_for_each_test, browser, call, find_all, screenshots, sign_in, stack, text_of, wait_for)
 
 TARGET = {"type": "HTTP", "url": "http://127.0.0.1:9/x"}
 
 
-def settled(read):
-    """`read()`, or None while the page is being redrawn (an element replaced under the driver)."""
-    try:
-        return read()
-    except WebDriverError:
-        return None
-
-
-def open_job(browser, stack, name):  # noqa: F811
-    browser.get(stack.api_url + "/console#jobs")
+def open_job(browser, name):  # noqa: F811
+    """Click the job's link on the jobs list, then wait for its page."""
+    browser.execute_script("location.hash = 'jobs'")
 
     def click():
-        for link in browser.find_all("a.job-link"):
-            if browser.text(link) == name:
-                browser.click(link)
+        for link in find_all(browser, "a.job-link"):
+            if link.text == name:
+                link.click()
                 return True
         return False
-    browser.wait_for(lambda: settled(click))
-    browser.wait_for(lambda: settled(lambda: browser.text(browser.find("#job-name")) == name))
-
-
-def policy_text(browser):  # noqa: F811
-    return browser.wait_for(lambda: settled(lambda: browser.find_all("#job-misfire-policy")
-                                            and browser.text(browser.find("#job-misfire-policy"))))
+    wait_for(browser, click)
+    wait_for(browser, lambda: text_of(browser, "#job-name") == name)
 
 
 def test_the_job_page_shows_the_catch_up_policy(stack, browser, tmp_path):  # noqa: F811
-    shots = Path(os.environ.get("JOBSCHED_SCREENSHOTS") or tmp_path)
+    shots = screenshots(tmp_path)
     call(stack, "POST", "/v1/jobs", {"name": "every-minute", "type": "RATE", "schedule": "PT1M", "target": TARGET,
                                      "misfirePolicy": {"policy": "RUN_ALL", "maxCatchUp": 100,
                                                        "catchUpPerMinute": 10}})
     call(stack, "POST", "/v1/jobs", {"name": "plain", "type": "RATE", "schedule": "PT1M", "target": TARGET,
                                      "misfirePolicy": "SKIP"})
-    browser.get(stack.api_url + "/console")
-    browser.wait_for(lambda: "Enter an API key" in browser.text(browser.find("#status")))
-    browser.type(browser.find("#key"), "k1")
-    browser.click(browser.find("#use-key"))
-    open_job(browser, stack, "every-minute")
-    assert policy_text(browser) == ("RUN_ALL: the newest 100 missed run, 10 a minute; older ones are skipped "
-                                    "(MISSED_WINDOW)")
-    browser.screenshot(shots / "console-job-catch-up.png")
-    open_job(browser, stack, "plain")
-    assert policy_text(browser) == "SKIP"  # the string form, as before
+    sign_in(browser, stack.api_url, "k1", "jobs")
+    open_job(browser, "every-minute")
+    assert wait_for(browser, lambda: text_of(browser, "#job-misfire-policy")) == (
+        "RUN_ALL: the newest 100 missed run, 10 a minute; older ones are skipped (MISSED_WINDOW)")
+    browser.save_screenshot(str(shots / "console-job-catch-up.png"))
+    open_job(browser, "plain")
+    assert wait_for(browser, lambda: text_of(browser, "#job-misfire-policy")) == "SKIP"  # the string form, as before

@@ -1,13 +1,35 @@
-"""The sizing rule (jobsched/sizing.py) is computed from the code's own constants, and the
-documented figures are the rule's."""
+"""The sizing rule and the end-to-end sizing model (jobsched/sizing.py) are computed from the
+code's own constants and AWS's documented limits; the documented figures are the model's, and the
+template a profile synthesizes carries exactly the model's settings."""
+import dataclasses
+import fcntl
+import hashlib
+import json
+import math
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
+import bench.cost
 import bench.cpu
 from jobsched import sizing
+from jobsched.api.mapping import to_spec
+from jobsched.api.models import JobRequest
+from jobsched.domain.item_size import attribute_bytes
+from jobsched.domain.jobs import Job, JobState, new_job_id
+from jobsched.domain.lane_shares import parse_caps
+from jobsched.service import signing
 from jobsched.service.handoff import LOOK_AHEAD_MINUTES
+from jobsched.settings import WORKER_BATCH_SIZE, Env
 from jobsched.store import dynamo
 from jobsched.store import timers as timers_store
+
+from ..conftest import _template_inputs_digest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,3 +64,343 @@ def test_the_documented_figures_are_the_rules():
     for jobs_per_minute, segments in figures.items():
         assert sizing.segments_for(jobs_per_minute) == segments, jobs_per_minute
     assert f"{sizing.timers_per_segment_minute():,} timers" in text
+
+
+# ---- The end-to-end model (issue 27.1) ----
+
+def test_the_model_uses_the_figures_the_code_and_the_benches_run_with(template):
+    worker = next(r["Properties"] for r in template["Resources"].values()
+                  if r["Type"] == "AWS::Lambda::Function"
+                  and r["Properties"]["Handler"] == "jobsched.handlers.worker.handler")
+    assert worker["MemorySize"] == sizing.WORKER_MEMORY_MB
+    assert sizing.WORKER_BATCH == WORKER_BATCH_SIZE
+    assert sizing.WORKER_CPU_MS_PER_RECORD == bench.cpu.BOUND_WORKER_MS
+    assert (sizing.KMS_COLD_BURST, sizing.KMS_DECRYPTS_PER_CONTAINER_SECOND) == \
+        (signing.DECRYPT_BURST, signing.DECRYPT_PER_SECOND)
+    prices = bench.cost.PRICES
+    assert sizing.PRICE_ON_DEMAND_WRITE * 1e6 == prices["ddb_on_demand_write_per_million"]
+    assert sizing.PRICE_ON_DEMAND_READ * 1e6 == prices["ddb_on_demand_read_per_million"]
+    assert sizing.PRICE_PROVISIONED_WCU_HOUR == prices["ddb_provisioned_wcu_hour"]
+    assert sizing.PRICE_PROVISIONED_RCU_HOUR == prices["ddb_provisioned_rcu_hour"]
+    # A typical job's item besides its payload (an HTTP cron job, as DynamoDB counts it).
+    now = 1_900_000_000_000
+    spec = to_spec(JobRequest(name="nightly-report", type="CRON", schedule="*/5 * * * *", timezone="Europe/Paris",
+                              target={"type": "HTTP", "url": "https://api.example.com/hooks/run"}, payload={}), now)
+    job = Job(tenant_id="tenant-0001", job_id=new_job_id(now), spec=spec, state=JobState.ACTIVE, generation=1,
+              version=1, created_ms=now, updated_ms=now)
+    item_bytes = sum(attribute_bytes(name, value) for name, value in job.to_item().items())
+    assert item_bytes <= sizing.JOB_ITEM_BYTES_BESIDES_PAYLOAD < 2 * item_bytes
+
+
+@pytest.mark.parametrize("name", sorted(sizing.PROFILES))
+def test_each_profile_stays_within_what_aws_documents(name):
+    s = sizing.profile_sizing(name)
+    w = s.workload
+    assert s.segments == sizing.segments_for(max(w.herd, 60 * w.jobs_per_second)) <= sizing.MAX_SEGMENTS
+    caps = {lane.lane: lane.max_concurrency for lane in s.lanes}
+    assert caps["HIGH"] > caps["NORMAL"] > caps["LOW"] >= sizing.ESM_MAX_CONCURRENCY_LOW
+    for lane in s.lanes:
+        if lane.mode == "standard":
+            # MaximumConcurrency's documented range, and standard polling's own ceiling.
+            assert sizing.ESM_MAX_CONCURRENCY_LOW <= lane.max_concurrency <= sizing.ESM_MAX_CONCURRENCY_HIGH
+            assert lane.max_concurrency <= sizing.STANDARD_MAX_PER_ESM and lane.max_pollers == 0
+        else:
+            assert lane.mode == "provisioned"
+            assert sizing.MIN_POLLERS_LOW <= lane.min_pollers <= min(sizing.MIN_POLLERS_HIGH, lane.max_pollers)
+            assert lane.max_pollers <= sizing.MAX_POLLERS_HIGH
+            assert lane.max_concurrency == lane.max_pollers * sizing.POLLER_INVOCATIONS
+    # The NORMAL lane alone drains the workload's peak (the wait for the due second included).
+    needed = max(w.jobs_per_second, w.herd / w.herd_spread_s)
+    assert s.drain_per_second >= needed
+    assert caps["NORMAL"] * sizing.WORKER_BATCH / (sizing.worker_batch_ms(w.target_latency_ms) / 1000) >= needed
+    # The lanes' caps are reserved for the worker, and everything reserved fits the quota asked for.
+    assert s.worker_reserved_concurrency == sum(caps.values())
+    concurrency = next(q for q in s.quotas if q.service == "Lambda")
+    assert s.account_concurrency_needed == concurrency.needed
+    assert s.reserved_concurrency + sizing.UNRESERVED_MINIMUM <= (concurrency.raise_to or concurrency.default)
+    # Tables: warmed to their peak when the new-table default would not take it, and every figure the
+    # template sets is within the table quota the page says to ask for.
+    quotas = {q.name: q for q in s.quotas}
+    for table in s.tables:
+        assert table.peak_read <= max(table.warm_read, sizing.NEW_TABLE_WARM_READ, table.read_min)
+        assert table.peak_write <= max(table.warm_write, sizing.NEW_TABLE_WARM_WRITE, table.write_min)
+        for kind, units in (("read", max(table.warm_read, table.read_max)), ("write", max(table.warm_write, table.write_max))):
+            quota = quotas[f"Table-level {kind} throughput ({table.table})"]
+            assert units <= (quota.raise_to or quota.default)
+    # A bucket's slices take the tick's next-timer writes of a segment at full speed.
+    assert s.timer_slices_needed <= sizing.TIMER_SLICES
+    # Every partition key is under one partition's limits with the layout the code has, or the
+    # model says what layout it needs.
+    for key in s.keys:
+        per_key_read = key.peak_read / key.spread_needed
+        per_key_write = key.peak_write / key.spread_needed
+        assert per_key_read <= sizing.PARTITION_RCU * sizing.KEY_HEADROOM
+        assert per_key_write <= sizing.PARTITION_WCU * sizing.KEY_HEADROOM
+        assert key.within_limits or key.finding in s.findings
+    for quota in s.quotas:
+        assert quota.raise_to == 0 or quota.raise_to >= quota.needed > quota.default
+
+
+def test_one_tenant_at_10k_a_second_is_a_finding_the_code_lacks_the_layout_for():
+    one_tenant = sizing.profile_sizing("10k")
+    [jobs] = [k for k in one_tenant.keys if k.table == "Jobs"]
+    assert jobs.peak_read > sizing.PARTITION_RCU and jobs.spread_needed > 1 and not jobs.within_limits
+    # Recurring runs write nothing on the tenant's key (the lane shares' slots have keys of their
+    # own); one-time jobs write their item at creation and at completion.
+    assert jobs.peak_write == 0
+    one_time = sizing.size(sizing.Workload(jobs_per_second=2000, herd=120_000, one_tenant_whole_rate=True,
+                                           one_time_share=1.0))
+    [one_time_jobs] = [k for k in one_time.keys if k.table == "Jobs"]
+    job_write_units = 2  # a job item of 600 B plus a 1 KB payload
+    assert one_time_jobs.peak_write == math.ceil(2000 * (2 * job_write_units + sizing.ONE_TIME_EXTRA_SMALL_WRITES))
+    # ... and cannot be created that fast through the API by one tenant.
+    assert any("cannot create 2,000 one-time jobs a second" in f for f in one_time.findings)
+    assert any("one partition key" in f for f in one_tenant.findings)
+    # The same rate over a thousand tenants needs no spread; a tenant gets its whole lane only when
+    # it may be the whole rate.
+    spread = sizing.size(sizing.Workload(jobs_per_second=10_000, herd=600_000, tenants=1000))
+    assert all(k.within_limits for k in spread.keys) and spread.lane_tenant_percent == 50
+    assert one_tenant.lane_tenant_percent == 100
+
+
+def test_a_herd_from_quiet_gets_warm_pollers_and_a_steady_rate_grows_into_standard_polling():
+    herd = sizing.profile_sizing("herd1m")
+    assert all(lane.mode == "provisioned" for lane in herd.lanes)
+    # The NORMAL lane's whole need is polled from the first second of the herd.
+    assert herd.lane("NORMAL").min_pollers * sizing.POLLER_INVOCATIONS >= herd.lane("NORMAL").max_concurrency
+    steady = sizing.profile_sizing("10k")
+    assert steady.lane("NORMAL").mode == "standard" and steady.lane("HIGH").mode == "provisioned"
+    assert steady.lane("HIGH").min_pollers == sizing.MIN_POLLERS_LOW  # a steady rate ramps its own pollers
+    # 5,000 a second arriving at once: standard polling would reach only 305 in its first minute.
+    burst = sizing.size(sizing.Workload(jobs_per_second=10, herd=300_000, herd_spread_s=60))
+    assert burst.lane("NORMAL").max_concurrency > sizing.STANDARD_START_CONCURRENCY + sizing.STANDARD_RAMP_PER_MINUTE
+    assert burst.lane("NORMAL").mode == "provisioned"
+
+
+def test_provisioned_capacity_is_chosen_only_where_cheaper_and_the_table_has_no_index():
+    flat = sizing._table("Timers", 100, 10_000, 100, 10_000, has_index=False)
+    assert flat.billing == "provisioned" and flat.hourly_provisioned < flat.hourly_on_demand
+    assert flat.write_min == math.ceil(10_000 / 0.7) and flat.write_max == 2 * flat.write_min
+    indexed = sizing._table("Executions", 100, 10_000, 100, 10_000, has_index=True)
+    assert indexed.billing == "on-demand" and indexed.warm_write == 12_500
+    bursty = sizing._table("Timers", 100, 40_000, 100, 10_000, has_index=False)
+    assert bursty.billing == "on-demand" and bursty.hourly_on_demand < bursty.hourly_provisioned
+
+
+def test_the_operations_page_shows_each_profile_as_the_model_gives_it():
+    text = (ROOT / "docs" / "operations.md").read_text()
+    for name in sizing.PROFILES:
+        assert sizing.describe(name) in text, name
+
+
+class _Node:
+    def __init__(self, context: dict):
+        self._context = context
+
+    def try_get_context(self, key):
+        return self._context.get(key)
+
+
+def test_a_profile_sets_the_models_values_and_explicit_keys_still_win():
+    from jobsched_infra.config import ConfigError, StackConfig
+
+    s = sizing.profile_sizing("10k")
+    config = StackConfig.from_context(_Node({"profile": "10k"}))
+    assert config.segments == s.segments and config.tables == s.tables
+    assert dict(config.lane_max_concurrency) == {lane.lane: lane.max_concurrency for lane in s.lanes}
+    assert config.lane_pollers == (("HIGH", 2, s.lane("HIGH").max_pollers),)
+    assert config.worker_reserved_concurrency == s.worker_reserved_concurrency
+    # Explicit keys override: a lane given a cap runs in standard mode with it, and the worker's
+    # reservation follows the caps.
+    config = StackConfig.from_context(_Node({"profile": "10k", "segments": 20, "laneMaxConcurrency": {"HIGH": 1000}}))
+    assert config.segments == 20 and config.lane_pollers == ()
+    assert dict(config.lane_max_concurrency)["HIGH"] == 1000
+    assert config.worker_reserved_concurrency == 1000 + s.lane("NORMAL").max_concurrency + s.lane("LOW").max_concurrency
+    assert StackConfig.from_context(_Node({})) == StackConfig()  # no profile: today's template
+    with pytest.raises(ConfigError, match="profile"):
+        StackConfig.from_context(_Node({"profile": "100k"}))
+    with pytest.raises(ConfigError, match="laneMaxConcurrency.HIGH"):
+        StackConfig.from_context(_Node({"profile": "10k", "laneMaxConcurrency": {"HIGH": 1710}}))
+    with pytest.raises(ConfigError, match="laneMaxConcurrency.MEDIUM"):
+        StackConfig.from_context(_Node({"laneMaxConcurrency": {"MEDIUM": 100}}))
+
+
+# A table the model provisions (steady, no index) and one it warms: no profile provisions a table
+# today (docs/operations.md says why), so that path is synthesized on the Storage construct alone.
+STEADY_TIMERS = sizing._table("Timers", 100, 10_000, 100, 10_000, has_index=False)
+READ_HEAVY_JOBS = sizing._table("Jobs", 20_000, 100, 20_000, 100, has_index=True)
+
+# Run in one process (one CDK runtime start, tens of seconds on a busy machine): infra/app.py as
+# `cdk deploy -c profile=10k` runs it (the CLI passes context in CDK_CONTEXT_JSON), then a stack
+# holding only the Storage construct with the two tables above.
+_SYNTH_SCRIPT = """
+import json, os, runpy, sys
+runpy.run_path(sys.argv[1], run_name="__main__")
+import aws_cdk as cdk
+from jobsched.sizing import TableSizing
+from jobsched_infra.storage import Storage
+app = cdk.App(outdir=os.environ["CDK_OUTDIR"] + "-storage")
+stack = cdk.Stack(app, "StorageOnly")
+Storage(stack, "Storage", encryption="aws-owned",
+        tables=tuple(TableSizing(**t) for t in json.loads(os.environ["STORAGE_TABLES"])))
+app.synth()
+"""
+
+
+@pytest.fixture(scope="session")
+def synthesized():
+    """{"profile-10k": the app's template, "storage": the Storage-only template}, synthesized once
+    per input change and kept in .build/test-template beside the default template (one parallel
+    test worker synthesizes while the others wait)."""
+    cache = ROOT / ".build" / "test-template"
+    cache.mkdir(parents=True, exist_ok=True)
+    tables = [dataclasses.asdict(t) for t in (STEADY_TIMERS, READ_HEAVY_JOBS)]
+    digest = hashlib.sha256((_template_inputs_digest() + json.dumps(tables)).encode()).hexdigest()[:24]
+    saved = cache / f"sizing-{digest}.json"
+    with open(cache / ".sizing-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if saved.is_file():
+                return json.loads(saved.read_text())
+            outdir = cache / "cdk.out.sizing"
+            for old in (outdir, Path(f"{outdir}-storage")):
+                shutil.rmtree(old, ignore_errors=True)
+            context = {**json.loads((ROOT / "cdk.json").read_text())["context"], "profile": "10k",
+                       "layerDir": str(ROOT / ".build" / "layer")}
+            env = {**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(context),
+                   "STORAGE_TABLES": json.dumps(tables), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+                   "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT / "infra")])}
+            subprocess.run([sys.executable, "-c", _SYNTH_SCRIPT, str(ROOT / "infra" / "app.py")], env=env,
+                           check=True, capture_output=True)
+            result = {"profile-10k": json.loads((outdir / "Jobsched.template.json").read_text()),
+                      "storage": json.loads(Path(f"{outdir}-storage", "StorageOnly.template.json").read_text())}
+            for old in (outdir, Path(f"{outdir}-storage")):
+                shutil.rmtree(old, ignore_errors=True)
+            for old in cache.glob("sizing-*.json"):
+                old.unlink()
+            saved.with_suffix(".tmp").write_text(json.dumps(result))
+            saved.with_suffix(".tmp").replace(saved)
+            return result
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def profile_10k_template(synthesized):
+    return synthesized["profile-10k"]
+
+
+def _of(template, kind):
+    return [r["Properties"] for r in template["Resources"].values() if r["Type"] == kind]
+
+
+def test_the_10k_template_carries_exactly_the_models_settings(profile_10k_template):
+    s = sizing.profile_sizing("10k")
+    t = profile_10k_template
+    assert len(_of(t, "AWS::Events::Rule")) == s.segments
+    functions = {p["Handler"].split(".")[2]: p for p in _of(t, "AWS::Lambda::Function") if "Handler" in p
+                 and p["Handler"].startswith("jobsched.handlers.")}
+    assert functions["worker"]["ReservedConcurrentExecutions"] == s.worker_reserved_concurrency
+    assert functions["api"]["ReservedConcurrentExecutions"] == s.api_reserved_concurrency
+    assert functions["tick"]["ReservedConcurrentExecutions"] == s.tick_reserved_concurrency
+    env = functions["worker"]["Environment"]["Variables"]
+    assert {p.value: c for p, c in parse_caps(env[Env.LANE_CAPS]).items()} == \
+        {lane.lane: lane.max_concurrency for lane in s.lanes}
+    assert env[Env.LANE_TENANT_PERCENT] == str(s.lane_tenant_percent)
+    assert env[Env.SEGMENTS] == str(s.segments)
+    # Each lane's event source mapping: MaximumConcurrency in standard mode, pollers in provisioned
+    # mode, never both.
+    queues = {k: r for k, r in t["Resources"].items() if r["Type"] == "AWS::SQS::Queue"}
+    mappings = {}
+    for mapping in _of(t, "AWS::Lambda::EventSourceMapping"):
+        queue = mapping["EventSourceArn"]["Fn::GetAtt"][0]
+        assert queue in queues
+        mappings[next(lane for lane in ("HIGH", "NORMAL", "LOW") if lane.capitalize() + "Lane" in queue)] = mapping
+    for lane in s.lanes:
+        mapping = mappings[lane.lane]
+        if lane.mode == "standard":
+            assert mapping["ScalingConfig"] == {"MaximumConcurrency": lane.max_concurrency}
+            assert "ProvisionedPollerConfig" not in mapping
+        else:
+            assert mapping["ProvisionedPollerConfig"] == {"MinimumPollers": lane.min_pollers,
+                                                          "MaximumPollers": lane.max_pollers}
+            assert "ScalingConfig" not in mapping
+    [stage] = _of(t, "AWS::ApiGateway::Stage")
+    assert stage["MethodSettings"][0]["ThrottlingRateLimit"] == s.api_rate_limit
+    assert stage["MethodSettings"][0]["ThrottlingBurstLimit"] == s.api_burst_limit
+    # Tables: the model's billing and warm throughput, by key schema.
+    names = {"tenantId": "Jobs", "bucket": "Timers", "jobId": "Executions"}
+    seen = set()
+    for table in _of(t, "AWS::DynamoDB::Table"):
+        name = names.get(table["KeySchema"][0]["AttributeName"])
+        if name is None:
+            assert "WarmThroughput" not in table and table["BillingMode"] == "PAY_PER_REQUEST"
+            continue
+        seen.add(name)
+        model = s.table(name)
+        assert model.billing == "on-demand" and table["BillingMode"] == "PAY_PER_REQUEST"
+        expected = {k: v for k, v in (("ReadUnitsPerSecond", model.warm_read),
+                                      ("WriteUnitsPerSecond", model.warm_write)) if v}
+        assert table.get("WarmThroughput", {}) == expected
+    assert seen == {"Jobs", "Timers", "Executions"}
+
+
+def test_the_default_template_sets_no_profile_settings(template):
+    assert all("WarmThroughput" not in p and p["BillingMode"] == "PAY_PER_REQUEST"
+               for p in _of(template, "AWS::DynamoDB::Table"))
+    assert all("ProvisionedPollerConfig" not in p for p in _of(template, "AWS::Lambda::EventSourceMapping"))
+    worker = next(p for p in _of(template, "AWS::Lambda::Function")
+                  if p.get("Handler") == "jobsched.handlers.worker.handler")
+    assert "ReservedConcurrentExecutions" not in worker
+
+
+def test_the_operations_page_lists_each_profiles_findings():
+    text = " ".join((ROOT / "docs" / "operations.md").read_text().split())
+    for name in sizing.PROFILES:
+        for finding in sizing.profile_sizing(name).findings:
+            assert " ".join(finding.split()) in text, finding
+
+
+def test_a_table_the_model_provisions_gets_its_capacity_and_auto_scaling(synthesized):
+    timers, jobs = STEADY_TIMERS, READ_HEAVY_JOBS
+    assert timers.billing == "provisioned" and jobs.billing == "on-demand" and jobs.warm_read == 25_000
+    template = synthesized["storage"]
+    tables = {t["Properties"]["KeySchema"][0]["AttributeName"]: t["Properties"]
+              for t in template["Resources"].values() if t["Type"] == "AWS::DynamoDB::Table"}
+    assert tables["bucket"]["ProvisionedThroughput"] == {"ReadCapacityUnits": timers.read_min,
+                                                          "WriteCapacityUnits": timers.write_min}
+    assert tables["bucket"].get("BillingMode", "PROVISIONED") == "PROVISIONED"
+    assert "WarmThroughput" not in tables["bucket"]
+    assert tables["tenantId"]["BillingMode"] == "PAY_PER_REQUEST"
+    assert tables["tenantId"]["WarmThroughput"] == {"ReadUnitsPerSecond": 25_000}
+    targets = sorted((t["Properties"]["ScalableDimension"], t["Properties"]["MinCapacity"], t["Properties"]["MaxCapacity"])
+                     for t in template["Resources"].values() if t["Type"] == "AWS::ApplicationAutoScaling::ScalableTarget")
+    assert targets == [("dynamodb:table:ReadCapacityUnits", timers.read_min, timers.read_max),
+                       ("dynamodb:table:WriteCapacityUnits", timers.write_min, timers.write_max)]
+    policies = [p["Properties"]["TargetTrackingScalingPolicyConfiguration"]["TargetValue"]
+                for p in template["Resources"].values() if p["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"]
+    assert policies == [sizing.PROVISIONED_TARGET_UTILIZATION] * 2
+
+
+def test_cfn_lint_passes_on_the_profiles_templates(synthesized, tmp_path):
+    """CloudFormation's own schema (ranges of MaximumPollers, WarmThroughput, ScalingConfig) holds
+    what the model writes."""
+    paths = []
+    for name, template in synthesized.items():
+        paths.append(tmp_path / f"{name}.template.json")
+        paths[-1].write_text(json.dumps(template))
+    cfn_lint = Path(sys.executable).parent / "cfn-lint"
+    # W3005: the CDK adds a DependsOn on each function's role next to its GetAtt; redundant, harmless.
+    run = subprocess.run([str(cfn_lint), *map(str, paths), "--format", "parseable", "--ignore-checks", "W3005"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_a_lane_beyond_one_mappings_pollers_is_a_finding():
+    # Minute-long targets at 10,000 a second: HIGH would need 151,500 invocations at once.
+    slow = sizing.size(sizing.Workload(jobs_per_second=10_000, herd=600_000, target_latency_ms=60_000))
+    assert slow.lane("HIGH").max_pollers == sizing.MAX_POLLERS_HIGH
+    assert slow.lane("NORMAL").max_pollers < sizing.MAX_POLLERS_HIGH
+    assert [f for f in slow.findings if "pollers'" in f] == [
+        "lane HIGH needs more than 10,000 pollers' 100,000 invocations: a second event source mapping (queue) per "
+        "lane would be needed"]

@@ -128,7 +128,7 @@ def test_a_tenants_session_is_denied_the_stacks_own_lanes_dlqs_functions_and_ala
     assert len(denied["sqs:SendMessage"]) == 6 and sum("Dlq" in t for t in denied["sqs:SendMessage"]) == 3
     assert sum("Lane" in t for t in denied["sqs:SendMessage"]) == 6
     assert len(denied["lambda:InvokeFunction"]) == 1 and "function:Jobsched-*" in denied["lambda:InvokeFunction"][0]
-    assert len(denied["sns:Publish"]) == 1
+    assert len(denied["sns:Publish"]) == 2  # the alarm topic and the absence-alert topic
 
 
 def test_targets_are_allowed_only_on_resources_tagged_with_the_sessions_tenant(template):
@@ -138,7 +138,12 @@ def test_targets_are_allowed_only_on_resources_tagged_with_the_sessions_tenant(t
     logical, role, statements = _targets_role(template)
     worker_statements = _statements(template, worker)
     worker_actions = {a for s in worker_statements for a in _as_list(s["Action"])}
-    assert not worker_actions & {"sns:Publish", "events:PutEvents", "lambda:InvokeFunction"}
+    assert not worker_actions & {"events:PutEvents", "lambda:InvokeFunction"}
+    # Absence alerts: the worker's own sns:Publish is on the deployment's alert topic alone.
+    [publish] = [s for s in worker_statements if "sns:Publish" in _as_list(s["Action"])]
+    assert _as_list(publish["Action"]) == ["sns:Publish"] and "AlertTopic" in publish["Resource"]["Ref"]
+    env = template["Resources"][worker]["Properties"]["Environment"]["Variables"]
+    assert env[Env.ALERT_TOPIC_ARN] == publish["Resource"]
     sends = [s for s in worker_statements if "sqs:SendMessage" in _as_list(s["Action"])]
     assert all("Lane" in s["Resource"]["Fn::GetAtt"][0] for s in sends)  # its own lanes, by name
     [assume] = [s for s in worker_statements if "sts:AssumeRole" in _as_list(s["Action"])]
@@ -286,8 +291,8 @@ def test_settings_names_come_from_one_module():
 def test_alarms_publish_to_one_topic_and_cover_dlqs_ticks_lateness_errors_throttling(template):
     alarms = resources(template, "AWS::CloudWatch::Alarm")
     topics = resources(template, "AWS::SNS::Topic")
-    assert len(topics) == 1
-    topic = next(iter(topics))
+    assert len(topics) == 2  # the alarms' topic, and the absence alerts' (no alarm publishes there)
+    topic = next(t for t in topics if "AlertTopic" not in t)
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic}]
         assert "Runbook: docs/operations.md#" in alarm["Properties"]["AlarmDescription"]

@@ -24,7 +24,7 @@ def test_stats_count_the_windows_outcomes_and_lateness(harness):
     assert body["fires"] == len([s for s in statuses]) - 1 == 10  # the trigger is not a fire
     assert body["dead"] == 2 and body["succeeded"] == statuses.count("SUCCEEDED") == 9
     assert body["failed"] == body["skipped"] == body["running"] == 0
-    assert body["complete"] is True and body["window"] == "1h" and body["missing"] is None
+    assert body["complete"] is True and body["window"] == "1h" and body["missing"] == 0
     late = sorted(e["lateMs"] for e in harness.executions_of(job["jobId"]))
     assert body["lateMs"] == {"p50": late[(len(late) + 1) // 2 - 1], "p99": late[-1], "max": late[-1]}
 

@@ -111,7 +111,8 @@ def test_job_items_round_trip_and_the_hand_off_projection_leaves_out_the_payload
     item = job.to_item()
     assert Job.from_item(item) == job
     assert {"payload", "target", "retryPolicy"} <= set(item) - set(HAND_OFF_ATTRIBUTES)
-    assert set(HAND_OFF_ATTRIBUTES) - {"catchUp"} <= set(item)  # catchUp: only on a job with a catch-up policy
+    # catchUp, expect: only on a job with a catch-up policy, an expectation
+    assert set(HAND_OFF_ATTRIBUTES) - {"catchUp", "expect"} <= set(item)
     projected = Job.for_hand_off({k: v for k, v in item.items() if k in HAND_OFF_ATTRIBUTES})
     assert projected.spec.schedule == spec.schedule and projected.spec.payload is None
     assert projected.spec.target is None and projected.spec.jitter_sec == 7

@@ -16,6 +16,8 @@ from jobsched.domain.trace import trace_id_of
 from jobsched.domain.json_text import size_bytes
 from jobsched.domain.catchup import release_offset_ms
 from jobsched.domain.jobs import CATCH_UP_PER_MINUTE_LIMIT, MAX_CATCH_UP_LIMIT, CatchUp
+from jobsched.domain.jobs import EXPECT_MAX_SEC, EXPECT_MIN_SEC, Expectation  # absence alerts
+from jobsched.domain.occurrences import Occurrence, expectation_of
 from jobsched.domain.jobs import MAX_JOB_ITEM_BYTES, FlowControl, Job, JobSpec, job_item_sizes, JobState, MisfirePolicy, OverlapPolicy, Priority, Target, TargetType
 from jobsched.domain.retry import Backoff, RetryPolicy
 from jobsched.domain.steps import Step, Workflow
@@ -172,6 +174,8 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         pause_after_failures=request.pauseAfterFailures,
         # Catch-up that does not flood.
         catch_up=_catch_up(request.misfirePolicy, schedule),
+        # Absence alerts.
+        expect=_expect(request),
     )
     if spec.max_runs is not None and spec.catch_up is not None:
         # The fires a catch-up releases carry no run number: a bound on runs could not hold.
@@ -180,6 +184,18 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
     spec = _with_exclusions(spec, request)  # exclusion calendars
     _check_item_size(spec)
     return spec
+
+
+def _expect(request: JobRequest) -> Expectation | None:
+    """Absence alerts: `expect.successWithinSec` in [EXPECT_MIN_SEC, EXPECT_MAX_SEC] (a run of steps
+    succeeds when its last step does)."""
+    if request.expect is None:
+        return None
+    within = request.expect.successWithinSec
+    if not EXPECT_MIN_SEC <= within <= EXPECT_MAX_SEC:
+        raise UnprocessableRequest.for_field("expect.successWithinSec",
+                                             f"must be between {EXPECT_MIN_SEC} and {EXPECT_MAX_SEC} seconds")
+    return Expectation(within)
 
 
 # --- Catch-up that does not flood: misfirePolicy's object form --------------------------------
@@ -521,6 +537,7 @@ def job_to_json(job: Job, now_ms: int) -> dict:
         "runCount": job.run_count,
         "completedReason": job.completed_reason.value if job.completed_reason else None,
         "excludeCalendars": list(spec.exclude_calendars),
+        "expect": spec.expect.to_item() if spec.expect else None,  # absence alerts
         "state": job.state.value,
         "nextFireAt": format_instant(next_fire_at(job, now_ms)),
         "createdAt": format_instant(job.created_ms),
@@ -528,6 +545,13 @@ def job_to_json(job: Job, now_ms: int) -> dict:
         "version": job.version,
     })
     return body
+
+
+def occurrence_to_json(row: Occurrence) -> dict:
+    return {"scheduledAt": format_instant(row.scheduled_ms), "outcome": row.outcome.value,
+            "reason": row.reason.value if row.reason else None, "executionId": row.execution_id,
+            "lateMs": row.late_ms, "status": row.status.value if row.status else None,
+            "expectation": row.expectation, "detail": row.detail[:300] if row.detail else None}
 
 
 def execution_to_json(execution: Execution, steps: list[Execution] | None = None,
@@ -576,6 +600,8 @@ def _execution_fields(execution: Execution) -> dict:
         "traceId": trace_id_of(execution.execution_id),  # the trace every attempt's call carries
         # Catch-up that does not flood.
         "catchUp": execution.catch_up,
+        # Absence alerts: MISSING, LATE (a success after the mark), NOT_FIRED, or null.
+        "expectation": expectation_of(execution),
         **({"reason": execution.skip_reason, "skippedCount": execution.skipped_count,
             "skippedThrough": format_instant(execution.skipped_through_ms)} if execution.skip_reason else {}),
     }

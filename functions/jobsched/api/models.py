@@ -153,6 +153,12 @@ class StepModel(_Model):
     timeoutSec: int | None = Field(None, ge=1, le=MAX_TIMEOUT_SEC)
 
 
+class ExpectModel(_Model):
+    """Absence alerts: each fire must report success within this many seconds (its range is
+    checked in api/mapping.py: 422 naming `expect.successWithinSec`)."""
+    successWithinSec: int
+
+
 class MisfirePolicyModel(_Model):
     """Catch-up that does not flood: misfirePolicy's object form. The numbers' ranges, and that
     they go only with RUN_ALL, are checked in api/mapping.py (422 naming the field)."""
@@ -194,6 +200,8 @@ class JobRequest(_Model):
     pauseAfterFailures: int | None = Field(None, ge=1, le=1000)
     # Exclusion calendars (CRON and RATE jobs): no fire on a date, in `timezone`, of one of them.
     excludeCalendars: list[str] = Field(default_factory=list, max_length=MAX_CALENDARS_PER_JOB)
+    # Absence alerts: success must be reported within successWithinSec of each fire.
+    expect: ExpectModel | None = None
 
     @field_validator("name")
     @classmethod
@@ -290,6 +298,9 @@ class BackfillRequest(_Model):
 
 class HeartbeatRequest(_Model):
     progress: Any = None
+    # Absence alerts: the work succeeded as far as the job's `expect` is concerned (a long task
+    # that reports its health before its end).
+    ok: bool = False
 
 
 class CompleteRequest(_Model):

@@ -80,6 +80,12 @@ ROUTES: tuple[Route, ...] = (
     Route("job_stats", "GET", "/v1/jobs/{jobId}/stats",
           "Outcomes and lateness of the executions scheduled in the last hour, day or week", 200, schemas.JobStats,
           params=(Param("window", "query", "1h, 24h (default) or 7d"),)),
+    Route("job_occurrences", "GET", "/v1/jobs/{jobId}/occurrences",
+          "Every occurrence of the schedule in [from, to) (at most 31 days), oldest first, and what became of it",
+          200, schemas.OccurrenceList, params=(
+              Param("from", "query", "RFC 3339 instant, default a day before to"),
+              Param("to", "query", "RFC 3339 instant, default an hour from now"), *PAGING),
+          errors=(400, 401, 404, 422)),
     Route("get_execution", "GET", "/v1/executions/{executionId}", "One execution with its attempts", 200,
           schemas.Execution),
     Route("cancel_execution", "POST", "/v1/executions/{executionId}/cancel", "Cancel a pending or running execution",

@@ -52,6 +52,7 @@ class Job(_Out):
     runCount: int = 0
     completedReason: Literal["END_REACHED", "MAX_RUNS_REACHED"] | None = None
     excludeCalendars: list[str] = []  # exclusion calendars: no fire on their dates
+    expect: dict[str, int] | None = None  # absence alerts: {"successWithinSec": N}
     state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"]
     nextFireAt: str | None
     createdAt: str
@@ -107,9 +108,13 @@ class Execution(_Out):
     # count, and the newest one's instant (scheduledAt is the oldest's).
     catchUp: bool = False
     # SKIPPED: why (MISSED_WINDOW above; EXCLUDED: a date of one of the job's exclusion calendars).
-    reason: Literal["MISSED_WINDOW", "EXCLUDED"] | None = None
+    # OVERLAP: overlapPolicy SKIP found the previous run still running.
+    reason: Literal["MISSED_WINDOW", "EXCLUDED", "OVERLAP"] | None = None
     skippedCount: int | None = None
     skippedThrough: str | None = None
+    # Absence alerts: MISSING (no success within expect.successWithinSec; alerted), LATE (a success
+    # came after that), NOT_FIRED (a record the check wrote for an occurrence that never fired).
+    expectation: Literal["MISSING", "LATE", "NOT_FIRED"] | None = None
 
 
 class SigningSecret(_Out):
@@ -149,7 +154,27 @@ class JobStats(_Out):
     skipped: int
     running: int  # pending or running now
     lateMs: Lateness
-    missing: int | None  # absence expectations are not built yet: null
+    missing: int | None  # absence alerts: occurrences marked MISSING or NOT_FIRED by their check
+
+
+class Occurrence(_Out):
+    """One nominal occurrence of a job's schedule and what became of it (the occurrence ledger)."""
+    scheduledAt: str
+    outcome: Literal["FIRED", "SKIPPED", "PENDING", "NOT_FIRED"]
+    reason: Literal["OVERLAP", "PAUSED", "MISSED_WINDOW", "EXCLUDED", "BEFORE_START", "AFTER_END",
+                    "MAX_RUNS_REACHED", "CANCELLED", "DEDUPLICATED"] | None
+    executionId: str | None
+    lateMs: int | None
+    status: ExecutionStatusName | None
+    expectation: Literal["MISSING", "LATE", "NOT_FIRED"] | None = None
+    detail: str | None = None  # in words: the pause and its reason, the run that covered it, ...
+
+
+class OccurrenceList(_Out):
+    items: list[Occurrence]
+    nextCursor: str | None
+    from_: str = Field(alias="from")
+    to: str
 
 
 class ExecutionList(_Out):

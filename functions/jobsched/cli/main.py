@@ -56,6 +56,8 @@ JOB_KEYS = ["jobId", "name", "type", "schedule", "timezone", "runAt", "delaySeco
 JOB_KEYS.insert(JOB_KEYS.index("priority") + 1, "misfirePolicy")
 EXECUTION_COLUMNS = [("executionId", "EXECUTION ID"), ("status", "STATUS"), ("attempt", "ATTEMPT"),
                      ("scheduledAt", "SCHEDULED"), ("lateMs", "LATE MS"), ("error", "ERROR")]
+OCCURRENCE_COLUMNS = [("scheduledAt", "SCHEDULED"), ("outcome", "OUTCOME"), ("reason", "REASON"),
+                      ("lateMs", "LATE MS"), ("status", "STATUS"), ("expectation", "EXPECT"), ("detail", "DETAIL")]
 EXECUTION_KEYS = ["executionId", "jobId", "status", "attempt", "scheduledAt", "startedAt", "finishedAt", "durationMs",
                   "lateMs", "nextAttemptAt", "error", "output"]
 
@@ -144,6 +146,8 @@ def job_body(args, base: dict | None = None) -> dict:
     _misfire_flags(args, body)
     if args.exclude_calendar:  # exclusion calendars: the flags replace the job's list
         body["excludeCalendars"] = list(args.exclude_calendar)
+    if args.expect_success_within is not None:  # absence alerts
+        body["expect"] = {"successWithinSec": args.expect_success_within}
     for required in ("name", "type"):
         if required not in body:
             raise UsageError(f"a job needs --{required} (or --file with it)")
@@ -247,6 +251,10 @@ def run_command(args, client: Client, out) -> int:
                       f"dead {answer['dead']}  skipped {answer['skipped']}  running {answer['running']}", file=out)
                 print("lateness ms: " + "  ".join(f"{k} {'-' if v is None else v}" for k, v in late.items()), file=out)
             return show(answer, render_stats)
+        if command == "occurrences":
+            window = {k: v for k, v in (("from", args.from_), ("to", args.to)) if v is not None}
+            page = _collect(client, f"/v1/jobs/{args.job_id}/occurrences", window, args.limit, args.all)
+            return show(page, lambda: table(page["items"], OCCURRENCE_COLUMNS, out))
         if command == "trigger":
             headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
             execution = client.call("POST", f"/v1/jobs/{args.job_id}/trigger", headers=headers)
@@ -447,6 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="RUN_ALL: release missed occurrences at most N a minute (1..600)")
         cmd.add_argument("--exclude-calendar", action="append", metavar="NAME",
                          help="no fire on this calendar's dates (repeatable; replaces the job's list)")
+        cmd.add_argument("--expect-success-within", type=int, metavar="SEC",
+                         help="absence alert: each fire must report success within SEC seconds (60..604800)")
     listing = jobs.add_parser("list", help="the tenant's jobs")
     _filters(listing)
     _paging(listing)
@@ -470,6 +480,12 @@ def build_parser() -> argparse.ArgumentParser:
     job_stats = jobs.add_parser("stats", help="a job's outcomes and lateness over the last hour, day or week")
     job_stats.add_argument("job_id")
     job_stats.add_argument("--window", choices=["1h", "24h", "7d"], default="24h")
+    occurrences = jobs.add_parser("occurrences", help="why did it (not) run: every occurrence of a window and "
+                                                      "what became of it")
+    occurrences.add_argument("job_id")
+    occurrences.add_argument("--from", dest="from_", help="RFC 3339 instant (default: a day before --to)")
+    occurrences.add_argument("--to", help="RFC 3339 instant, exclusive (default: an hour from now)")
+    _paging(occurrences)
     trigger = jobs.add_parser("trigger", help="run now, outside the schedule")
     trigger.add_argument("job_id")
     trigger.add_argument("--idempotency-key")

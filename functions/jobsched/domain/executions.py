@@ -16,6 +16,7 @@ class DispatchKind(str, Enum):
     STEP = "STEP"  # the first attempt of a step of a run (its upstream steps have succeeded)
     HOOK = "HOOK"  # the first attempt of a completion hook's call (domain/hooks.py)
     BACKFILL = "BACKFILL"  # a past occurrence run now (POST /jobs/{id}/backfill), with its own id
+    CHECK = "CHECK"  # absence alerts: did the occurrence succeed by its deadline (due_ms)?
 
 
 class ExecutionStatus(str, Enum):
@@ -169,6 +170,12 @@ class Execution:
     skip_reason: str | None = None
     skipped_count: int | None = None
     skipped_through_ms: int | None = None
+    # Absence alerts (domain/expectations.py): MISSING or LATE as the check marked it, NOT_FIRED on
+    # the record the check wrote for an occurrence with none; when a heartbeat said {"ok": true}.
+    expectation: str | None = None
+    reported_ok_ms: int | None = None
+    expectation_at_ms: int | None = None  # when the check marked it
+    alerted_ms: int | None = None  # when its alert went out (a crash before leaves it unset)
 
     @property
     def late_ms(self) -> int | None:
@@ -213,6 +220,10 @@ class Execution:
             skip_reason=item.get("skipReason"),
             skipped_count=int(item["skippedCount"]) if item.get("skippedCount") is not None else None,
             skipped_through_ms=int(item["skippedThroughMs"]) if item.get("skippedThroughMs") is not None else None,
+            expectation=item.get("expectation"),
+            reported_ok_ms=int(item["reportedOkMs"]) if item.get("reportedOkMs") is not None else None,
+            expectation_at_ms=int(item["expectationAtMs"]) if item.get("expectationAtMs") is not None else None,
+            alerted_ms=int(item["alertedMs"]) if item.get("alertedMs") is not None else None,
         )
 
 

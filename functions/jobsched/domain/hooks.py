@@ -14,6 +14,17 @@ from jobsched.domain.schedule import format_instant
 
 HOOK_SEPARATOR = ".hook."
 HOOK_KINDS = {ExecutionStatus.SUCCEEDED: "success", ExecutionStatus.DEAD: "failure"}
+# Absence alerts go to the onFailure hook too, each its own call: `.hook.missing`, `.hook.notfired`.
+ALERT_HOOK_KINDS = {"MISSING": "missing", "NOT_FIRED": "notfired"}
+
+
+def alert_hook_id(execution_id: str, alert: str) -> str:
+    return f"{execution_id}{HOOK_SEPARATOR}{ALERT_HOOK_KINDS[alert]}"
+
+
+def alert_of_hook(kind: str) -> str | None:
+    """MISSING or NOT_FIRED for an alert hook's kind, else None."""
+    return next((alert for alert, name in ALERT_HOOK_KINDS.items() if name == kind), None)
 
 
 def hook_execution_id(execution_id: str, status: ExecutionStatus) -> str | None:
@@ -24,7 +35,7 @@ def hook_execution_id(execution_id: str, status: ExecutionStatus) -> str | None:
 def hook_of(execution_id: str) -> tuple[str, str] | None:
     """(the execution it reports, "success" or "failure") of a hook's execution id, else None."""
     of, separator, kind = execution_id.rpartition(HOOK_SEPARATOR)
-    if not separator or kind not in HOOK_KINDS.values():
+    if not separator or (kind not in HOOK_KINDS.values() and kind not in ALERT_HOOK_KINDS.values()):
         return None
     return of, kind
 

@@ -46,9 +46,45 @@ class MisfirePolicy(str, Enum):
     SKIP = "SKIP"
 
 
+# The occurrence ledger: a job keeps its newest pause spans (start, end or None while paused), so
+# that an occurrence missed while paused is answered PAUSED without a record per occurrence.
+MAX_PAUSED_SPANS = 20
+
+
+def with_pause_started(spans: tuple, now_ms: int) -> tuple:
+    return (tuple(spans) + ((now_ms, None),))[-MAX_PAUSED_SPANS:]
+
+
+def with_pause_ended(spans: tuple, now_ms: int) -> tuple:
+    if spans and spans[-1][1] is None:
+        return tuple(spans[:-1]) + ((spans[-1][0], now_ms),)
+    return tuple(spans)
+
+
 # Catch-up that does not flood (misfirePolicy as an object): the bounds the API accepts.
 MAX_CATCH_UP_LIMIT = 10_000
 CATCH_UP_PER_MINUTE_LIMIT = 600
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """Absence alerts (`expect`): each fire must report success within `success_within_sec`
+    (the target's answer, `complete`, or a heartbeat with {"ok": true}); otherwise it is marked
+    MISSING and alerted once (service/expectations.py)."""
+    success_within_sec: int
+
+    def to_item(self) -> dict:
+        return {"successWithinSec": self.success_within_sec}
+
+    @classmethod
+    def from_item(cls, item: dict) -> "Expectation":
+        return cls(int(item["successWithinSec"]))
+
+
+# `expect.successWithinSec` bounds: at least a minute (a check sooner than the tick's look-ahead
+# would race its own fire's hand-off), at most 7 days (a timer's TTL is 7 days past its due).
+EXPECT_MIN_SEC = 60
+EXPECT_MAX_SEC = 7 * 86_400
 
 
 @dataclass(frozen=True)
@@ -158,6 +194,8 @@ class JobSpec:
     catch_up: CatchUp | None = None
     # Exclusion calendars (domain/calendars.py): an occurrence on one of their dates is SKIPPED.
     exclude_calendars: tuple[str, ...] = ()
+    # Absence alerts: each fire must report success within this many seconds.
+    expect: "Expectation | None" = None
 
 
 @dataclass(frozen=True)
@@ -181,6 +219,11 @@ class Job:
     completed_reason: CompletedReason | None = None
     consecutive_failures: int = 0
     last_dead_execution: str | None = None
+    # The occurrence ledger: the newest pause spans (start ms, end ms or None while paused), and
+    # since when the schedule is today's (its creation, or its last replacement: occurrences of
+    # today's schedule before it never existed).
+    paused_spans: tuple = ()
+    schedule_since_ms: int = 0
 
     def fires(self) -> bool:
         return self.state is JobState.ACTIVE
@@ -206,7 +249,8 @@ class Job:
             raise Conflict(f"job is {self.state.value}; only an ACTIVE job can be paused")
         if not self.spec.schedule.recurring:
             raise Conflict("only recurring (CRON, RATE) jobs can be paused; cancel a one-off job instead")
-        return self._changed(now_ms, state=JobState.PAUSED, paused_reason=reason)
+        return self._changed(now_ms, state=JobState.PAUSED, paused_reason=reason,
+                             paused_spans=with_pause_started(self.paused_spans, now_ms))
 
     def resumed(self, now_ms: int, run_count: int | None = None) -> "Job":
         """ACTIVE again, its failure count cleared. `run_count`: the fires counted so far; a job
@@ -220,9 +264,11 @@ class Job:
         ended = self.end_reason(runs, now_ms)
         if ended is not None:
             return self._changed(now_ms, state=JobState.COMPLETED, paused_reason=None, completed_reason=ended,
-                                 run_count=runs, consecutive_failures=0, last_dead_execution=None)
+                                 run_count=runs, consecutive_failures=0, last_dead_execution=None,
+                                 paused_spans=with_pause_ended(self.paused_spans, now_ms))
         return self._changed(now_ms, state=JobState.ACTIVE, paused_reason=None, run_count=runs,
-                             consecutive_failures=0, last_dead_execution=None)
+                             consecutive_failures=0, last_dead_execution=None,
+                             paused_spans=with_pause_ended(self.paused_spans, now_ms))
 
     def end_reason(self, run_count: int, after_ms: int) -> CompletedReason | None:
         """Why a recurring job with `run_count` fires behind it would fire no more after `after_ms`;
@@ -238,12 +284,12 @@ class Job:
     def cancelled(self, now_ms: int) -> "Job":
         if self.state is JobState.CANCELLED:
             return self
-        return self._changed(now_ms, state=JobState.CANCELLED)
+        return self._changed(now_ms, state=JobState.CANCELLED, paused_spans=with_pause_ended(self.paused_spans, now_ms))
 
     def replaced(self, spec: "JobSpec", now_ms: int) -> "Job":
         if self.state not in (JobState.ACTIVE, JobState.PAUSED):
             raise Conflict(f"job is {self.state.value}; create a new job instead")
-        return self._changed(now_ms, spec=spec)
+        return self._changed(now_ms, spec=spec, schedule_since_ms=now_ms)
 
     def for_step(self, step: Step, run_id: str, upstream_outputs: dict[str, Any]) -> "Job":
         """What one step's attempt runs: the step's target (told its run and its name), its retry
@@ -308,6 +354,12 @@ class Job:
             **({"catchUp": _json(spec.catch_up.to_item())} if spec.catch_up else {}),
             # Exclusion calendars.
             **({"excludeCalendars": list(spec.exclude_calendars)} if spec.exclude_calendars else {}),
+            # The occurrence ledger: written with the job's own writes, never per occurrence.
+            **({"pausedSpans": [[a] if b is None else [a, b] for a, b in self.paused_spans]}
+               if self.paused_spans else {}),
+            **({"scheduleSinceMs": self.schedule_since_ms} if self.schedule_since_ms else {}),
+            # Absence alerts.
+            **({"expect": _json(spec.expect.to_item())} if spec.expect else {}),
         }
 
     @classmethod
@@ -338,6 +390,8 @@ class Job:
             catch_up=CatchUp.from_item(_parsed(item["catchUp"])) if "catchUp" in item else None,
             # Exclusion calendars.
             exclude_calendars=tuple(item.get("excludeCalendars") or ()),
+            # Absence alerts.
+            expect=Expectation.from_item(_parsed(item["expect"])) if "expect" in item else None,
         )
         return cls(
             tenant_id=item["tenantId"],
@@ -355,6 +409,8 @@ class Job:
             completed_reason=CompletedReason(item["completedReason"]) if "completedReason" in item else None,
             consecutive_failures=int(item.get("consecutiveFailures", 0)),
             last_dead_execution=item.get("lastDeadExecution"),
+            paused_spans=tuple((int(s[0]), int(s[1]) if len(s) > 1 else None) for s in item.get("pausedSpans") or ()),
+            schedule_since_ms=int(item.get("scheduleSinceMs", 0)),
         )
 
 
@@ -378,6 +434,8 @@ class Job:
             catch_up=CatchUp.from_item(_parsed(item["catchUp"])) if "catchUp" in item else None,
             # Exclusion calendars: the hand-off skips an occurrence on one of their dates.
             exclude_calendars=tuple(item.get("excludeCalendars") or ()),
+            # Absence alerts: the hand-off writes a CHECK timer with each FIRE timer of such a job.
+            expect=Expectation.from_item(_parsed(item["expect"])) if "expect" in item else None,
         )
         return cls(tenant_id=item["tenantId"], job_id=item["jobId"], spec=spec, state=JobState(item["state"]),
                    generation=int(item["generation"]), version=0, created_ms=0, updated_ms=0)
@@ -402,7 +460,9 @@ def job_item_sizes(spec: JobSpec) -> dict[str, int]:
                 quota_shard=_MAX_NUMBER, paused_reason="\U0001F600" * 500,
                 # Schedule bounds and self-pausing: the bookkeeping at its largest.
                 run_count=_MAX_NUMBER, completed_reason=CompletedReason.MAX_RUNS_REACHED,
-                consecutive_failures=_MAX_NUMBER, last_dead_execution="e" * 128)
+                consecutive_failures=_MAX_NUMBER, last_dead_execution="e" * 128,
+                # The occurrence ledger: every pause span kept, at its largest numbers.
+                paused_spans=((_MAX_NUMBER, _MAX_NUMBER),) * MAX_PAUSED_SPANS, schedule_since_ms=_MAX_NUMBER)
     return {name: attribute_bytes(name, value) for name, value in probe.to_item().items()}
 
 

@@ -22,6 +22,9 @@ class ExecutionSummary:
     late_ms: int | None
     manual: bool  # a trigger's: counted in the outcomes, not as a fire of the schedule
     skipped_count: int | None = None  # a catch-up's MISSED_WINDOW record: the occurrences it stands for
+    # Absence alerts: marked MISSING or NOT_FIRED by its check (a later success does not unmark it).
+    missing: bool = False
+    not_fired: bool = False  # a NOT_FIRED record that no late fire claimed: not running
 
 
 def nearest_rank(sorted_values: list[int], percent: float) -> int | None:
@@ -36,7 +39,11 @@ def job_stats(records: list[ExecutionSummary], window: str, now_ms: int, complet
     counts = {status: 0 for status in ExecutionStatus}
     fires = 0
     lateness: list[int] = []
+    missing = 0
     for record in records:
+        missing += record.missing
+        if record.not_fired:
+            continue  # an occurrence that never fired (absence alerts): counted in `missing` only
         counts[record.status] += record.skipped_count or 1
         if not record.manual and record.status not in (ExecutionStatus.SKIPPED, ExecutionStatus.CANCELLED):
             fires += 1
@@ -60,6 +67,6 @@ def job_stats(records: list[ExecutionSummary], window: str, now_ms: int, complet
         "running": counts[ExecutionStatus.RUNNING] + counts[ExecutionStatus.PENDING],
         "lateMs": {"p50": nearest_rank(lateness, 50), "p99": nearest_rank(lateness, 99),
                    "max": lateness[-1] if lateness else None},
-        # Absence expectations (`expect`) are not built: nothing is ever marked MISSING yet.
-        "missing": None,
+        # Absence alerts: occurrences of a job with `expect` marked MISSING or NOT_FIRED by their check.
+        "missing": missing,
     }

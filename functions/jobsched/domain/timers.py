@@ -25,6 +25,9 @@ class TimerKind(str, Enum):
     LEASE = "LEASE"  # the heartbeat deadline of a long-running attempt
     SWEEP = "SWEEP"  # armed with a trigger's or redrive's PENDING record, before its send
     CATCHUP = "CATCHUP"  # a missed occurrence's release beyond SQS's delay cap (domain/catchup.py)
+    # Absence alerts: the deadline of an occurrence's success (expect.successWithinSec), written
+    # with the occurrence's FIRE timer (or its dispatch, when it had none).
+    CHECK = "CHECK"
 
 
 def segment_of(job_id: str, segments: int) -> int:

@@ -13,6 +13,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from jobsched.api.mapping import OwnResources, TargetScope, execution_to_json, job_to_json, preview_schedule, to_spec
 from jobsched.api.mapping import preview_catch_up  # catch-up that does not flood
 from jobsched.api.mapping import calendar_to_json, preview_excluding
+from jobsched.api.mapping import occurrence_to_json  # the occurrence ledger
 from jobsched.domain.calendars import checked_job_calendars
 from jobsched.service.calendars import CalendarsService
 from jobsched.domain.endpoints import OwnEndpoints
@@ -280,6 +281,16 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         stats = service.stats(tenant_id, jobId, window)
         return ok(200, {**stats, "from": format_instant(stats["from"]), "to": format_instant(stats["to"])})
 
+    def job_occurrences(jobId: str):  # noqa: N803
+        """The occurrence ledger: `to` defaults to an hour from now, `from` to a day before `to`."""
+        tenant_id = tenant()
+        to_text, from_text = query("to"), query("from")
+        to_ms = parse_instant(to_text, "to") if to_text is not None else service.now_ms() + 3_600_000
+        from_ms = parse_instant(from_text, "from") if from_text is not None else max(0, to_ms - 86_400_000)
+        rows, cursor = service.occurrences(tenant_id, jobId, from_ms, to_ms, _limit(query("limit")), query("cursor"))
+        return ok(200, {"items": [occurrence_to_json(r) for r in rows], "nextCursor": cursor,
+                        "from": format_instant(from_ms), "to": format_instant(to_ms)})
+
     def with_steps(execution, run):
         """An execution's answer; a run's carries its steps (service.run_of)."""
         return execution_to_json(execution, *run) if run else execution_to_json(execution)
@@ -295,7 +306,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     def heartbeat_execution(executionId: str):  # noqa: N803
         body = parse_body(HeartbeatRequest, body_text() or "{}")
         progress = check_report_size(body.progress, "progress")
-        answer = callbacks.heartbeat(executionId, header("X-Callback-Token"), progress)
+        answer = callbacks.heartbeat(executionId, header("X-Callback-Token"), progress, ok=body.ok)
         return ok(200, {**answer, "leaseUntil": format_instant(answer["leaseUntil"])})
 
     def complete_execution(executionId: str):  # noqa: N803

@@ -66,6 +66,9 @@ OUTCOME_METRIC = {
     Outcome.RUN_STARTED: "RunsStarted",
     Outcome.THROTTLED: "Throttled",
     Outcome.LANE_SHARE_HELD: "LaneShareHeld",
+    Outcome.EXPECTATION_CHECKED: "ExpectationChecks",
+    # Absence alerts: one per alert that went out (the deployment's alarm on it: infra alarms).
+    Outcome.ABSENCE_ALERTED: "AbsenceAlerts",
 }
 
 

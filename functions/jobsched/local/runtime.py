@@ -14,7 +14,8 @@ from pathlib import Path
 from jobsched.cli.keys import EMULATOR_URL_FILE
 from jobsched.domain.clock import SystemClock
 from jobsched.domain.endpoints import OwnEndpoints
-from jobsched.domain.lane_shares import format_caps
+from jobsched.domain.jobs import Priority
+from jobsched.domain.lane_shares import format_caps, parse_caps
 from jobsched.local.emulator_process import EmulatorProcess
 from jobsched.local.events import Function, LanePoller, LoopbackHTTPServer, api_gateway_event, http_response
 from jobsched.local.fake_aws import use_local_aws_env
@@ -33,6 +34,70 @@ def _gateway_error(length_text: str) -> tuple[int, dict, bytes]:
     return status, {"Content-Type": "application/json"}, json.dumps({"message": message}).encode()
 
 
+def local_lanes(worker_env: dict[str, str], containers_per_lane: int | None) -> tuple[dict[str, str], dict[Priority, int]]:
+    """The worker's settings as the local stack runs it, and each lane's worker containers at
+    most: with `containers_per_lane` None, the lane's cap in the template (its event source's
+    maximum concurrency), so that the lane shares, which bound a tenant's containers out of it,
+    are the deployment's; with a number, that many per lane, and the caps (and shares) follow."""
+    if containers_per_lane is not None:
+        worker_env = {**worker_env, Env.LANE_CAPS: format_caps({p.value: containers_per_lane for p in Env.LANE_URL})}
+    caps = parse_caps(worker_env[Env.LANE_CAPS]) if worker_env.get(Env.LANE_CAPS) else {}
+    return worker_env, {priority: caps.get(priority, UNCAPPED_LANE_CONTAINERS) for priority in Env.LANE_URL}
+
+
+UNCAPPED_LANE_CONTAINERS = 8  # a lane without a cap in the template (its lane shares are off)
+
+
+class SharedClients:
+    """A session for the containers of one function: each AWS client (and resource) is made once
+    and shared by them; anything else is the session's. A container with clients of its own took
+    about 100 ms to make here, in its lane's poller, and a lane now makes up to its cap of them as
+    one-record batches arrive. botocore clients are thread-safe (a container already shares its
+    own among its records' threads). A client asked with credentials (a tenant's) is made each time."""
+
+    def __init__(self, session) -> None:
+        self._session = session
+        self._made: dict[tuple, object] = {}
+        self._lock = threading.Lock()
+
+    def client(self, service: str, **kwargs):
+        return self._shared("client", service, kwargs)
+
+    def resource(self, service: str, **kwargs):
+        return _SharedTables(self._shared("resource", service, kwargs))
+
+    def _shared(self, kind: str, service: str, kwargs: dict):
+        make = getattr(self._session, kind)
+        if set(kwargs) - {"config", "region_name"}:
+            return make(service, **kwargs)
+        key = (kind, service, kwargs.get("region_name"))
+        with self._lock:
+            if key not in self._made:
+                self._made[key] = make(service, **kwargs)
+            return self._made[key]
+
+    def __getattr__(self, name: str):
+        return getattr(self._session, name)
+
+
+class _SharedTables:
+    """A DynamoDB resource whose Table objects are made once (8 a container, 8 ms each)."""
+
+    def __init__(self, resource) -> None:
+        self._resource = resource
+        self._tables: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def Table(self, name: str):  # noqa: N802 - boto3's name
+        with self._lock:
+            if name not in self._tables:
+                self._tables[name] = self._resource.Table(name)
+            return self._tables[name]
+
+    def __getattr__(self, name: str):
+        return getattr(self._resource, name)
+
+
 @dataclass
 class Options:
     port: int = 8080
@@ -43,9 +108,12 @@ class Options:
     quiet_functions: bool = True
     keep_metrics: bool = False  # tee EMF lines into workdir/metrics.jsonl (make run does)
     # One poller per lane receives (more would load the emulator's lock: moto scans the whole queue
-    # on every receive) and hands each batch to a worker "container" of its own, up to this many
-    # at once, as Lambda scales a lane out: a slow or hung target holds its container, not the lane.
-    containers_per_lane: int = 8
+    # on every receive) and hands each batch to a worker "container" of its own, up to the lane's
+    # cap at once, as Lambda scales a lane out: a slow or hung target holds its container, not the
+    # lane. None: the template's caps (local_lanes). A fixed 8 gave one tenant 4 containers (the
+    # deployment gives it 100), and one-time jobs created through the API arrive one a batch: at
+    # 50 due a second their records were held back by the share, a second each time.
+    containers_per_lane: int | None = None
     # Keep state across restarts under the work directory (state.json); `reset` starts empty.
     keep_state: bool = True
     reset: bool = False
@@ -154,19 +222,19 @@ class LocalRuntime:
         own = OwnEndpoints(frozenset({(opts.host, api_server.server_port), ("127.0.0.1", self.emulator.port)})).text()
         # The local lanes' cap is their container count: lane shares bound a tenant's (and a
         # host's) containers out of these, as they bound invocations out of the caps on AWS.
-        local_caps = {Env.LANE_CAPS: format_caps({p.value: opts.containers_per_lane for p in Env.LANE_URL})}
-        envs = {name: {**env, Env.OWN_ENDPOINTS: own, **(local_caps if name == "worker" else {}),
-                       **opts.env_overrides.get(name, {})}
-                for name, env in self.stack.envs.items()}
+        envs = {name: {**env, Env.OWN_ENDPOINTS: own} for name, env in self.stack.envs.items()}
+        envs["worker"], caps = local_lanes(envs["worker"], opts.containers_per_lane)
+        envs = {name: {**env, **opts.env_overrides.get(name, {})} for name, env in envs.items()}
         clock = SystemClock()
         self.settings = Settings.from_env(envs["api"], "api")
         self.functions["api"] = Function("api", api.make_handler(envs["api"], clock, session))
         self.functions["tick"] = Function("tick", tick.make_handler(envs["tick"], clock, session))
         sqs = session.client("sqs")
+        workers_session = SharedClients(session)
         for priority, variable in Env.LANE_URL.items():
             url = envs["worker"][variable]
-            containers = LaneContainers(lambda: Function("worker", worker.make_handler(envs["worker"], clock, session)),
-                                        opts.containers_per_lane)
+            containers = LaneContainers(
+                lambda: Function("worker", worker.make_handler(envs["worker"], clock, workers_session)), caps[priority])
             poller = LanePoller(sqs, [url], containers.first())
             self._thread(f"poller-{priority.value.lower()}", self._poll, poller, url, containers)
         progress("jobsched: starting the API, the ticks and the lane pollers ...")

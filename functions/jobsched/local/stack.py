@@ -8,7 +8,8 @@ from typing import Any
 
 # What the emulator creates: the resources that hold state. Functions run in-process, rules are
 # replaced by the local tick loop, the REST API by the loopback adapter.
-DATA_RESOURCE_TYPES = ("AWS::DynamoDB::Table", "AWS::SQS::Queue", "AWS::KMS::Key")
+# (SNS topics: the worker publishes absence alerts to the deployment's alert topic.)
+DATA_RESOURCE_TYPES = ("AWS::DynamoDB::Table", "AWS::SQS::Queue", "AWS::KMS::Key", "AWS::SNS::Topic")
 STACK_NAME = "Jobsched"
 ACCOUNT = "123456789012"  # the emulator's account
 

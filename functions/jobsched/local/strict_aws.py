@@ -408,6 +408,8 @@ class Template:
             return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{physical.rsplit('/', 1)[-1]}"
         if kind == "AWS::KMS::Key" and physical:
             return f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{physical}"
+        if kind == "AWS::SNS::Topic" and physical:
+            return physical  # created in the emulator (the absence-alert topic): its physical id is its ARN
         if kind == "AWS::IAM::Role":
             return role_arn(logical)  # as the local stack gives it to the functions' environment
         # Not created in the emulator (log groups, topics, functions): an ARN of its own that no

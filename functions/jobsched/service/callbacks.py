@@ -28,13 +28,13 @@ class Callbacks:
         self._outcomes = outcomes
         self._clock = clock
 
-    def heartbeat(self, execution_id: str, token: str | None, progress) -> dict:
+    def heartbeat(self, execution_id: str, token: str | None, progress, ok: bool = False) -> dict:
         execution, job = self._authorize(execution_id, token)
         now = self._clock.now_ms()
         deadline = now + (job.spec.heartbeat_timeout_sec if job else 300) * 1000
         try:
             updated = self._executions.heartbeat(execution.job_id, execution_id, execution.attempt, progress,
-                                                 deadline, now)
+                                                 deadline, now, ok=ok)
         except ConditionLost:
             raise Conflict("this attempt no longer holds the execution (it was taken over or ended)") from None
         self._outcomes.flow.extend(job, execution_id, deadline + LEASE_MARGIN_MS)  # a long attempt keeps its slot

@@ -14,6 +14,7 @@ from jobsched.domain.calendars import EXCLUDED
 from jobsched.service.calendars import CalendarCache
 from jobsched.service.fairness import FairShare
 from jobsched.store.queues import Outgoing
+from jobsched.service.expectations import check_timer
 
 # An occurrence later than this is a misfire, handled by the job's misfirePolicy.
 MISFIRE_GRACE_MS = 60_000
@@ -46,6 +47,8 @@ class HandOffReport:
     catch_ups: int = 0
     excluded: list = field(default_factory=list)  # (job, occurrence) on an exclusion calendar's date
     exclusions: int = 0  # occurrences recorded SKIPPED (EXCLUDED), over the reports added
+    # Absence alerts: CHECK timers of this pass's occurrences (written with its next timers).
+    checks: list = field(default_factory=list)
 
     def add(self, other: "HandOffReport") -> None:
         self.dispatched += other.dispatched
@@ -81,17 +84,22 @@ class HandOff:
         """Write a new timer, then dispatch it directly if a tick already claimed its bucket.
 
         Both sides use strongly consistent reads (the tick claims before it queries), so either
-        the tick's query sees this timer or this read sees the claim: never neither."""
-        self._timers.put_many([timer])
+        the tick's query sees this timer or this read sees the claim: never neither. A FIRE timer of a
+        job with `expect` is written with its occurrence's CHECK timer (absence alerts)."""
+        check = check_timer(job, timer.due_ms, timer.segment) if job and timer.kind is TimerKind.FIRE else None
+        self._timers.put_many([timer] + ([check] if check else []))
         # Crash here: the timer is durable; if its bucket was claimed, the caller's retry
         # places it again (idempotent) and this time dispatches it.
-        if timer.minute > minute_of(self._clock.now_ms()) + DIRECT_DISPATCH_HORIZON_MINUTES:
+        horizon = minute_of(self._clock.now_ms()) + DIRECT_DISPATCH_HORIZON_MINUTES
+        near = [t for t in (timer, check) if t is not None and t.minute <= horizon]
+        if not near:
             return HandOffReport()
         watermark = self._watermarks.get(timer.segment)
-        if not is_claimed(timer.minute, watermark):
+        claimed = [t for t in near if is_claimed(t.minute, watermark)]
+        if not claimed:
             return HandOffReport()
         jobs = {(job.tenant_id, job.job_id): job} if job else {}
-        return self.hand_off([timer], jobs, watermark.claimed_through)
+        return self.hand_off(claimed, jobs, watermark.claimed_through)
 
     def hand_off(self, timers: list[Timer], jobs: dict[tuple[str, str], Job], claimed_through: int,
                  calendars: CalendarCache | None = None) -> HandOffReport:
@@ -117,18 +125,22 @@ class HandOff:
                     if following is not None:
                         next_timers.append(following)
                 pending = []
-                if next_timers:
+                # Absence alerts: the CHECK timers of this pass, written with its next timers (and
+                # dispatched the same way if a tick already claimed their bucket).
+                checks, report.checks = report.checks, []
+                if next_timers or checks:
                     if sending is None and outgoing:
                         # The sends go out while the next timers are written (neither needs the
                         # other; the bucket is marked done only after both).
                         report.dispatched += len(outgoing)
                         sending = self._sender.submit(self._lanes.send, outgoing)
                         outgoing = []
-                    self._timers.put_many(next_timers)
+                    self._timers.put_many(next_timers + checks)
                     report.next_timers += len(next_timers)
                     # A next timer may land in a bucket that a tick claimed meanwhile: same
                     # protocol as place(), one consistent read per segment involved.
-                    near = [t for t in next_timers if t.minute <= minute_of(now) + DIRECT_DISPATCH_HORIZON_MINUTES]
+                    near = [t for t in next_timers + checks
+                            if t.minute <= minute_of(now) + DIRECT_DISPATCH_HORIZON_MINUTES]
                     for segment in sorted({t.segment for t in near}):
                         watermark = self._watermarks.get(segment)
                         mine = [t for t in near if t.segment == segment and is_claimed(t.minute, watermark)]
@@ -150,7 +162,7 @@ class HandOff:
         for job, occurrence in report.skipped[:MAX_SKIPPED_RECORDS]:
             self._executions.put_skipped(job.tenant_id, job.job_id, execution_id_for(job.job_id, occurrence),
                                          occurrence, job.generation, "skipped: missed while the scheduler was behind "
-                                         "(misfirePolicy SKIP)", now)
+                                         "(misfirePolicy SKIP)", now, skip_reason="MISSED_WINDOW")
         for job, plan in report.missed_windows:
             # One record per catch-up, whatever the count: a job missing a minute's fire for a
             # year writes one item, not 525,600. Conditional on the id: a repeat writes nothing.
@@ -180,6 +192,14 @@ class HandOff:
     def _dispatch(self, timer: Timer, job: Job | None, claimed: int, now: int, outgoing: list[Outgoing],
                   report: HandOffReport, calendars: CalendarCache | None = None) -> Timer | None:
         """Add what this due timer asks for to `outgoing`; return the job's next timer, if any."""
+        if timer.kind is TimerKind.CHECK:
+            # Absence alerts: checked whatever became of the job (service/expectations.py decides);
+            # the dispatch's due instant is the deadline, the occurrence is in the execution id.
+            assert timer.execution_id is not None
+            dispatch = Dispatch(DispatchKind.CHECK, timer.tenant_id, timer.job_id, timer.execution_id, timer.due_ms,
+                                timer.generation)
+            outgoing.append(Outgoing(job.spec.priority if job else Priority.NORMAL, dispatch, timer.due_ms))
+            return None
         if timer.kind in (TimerKind.LEASE, TimerKind.SWEEP):
             # Checked whatever became of the job: a running attempt must always be resolved,
             # and a PENDING execution must always end.
@@ -255,6 +275,10 @@ class HandOff:
                                 run=runs if schedule.recurring else None)
             # A tenant's herd enters the lane at its fair share a second (service/fairness.py).
             outgoing.append(Outgoing(job.spec.priority, dispatch, self._fair.visible_at(job.tenant_id, occurrence)))
+            if job.spec.expect is not None and not (timer.kind is TimerKind.FIRE and occurrence == timer.due_ms):
+                # Absence alerts: an occurrence dispatched without a FIRE timer of its own gets its
+                # CHECK here (a FIRE timer's was written with it).
+                report.checks.append(check_timer(job, occurrence, timer.segment))
             if not schedule.recurring:
                 return None
             # RUN_ONCE: this late occurrence was the one catch-up; the schedule resumes after now.
@@ -263,6 +287,8 @@ class HandOff:
             nominal = schedule.next_fire_after(after)
         if nominal is None or (max_runs is not None and runs >= max_runs):
             return None
+        if job.spec.expect is not None:  # absence alerts: the next FIRE timer's CHECK, written with it
+            report.checks.append(check_timer(job, job.fire_at(nominal), timer.segment))
         return Timer(job.fire_at(nominal), TimerKind.FIRE, job.tenant_id, job.job_id, job.generation, timer.segment,
                      runs=runs)
 

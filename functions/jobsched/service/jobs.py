@@ -21,13 +21,15 @@ from jobsched.domain.executions import (
 from jobsched.domain.flow import backfill_spread_ms
 from jobsched.domain.jobs import Job, JobSpec, JobState, new_job_id
 from jobsched.domain.stats import MAX_RECORDS, WINDOWS_MS, job_stats
+from jobsched.domain.occurrences import (MAX_WINDOW_MS, MISSED_WINDOW_REACH_MS, Occurrence, ledger,
+                                         occurrence_times, record_row)
 from jobsched.domain.jobs import MisfirePolicy  # catch-up that does not flood
 from jobsched.domain.timers import Timer, TimerKind, segment_of
 from jobsched.service.handoff import HandOff
 from jobsched.store.jobs import name_prefix as name_prefix_of
 from jobsched.store.jobs import tag_prefix
 from jobsched.service.outcomes import Outcomes
-from jobsched.store.dynamo import Page, sharded_counter
+from jobsched.store.dynamo import Page, decode_cursor, encode_cursor, sharded_counter
 from jobsched.store.jobs import active_counter
 from jobsched.store.queues import Outgoing
 
@@ -411,6 +413,45 @@ class JobsService:
         now = self._clock.now_ms()
         records, complete = self._executions.summaries_between(job_id, now - WINDOWS_MS[window], now + 1, MAX_RECORDS)
         return job_stats(records, window, now, complete)
+
+    def now_ms(self) -> int:
+        return self._clock.now_ms()
+
+    def occurrences(self, tenant_id: str, job_id: str, from_ms: int, to_ms: int, limit: int,
+                    cursor: str | None) -> tuple[list[Occurrence], str | None]:
+        """The occurrence ledger of [from_ms, to_ms), oldest first, `limit` a page: each nominal
+        occurrence of the job's schedule and what became of it (domain/occurrences.py), and the
+        cursor of the next page (None: the window is done). Reads: the job, then per page one
+        Query of the records in the page's span and one of the few just before it."""
+        job = self.get(tenant_id, job_id)
+        position = decode_cursor(cursor, {"after": int})
+        after_ms = position["after"] if position else None
+        if to_ms <= from_ms:
+            raise UnprocessableRequest.for_field("to", "must be after from")
+        if to_ms - from_ms > MAX_WINDOW_MS:
+            raise UnprocessableRequest.for_field("to", "the window is at most 31 days")
+        start = from_ms if after_ms is None else max(from_ms, after_ms + 1)
+        if start >= to_ms:
+            return [], None  # a cursor at the window's end (or beyond it): nothing is left
+        now = self._clock.now_ms()
+        # Occurrences of today's schedule before its creation or last replacement never existed;
+        # the records of that time (the schedule as it was, or a backfill) are listed as they are.
+        since = max(job.created_ms, job.schedule_since_ms)
+        rows: list[Occurrence] = []
+        if start < since:
+            rows = [record_row(r) for r in self._executions.scheduled_between(job_id, start, min(to_ms, since) - 1,
+                                                                             limit + 1)]
+        times = occurrence_times(job, max(start, since), to_ms, limit + 1 - len(rows)) if len(rows) <= limit else []
+        if times:
+            records = self._executions.scheduled_between(job_id, times[0], times[-1], 10 * len(times) + 100)
+            # The few records just before: a MISSED_WINDOW record or a late RUN_ONCE run there may
+            # explain the page's first occurrences.
+            before = self._executions.scheduled_between(job_id, max(0, times[0] - MISSED_WINDOW_REACH_MS),
+                                                        times[0] - 1, 5, newest_first=True)
+            rows += ledger(job, times, records, before, now)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return rows, (encode_cursor({"after": rows[-1].scheduled_ms}) if more and rows else None)
 
     def _owned(self, tenant_id: str, execution_id: str) -> tuple[Execution, Job]:
         """The execution and its job, read once; another tenant's execution answers 404 exactly

@@ -41,6 +41,8 @@ class Outcome(str, Enum):
     RUN_STARTED = "RUN_STARTED"  # a job with steps: its run's first steps were sent
     THROTTLED = "THROTTLED"  # flow control held it back: sent again for later, no attempt used
     LANE_SHARE_HELD = "LANE_SHARE_HELD"  # its tenant or host holds its lane share: later, no attempt used
+    EXPECTATION_CHECKED = "EXPECTATION_CHECKED"  # absence alerts: a CHECK found success, or nothing to alert
+    ABSENCE_ALERTED = "ABSENCE_ALERTED"  # absence alerts: marked MISSING or NOT_FIRED and alerted, once
 
 
 def pause_reason(count: int, execution_id: str, error: str | None) -> str:

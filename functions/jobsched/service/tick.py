@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from jobsched.domain.clock import Clock
-from jobsched.domain.timers import TIMER_SLICES, Watermark, bucket_key, minute_of, parse_position, position_key
+from jobsched.domain.timers import TimerKind, TIMER_SLICES, Watermark, bucket_key, minute_of, parse_position, position_key
 from jobsched.service.handoff import LOOK_AHEAD_MINUTES, HandOff, HandOffReport
 
 # Look-ahead (service/handoff.py): the tick of minute m hands off bucket m + LOOK_AHEAD_MINUTES,
@@ -80,7 +80,9 @@ class Ticker:
                 page = next(pages, None)
                 if page is None:
                     break
-                jobs = self._stores.jobs.get_many([(t.tenant_id, t.job_id) for t in page.timers])
+                # A CHECK (absence alerts) needs no job here (its lane's priority at most): not read for it.
+                jobs = self._stores.jobs.get_many([(t.tenant_id, t.job_id) for t in page.timers
+                                                   if t.kind is not TimerKind.CHECK])
                 report.handoff.add(self._handoff.hand_off(page.timers, jobs, claimed_through=minute,
                                                           calendars=calendars))
                 # Crash before this write: the next run hands this page off again (idempotent).

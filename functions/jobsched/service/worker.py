@@ -12,7 +12,8 @@ from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, ExecutionStatus
 from jobsched.domain.jobs import Job, JobState, OverlapPolicy
-from jobsched.domain.hooks import hook_of
+from jobsched.domain.hooks import alert_of_hook, hook_of
+from jobsched.service.expectations import CheckOutcome, Expectations
 from jobsched.domain.hooks import summary as hook_summary
 from jobsched.domain.steps import STEP_ENDED, step_execution_id, step_of
 from jobsched.service.lane_shares import LaneGate
@@ -32,7 +33,7 @@ UNREAD = object()
 
 def reads_its_job(dispatch: Dispatch) -> bool:
     """Whether processing this dispatch starts by reading its job (a batch can read them at once)."""
-    return dispatch.kind not in (DispatchKind.LEASE, DispatchKind.SWEEP)
+    return dispatch.kind not in (DispatchKind.LEASE, DispatchKind.SWEEP, DispatchKind.CHECK)
 
 
 def early_ms(dispatch: Dispatch, now_ms: int) -> int:
@@ -82,6 +83,7 @@ class Worker:
         self._flow = outcomes.flow
         self._invoker = invoker
         self._clock = clock
+        self._expectations = Expectations(stores, clock)  # absence alerts
 
     def process(self, dispatch: Dispatch, job: Job | None | object = UNREAD) -> WorkResult:
         """`job`: the dispatch's job as read (strongly consistent) just before, None if it was not
@@ -90,6 +92,11 @@ class Worker:
             return self._check_lease(dispatch)
         if dispatch.kind is DispatchKind.SWEEP:
             return self._sweep(dispatch)
+        if dispatch.kind is DispatchKind.CHECK:
+            checked = self._expectations.check(dispatch)
+            return WorkResult(Outcome.ABSENCE_ALERTED if checked is CheckOutcome.ALERTED
+                              else Outcome.DUPLICATE if checked is CheckOutcome.DUPLICATE
+                              else Outcome.EXPECTATION_CHECKED)
         now_ms = self._clock.now_ms()
         if dispatch.kind is DispatchKind.FIRE and dispatch.due_ms - now_ms > MAX_PRECISION_WAIT_MS:
             raise ArrivedEarly(dispatch.due_ms - now_ms)
@@ -125,7 +132,7 @@ class Worker:
                 recorded = self._executions.put_skipped(job.tenant_id, job.job_id, dispatch.execution_id,
                                                         dispatch.due_ms, job.generation,
                                                         "skipped: the previous run was still running",
-                                                        self._clock.now_ms())
+                                                        self._clock.now_ms(), skip_reason="OVERLAP")
                 if recorded:  # schedule bounds: a skipped last run completes its job all the same
                     self._outcomes.after_end(job, dispatch, ExecutionStatus.SKIPPED, self._clock.now_ms())
                 return WorkResult(Outcome.SKIPPED if recorded else Outcome.DUPLICATE)
@@ -236,7 +243,9 @@ class Worker:
         if target is None or ended is None:
             self._end_waiting(dispatch)  # the job or its hook went away meanwhile
             return WorkResult(Outcome.STALE_MESSAGE)
-        return self._attempt(job.for_hook(target, hook_summary(ended)), dispatch)
+        alert = alert_of_hook(kind)  # absence alerts: the summary says which
+        body = {"alert": alert, **hook_summary(ended)} if alert else hook_summary(ended)
+        return self._attempt(job.for_hook(target, body), dispatch)
 
     def _end_waiting(self, dispatch: Dispatch) -> None:
         """The job changed or went away while this execution waited for its message: end it

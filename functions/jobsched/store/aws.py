@@ -21,6 +21,7 @@ from jobsched.store.calendars import CalendarsStore
 from jobsched.store.flow import FlowStore
 from jobsched.store.queues import LaneQueues
 from jobsched.store.signing import SigningSecretsStore
+from jobsched.store.alerts import AlertTopic
 
 # The error codes AWS answers when a call is over a rate: a partition's (DynamoDB's
 # ProvisionedThroughputExceededException, with reason KeyRangeThroughputExceeded), a table's or an
@@ -72,6 +73,7 @@ class Stores:
     signing: SigningSecretsStore
     flow: FlowStore
     calendars: CalendarsStore  # exclusion calendars, beside the tenant's jobs
+    alerts: AlertTopic  # absence alerts: the deployment's topic (worker)
 
 
 def build_stores(settings: Settings, session: boto3.session.Session | None = None,
@@ -96,4 +98,6 @@ def build_stores(settings: Settings, session: boto3.session.Session | None = Non
                                     settings.signing_key_id),
         flow=FlowStore(dynamodb, settings.jobs_table),
         calendars=CalendarsStore(dynamodb, settings.jobs_table, client=client),
+        alerts=AlertTopic(session.client("sns", config=config) if settings.alert_topic_arn else None,
+                          settings.alert_topic_arn),
     )

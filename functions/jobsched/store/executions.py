@@ -204,10 +204,13 @@ class ExecutionsStore:
                             "SET accepted = :yes, leaseUntilMs = :lease", {":yes": True, ":lease": lease_until_ms})
 
     def heartbeat(self, job_id: str, execution_id: str, attempt: int, progress: Any, lease_until_ms: int,
-                  now_ms: int) -> Execution:
-        """Extend the lease and keep the progress; returns the execution as it now is."""
+                  now_ms: int, ok: bool = False) -> Execution:
+        """Extend the lease and keep the progress; returns the execution as it now is. `ok`: the
+        first heartbeat that says so is the success an absence check looks for (in the same write)."""
         values: dict[str, Any] = {":lease": lease_until_ms, ":now": now_ms}
         expression = "SET leaseUntilMs = :lease, lastHeartbeatMs = :now"
+        if ok:
+            expression += ", reportedOkMs = if_not_exists(reportedOkMs, :now)"
         if progress is not None:
             expression += ", progress = :progress"
             values[":progress"] = compact(progress)
@@ -297,6 +300,31 @@ class ExecutionsStore:
             if _condition_lost(exc, "exists"):
                 return False
             raise
+
+    # --- absence alerts (service/expectations.py) ------------------------------------------------
+    def mark_expectation(self, job_id: str, execution_id: str, mark: str, now_ms: int) -> bool:
+        """MISSING or LATE on an execution, once: False if it was marked before (or has no record)."""
+        return self._transition(
+            job_id, execution_id, "marked",
+            UpdateExpression="SET expectation = :mark, expectationAtMs = :now",
+            ConditionExpression="attribute_exists(executionId) AND attribute_not_exists(expectation)",
+            ExpressionAttributeValues={":mark": mark, ":now": now_ms})
+
+    def put_not_fired(self, tenant_id: str, job_id: str, execution_id: str, scheduled_ms: int, generation: int,
+                      now_ms: int) -> bool:
+        """An occurrence due with no record by its deadline: a PENDING record (attempt 0, so a late
+        fire still claims it) marked NOT_FIRED, expiring with the retention. False if a record
+        exists (it fired meanwhile, or another check wrote this one)."""
+        return self._put_new({"jobId": job_id, "executionId": execution_id, "tenantId": tenant_id,
+                              "scheduledMs": scheduled_ms, "status": ExecutionStatus.PENDING.value, "attempt": 0,
+                              "generation": generation, "attempts": [], "expectation": "NOT_FIRED",
+                              "expectationAtMs": now_ms, "expiresAt": self._expires_at(now_ms)})
+
+    def mark_alerted(self, job_id: str, execution_id: str, now_ms: int) -> None:
+        """Its alert went out: a redelivered check sends none again."""
+        self._transition(job_id, execution_id, "no record", UpdateExpression="SET alertedMs = :now",
+                         ConditionExpression="attribute_exists(executionId)",
+                         ExpressionAttributeValues={":now": now_ms})
 
     def another_running(self, job_id: str, execution_id: str) -> bool:
         """Whether an execution of the job other than this one is still RUNNING (overlapPolicy
@@ -595,7 +623,7 @@ class ExecutionsStore:
                 f"{job_id}.{max(0, from_ms):013d}", f"{job_id}.{max(0, to_ms - 1):013d}~"),
             "ScanIndexForward": False,
             "FilterExpression": Attr("runId").not_exists() & Attr("hookOf").not_exists(),
-            "ProjectionExpression": "executionId, #st, scheduledMs, startedMs, skippedCount",
+            "ProjectionExpression": "executionId, #st, scheduledMs, startedMs, skippedCount, expectation",
             "ExpressionAttributeNames": {"#st": "status"},
         }
         found: list = []
@@ -605,13 +633,47 @@ class ExecutionsStore:
                 item = plain(item)
                 scheduled = int(item.get("scheduledMs") or 0)
                 late = int(item["startedMs"]) - scheduled if item.get("startedMs") is not None else None
+                mark = item.get("expectation")
                 found.append(ExecutionSummary(ExecutionStatus(item["status"]), scheduled, late,
                                               str(item["executionId"]).endswith(".manual"),
-                                              int(item["skippedCount"]) if item.get("skippedCount") else None))
+                                              int(item["skippedCount"]) if item.get("skippedCount") else None,
+                                              missing=mark in ("MISSING", "NOT_FIRED"),
+                                              not_fired=mark == "NOT_FIRED" and late is None))
                 if len(found) >= max_records:
                     return found, False
             if "LastEvaluatedKey" not in answer:
                 return found, True
+            kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+    # The occurrence ledger reads these of each record (a Query is billed on the whole items read).
+    _LEDGER_PROJECTION = ("executionId, jobId, tenantId, scheduledMs, #st, attempt, startedMs, finishedMs, "
+                          "skipReason, skippedThroughMs, catchUp, expectation, reportedOkMs, #run, #err")
+
+    def scheduled_between(self, job_id: str, from_ms: int, to_ms: int, max_records: int,
+                          newest_first: bool = False) -> list[Execution]:
+        """The job's executions of its schedule whose id instant lies in [from_ms, to_ms] (no
+        triggers, steps or hooks), oldest first (or newest first), at most `max_records`.
+        Eventually consistent, projected to what the occurrence ledger reads."""
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": Key("jobId").eq(job_id) & Key("executionId").between(
+                f"{job_id}.{max(0, from_ms):013d}", f"{job_id}.{max(0, to_ms):013d}~"),
+            "ScanIndexForward": not newest_first,
+            "FilterExpression": Attr("runId").not_exists() & Attr("hookOf").not_exists(),
+            "ProjectionExpression": self._LEDGER_PROJECTION,
+            "ExpressionAttributeNames": {"#st": "status", "#run": "run", "#err": "error"},
+            "Limit": min(max_records + 10, 1000),
+        }
+        found: list[Execution] = []
+        while True:
+            answer = self._table.query(**kwargs)
+            for item in answer.get("Items", []):
+                if str(item["executionId"]).endswith(".manual"):
+                    continue  # a trigger is no occurrence of the schedule
+                found.append(Execution.from_item(plain(item)))
+                if len(found) >= max_records:
+                    return found
+            if "LastEvaluatedKey" not in answer:
+                return found
             kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
     def latest_run(self, job_id: str, pages: int = 4) -> int | None:

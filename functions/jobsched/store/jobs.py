@@ -44,7 +44,8 @@ BULK_PREFIX = "bulk#"
 # tick's CPU per timer).
 HAND_OFF_ATTRIBUTES = ("tenantId", "jobId", "schedule", "priority", "misfirePolicy", "jitterSec", "state", "generation",
                        "maxRuns", "catchUp",  # catchUp: catch-up that does not flood
-                       "excludeCalendars")
+                       "excludeCalendars",
+                       "expect")  # absence alerts: a CHECK timer beside each FIRE timer
 
 
 def active_counter(shard: int) -> str:
@@ -466,12 +467,16 @@ class JobsStore:
         moves on (its timers and in-flight fires are dropped, as for a pause asked for)."""
         return self._update_if(
             Key={"tenantId": job.tenant_id, "jobId": job.job_id},
+            # The occurrence ledger: the pause opens a span (at most MAX_PAUSED_SPANS + 1: the resume,
+            # a whole put, keeps the newest MAX_PAUSED_SPANS).
             UpdateExpression="SET #state = :paused, pausedReason = :reason, generation = generation + :one, "
-                             "#ver = #ver + :one, updatedMs = :now",
+                             "#ver = #ver + :one, updatedMs = :now, "
+                             "pausedSpans = list_append(if_not_exists(pausedSpans, :none), :span)",
             ConditionExpression="#state = :active AND consecutiveFailures >= :threshold",
             ExpressionAttributeNames={"#state": "state", "#ver": "version"},
             ExpressionAttributeValues={":paused": JobState.PAUSED.value, ":active": JobState.ACTIVE.value,
-                                       ":reason": reason, ":one": 1, ":now": now_ms, ":threshold": threshold})
+                                       ":reason": reason, ":one": 1, ":now": now_ms, ":threshold": threshold,
+                                       ":none": [], ":span": [[now_ms]]})
 
     def clear_failures(self, job: Job, now_ms: int) -> None:
         """A success ends the run of failures (a no-op if another end cleared it first)."""
