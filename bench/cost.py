@@ -1,33 +1,212 @@
-"""Cost per execution: every AWS call counted (botocore events) across create → tick → worker.
+"""The bill per million executions, line by line, from the calls the real code makes.
 
-(a) recurring jobs over many fires, (b) one-time jobs. Prints DynamoDB write and read requests,
-write units estimated from item sizes, SQS requests and Lambda invocations per executed job, and
-a modelled cost per million executions next to EventBridge Scheduler's $1.00 per million."""
+The stack runs in-process on moto under the strict AWS layer (IAM of each role, sizes, capacity
+billed per partition key as DynamoDB bills it, index writes included). Every AWS call is counted by
+function and operation, every DynamoDB capacity unit by function and table, every byte the
+functions log by function, every invocation. Four scenarios: recurring and one-time jobs, each at
+full batches (what 10,000 executions a second look like to the worker: ten records a batch) and
+one record a second (a quiet deployment). Ticks with nothing due are measured on their own, so the
+ticks' fixed cost is amortized at the stated rate instead of over the bench's few jobs.
+
+The counts are priced from one dated price table (PRICES). What is not counted is modelled, each
+assumption named beside its figure: Lambda durations (from `bench cpu` and `bench herd`),
+X-Ray sampling, the Lambda platform's log lines, the event source mapping's empty polls, KMS data
+keys, storage at the stated retention."""
 from __future__ import annotations
 
+import io
+import json
+import logging
+import math
 import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 
 import boto3
 
-from bench.common import NO_QUOTAS, READ_OPS, WRITE_OPS, CallCounter, emulator, machine, print_table, template, use_local_aws
-from jobsched.sizing import TICK_CPU_MS_PER_TIMER, TICK_MEMORY_MB, segments_for
+from bench.common import NO_QUOTAS, emulator, machine, print_table, template, use_local_aws
+from jobsched.sizing import TICK_MEMORY_MB, segments_for
 
-# us-east-1 list prices (USD), as published by AWS in 2025 (DynamoDB on-demand after the
-# November 2024 reduction). Check the pricing pages before relying on them.
-PRICES = {
-    "ddb_on_demand_write_per_million": 0.625,
-    "ddb_on_demand_read_per_million": 0.125,
-    "ddb_provisioned_wcu_hour": 0.00065,
-    "ddb_provisioned_rcu_hour": 0.00013,
-    "sqs_per_million": 0.40,
-    "lambda_per_million": 0.20,
-    "lambda_arm_gb_second": 0.0000133334,
-    "eventbridge_scheduler_per_million": 1.00,
+PRICE_DATE = "2026-11-24"
+# us-east-1, read on PRICE_DATE. (USD, unit, pricing page, where the figure was seen: "AWS" = the
+# AWS page or an AWS whitepaper's copy of it; "3rd" = third-party copies only, the AWS page renders
+# its figures client-side; "model" = not a list price).
+PRICES: dict[str, tuple[float, str, str, str]] = {
+    "apigw_http": (1.00, "per million HTTP API requests (first 300 M a month)",
+                   "aws.amazon.com/api-gateway/pricing", "AWS (whitepaper table 4)"),
+    "apigw_rest": (3.50, "per million REST API requests (first 333 M a month)",
+                   "aws.amazon.com/api-gateway/pricing", "AWS (whitepaper table 4)"),
+    "lambda_request": (0.20, "per million Lambda requests", "aws.amazon.com/lambda/pricing", "3rd"),
+    "lambda_arm_gb_s": (0.0000133334, "per GB-second, arm64 (first 7.5 billion a month)",
+                        "aws.amazon.com/lambda/pricing", "3rd"),
+    "ddb_wru": (0.625, "per million write request units (on-demand, Standard class)",
+                "aws.amazon.com/dynamodb/pricing/on-demand", "3rd (after the Nov 2024 cut)"),
+    "ddb_rru": (0.125, "per million read request units (on-demand)",
+                "aws.amazon.com/dynamodb/pricing/on-demand", "3rd (after the Nov 2024 cut)"),
+    "ddb_wcu_hour": (0.00065, "per provisioned WCU-hour", "aws.amazon.com/dynamodb/pricing/provisioned",
+                     "AWS ($0.47 per WCU-month)"),
+    "ddb_rcu_hour": (0.00013, "per provisioned RCU-hour", "aws.amazon.com/dynamodb/pricing/provisioned",
+                     "AWS ($0.09 per RCU-month)"),
+    "ddb_storage_gb_month": (0.25, "per GB-month stored (first 25 GB free, not counted here)",
+                             "aws.amazon.com/dynamodb/pricing", "AWS"),
+    "ddb_pitr_gb_month": (0.20, "per GB-month of table size, point-in-time recovery",
+                          "aws.amazon.com/dynamodb/pricing", "not confirmed"),
+    "sqs_request": (0.40, "per million standard-queue requests (each 64 KB of a request is one)",
+                    "aws.amazon.com/sqs/pricing", "3rd"),
+    "kms_request": (0.03, "per 10,000 KMS requests", "aws.amazon.com/kms/pricing", "3rd (free tier 20,000: AWS)"),
+    "kms_key_month": (1.00, "per customer-managed key a month, +1 per rotated version", "aws.amazon.com/kms/pricing",
+                      "AWS"),
+    "logs_ingest_gb": (0.50, "per GB ingested, CloudWatch Logs Standard class", "aws.amazon.com/cloudwatch/pricing",
+                       "3rd"),
+    "logs_store_gb_month": (0.03, "per GB-month archived", "aws.amazon.com/cloudwatch/pricing", "3rd"),
+    "metric_month": (0.30, "per custom metric a month (first 10,000)", "aws.amazon.com/cloudwatch/pricing",
+                     "not confirmed"),
+    "alarm_month": (0.10, "per standard-resolution alarm metric a month", "aws.amazon.com/cloudwatch/pricing",
+                    "not confirmed"),
+    "dashboard_month": (3.00, "per dashboard a month (3 free)", "aws.amazon.com/cloudwatch/pricing", "not confirmed"),
+    "xray_trace": (5.00, "per million traces recorded (100,000 a month free)", "aws.amazon.com/xray/pricing", "AWS"),
+    "eventbridge_schedule_rule": (0.0, "scheduled rules' events: no charge (the tick's invocations are Lambda's)",
+                                  "aws.amazon.com/eventbridge/pricing", "3rd"),
+    "eventbridge_scheduler": (1.00, "per million EventBridge Scheduler invocations (the reference)",
+                              "aws.amazon.com/eventbridge/pricing", "3rd"),
 }
-PROVISIONED_UTILIZATION = 0.7
-# Lambda duration assumptions (GB-seconds per invocation): worker batch 512 MB x 100 ms,
-# tick 1769 MB x 500 ms, API 512 MB x 50 ms.
-GB_SECONDS = {"worker": 0.5 * 0.1, "tick": TICK_MEMORY_MB / 1024 * 0.5, "api": 0.5 * 0.05}
+
+
+def price(name: str) -> float:
+    return PRICES[name][0]
+
+
+MILLION = 1_000_000
+GB = 1024 ** 3
+SECONDS_PER_MONTH = 730 * 3600
+RATES = {"10,000/s": 10_000.0, "1/s": 1.0}
+# --- assumptions for what is not counted (each printed with the figures) -----------------------
+PROVISIONED_UTILIZATION = 0.7  # auto scaling's target: capacity bought is consumed / 0.7
+CALL_S = 0.006  # one DynamoDB or SQS call from Lambda, in-region
+API_OWN_S = 0.015  # our CPU per API request at 512 MB (about 0.29 vCPU)
+WORKER_CPU_PER_RECORD_S = 0.0012 / 0.29  # `bench cpu`: 1.2 ms of one core per one-time record, at 0.29 vCPU
+TICK_S_PER_TIMER = 0.00037  # `bench herd`: 10.9 s to hand off 30,000 timers at one vCPU, calls overlapped
+TARGET_S = 0.1  # the target's answer
+WORKER_GB, API_GB, TICK_GB = 0.5, 0.5, TICK_MEMORY_MB / 1024
+PLATFORM_LOG_BYTES = 330  # Lambda's START, END and REPORT lines of one invocation (text format, X-Ray on)
+EVENT_OVERHEAD_BYTES = 26  # CloudWatch Logs counts 26 bytes per event beside its message
+ACCESS_LOG_BYTES = 290  # one API Gateway access-log line of the stage's format
+POLLERS_PER_LANE, LANES = 5, 3  # Lambda's SQS pollers on an idle queue, 20 s long polls
+XRAY_RESERVOIR_PER_S, XRAY_RATE = 1.0, 0.05  # Lambda's fixed sampling: 1 a second, then 5 %
+KMS_REUSE_S = 300  # SQS's data key reuse period and DynamoDB's table-key cache
+LOG_RETENTION_DAYS = 30
+RETENTION_DAYS = {"Executions": 30, "Jobs": 30, "Timers": 7}  # per-execution items' life (TTL)
+QUIET_SEGMENTS = 4  # the stack's default
+RECURRING_RUNS_PER_JOB = 1440  # a recurring job's create, amortized over a day at one run a minute
+
+
+class LogMeter(io.TextIOBase):
+    """Stands in for stdout while measuring: counts the bytes of each JSON line (Powertools' log
+    lines and EMF metrics) by the function that wrote it (its "service"), keeps the metric
+    identities EMF creates, and passes other text through."""
+
+    def __init__(self, through) -> None:
+        self.through = through
+        self.bytes: Counter = Counter()
+        self.metrics: set = set()
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        self._partial += text
+        *lines, self._partial = self._partial.split("\n")
+        for line in lines:
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                self.through.write(line + "\n")
+                continue
+            service = str(doc.get("service", "other")).removeprefix("jobsched-") if isinstance(doc, dict) else "other"
+            self.bytes[service] += len(line.encode()) + 1
+            if isinstance(doc, dict) and "_aws" not in doc:
+                self.bytes[f"{service}:lines"] += len(line.encode()) + 1  # log lines, not EMF metrics
+            for directive in (doc.get("_aws") or {}).get("CloudWatchMetrics", []) if isinstance(doc, dict) else []:
+                for dims in directive.get("Dimensions", []):
+                    for metric in directive.get("Metrics", []):
+                        self.metrics.add((metric["Name"], tuple((d, str(doc.get(d))) for d in dims)))
+        return len(text)
+
+    def flush(self) -> None:
+        self.through.flush()
+
+
+@dataclass
+class Tally:
+    calls: Counter = field(default_factory=Counter)  # (function, service, operation)
+    sqs_chunks: Counter = field(default_factory=Counter)  # function → 64 KB request chunks
+    units: Counter = field(default_factory=Counter)  # (function, table, "read" | "write")
+    invocations: Counter = field(default_factory=Counter)
+    log_bytes: Counter = field(default_factory=Counter)
+
+
+class Meter:
+    """Counts into the current phase's tally: calls (botocore events), capacity (the strict
+    layer's ledger), invocations, log bytes."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, Tally] = defaultdict(Tally)
+        self.phase = "setup"
+        self.tables: dict[str, str] = {}  # physical name → logical
+        self.log: LogMeter | None = None
+
+    @property
+    def tally(self) -> Tally:
+        return self.phases[self.phase]
+
+    def who(self) -> str:
+        from jobsched.local.strict_aws import current_function
+
+        return current_function.get() or "esm"  # calls outside a function: the event source mapping's
+
+    def attach(self, session) -> None:
+        session.events.register("provide-client-params.*.*", self._before)
+        session.events.register("after-call.*.*", self._after)
+
+    def _before(self, params, model, **kwargs):
+        service = model.service_model.service_name
+        self.tally.calls[(self.who(), service, model.name)] += 1
+        if service == "sqs":
+            size = len(json.dumps(params, default=str).encode())
+            self.tally.sqs_chunks[self.who()] += max(1, math.ceil(size / (64 * 1024)))
+
+    def _after(self, http_response, parsed, model, **kwargs):
+        if model.service_model.service_name == "sqs" and model.name == "ReceiveMessage" and not parsed.get("Messages"):
+            # An empty poll: Lambda's pollers make these at a fixed rate (modelled), not per job.
+            self.tally.calls[(self.who(), "sqs", "ReceiveMessage")] -= 1
+            self.tally.sqs_chunks[self.who()] -= 1
+
+    def watch_capacity(self, strict) -> None:
+        ledger = strict.ledger
+        original = ledger.bill
+
+        def bill(key: str, second: int, rcu: float = 0.0, wcu: float = 0.0) -> None:
+            physical = key.split("[", 1)[0].split("/", 1)[0]
+            table = self.tables.get(physical, physical)
+            if rcu:
+                self.tally.units[(self.who(), table, "read")] += rcu
+            if wcu:
+                self.tally.units[(self.who(), table, "write")] += wcu
+            original(key, second, rcu=rcu, wcu=wcu)
+        ledger.bill = bill
+
+    def count_invocations(self, functions: dict) -> None:
+        for name, function in functions.items():
+            original = function.invoke
+
+            def counted(event, _original=original, _name=name):
+                self.tally.invocations[_name] += 1
+                return _original(event)
+            function.invoke = counted
+
+    def take_logs(self) -> None:
+        if self.log:
+            for service, n in self.log.bytes.items():
+                self.tally.log_bytes[service] += n
+            self.log.bytes.clear()
 
 
 class NoopTarget:
@@ -37,232 +216,386 @@ class NoopTarget:
         return AttemptOutcome(True, ExecutionStatus.SUCCEEDED)
 
 
-def run(scenario: str, jobs: int, minutes: int) -> dict:
+@dataclass
+class Scenario:
+    name: str
+    kind: str  # "recurring" | "one-time"
+    jobs: int
+    create_gap_ms: int  # between creates
+    fire_minutes: int
+    expect: bool = False  # absence alerts: each fire checked at its deadline (expect.successWithinSec)
+
+    def body(self, i: int) -> dict:
+        body = {"name": f"c{i}", "target": {"type": "HTTP", "url": "http://127.0.0.1:9/x"}, "payload": {"i": i}}
+        if self.kind == "recurring":
+            body.update(type="RATE", schedule="PT1M")
+        else:
+            # Created more than the look-ahead ahead, so the tick hands them off in batches (a job due
+            # within 3 minutes is sent by the API itself: one more SQS request).
+            body.update(type="DELAYED", delaySeconds=240)
+        if self.expect:
+            body["expect"] = {"successWithinSec": 120}
+        return body
+
+
+@dataclass
+class Measured:
+    scenario: Scenario
+    executions: int
+    idle: Tally  # ticks with nothing due
+    idle_tick_runs: int
+    create: Tally
+    fire: Tally
+    stored_bytes: dict[str, float]  # table → bytes stored per execution (items + 100 B each)
+    metrics: set
+    template: dict
+
+
+IDLE_MINUTES = 3
+
+
+def measure(scenario: Scenario, idle_minutes: int = IDLE_MINUTES) -> Measured:
     from jobsched.domain.clock import FakeClock
+    from jobsched.domain.item_size import item_bytes as item_size
     from jobsched.local.inprocess import InProcessStack
 
     clock = FakeClock(1_893_456_000_000 + 5_000)  # 2030-01-01T00:00:05Z
-    counter = CallCounter()
-    with emulator(clock):
+    meter = Meter()
+    with emulator(clock), capture_logs(meter):
         session = boto3.session.Session(region_name="us-east-1")
-        counter.attach(session)
-        # "sqs-target": the worker's real invoker, sending to a queue tagged for the tenant in the
-        # tenant's session of the targets role (its AssumeRole calls are counted with the rest).
-        aws_target = scenario == "sqs-target"
-        stack = InProcessStack(template(), clock, invoker=None if aws_target else NoopTarget(), session=session,
-                               keys={"bench": "bench-key"}, env_overrides=NO_QUOTAS)
-        inbox = session.client("sqs").create_queue(QueueName="bench-inbox", tags={"jobsched:tenant": "bench"})[
-            "QueueUrl"] if aws_target else None
-        invocations = {"api": 0, "tick": 0, "worker": 0}
-        for name in invocations:
-            function = {"api": stack.api, "tick": stack.tick_fn, "worker": stack.worker}[name]
-            original = function.invoke
-
-            def counted(event, _original=original, _name=name):
-                invocations[_name] += 1
-                return _original(event)
-            function.invoke = counted
-        counter.calls.clear()
-        counter.items_written.clear()
-        counter.write_units = counter.items_read = 0
-        invocations.update(api=0, tick=0, worker=0)
-        for i in range(jobs):
-            body = {"name": f"c{i}", "target": {"type": "HTTP", "url": "http://127.0.0.1:9/x"}, "payload": {"i": i}}
-            if aws_target:
-                body["target"] = {"type": "SQS", "queueUrl": inbox}
-            if scenario in ("recurring", "sqs-target", "recurring-expect"):
-                body.update(type="RATE", schedule="PT1M")
-            else:
-                body.update(type="DELAYED", delaySeconds=90 + (i % 60))
-            if scenario == "recurring-expect":  # absence alerts: each fire checked at its deadline
-                body["expect"] = {"successWithinSec": 120}
-            status, answer = stack.request("POST", "/v1/jobs", body)
+        meter.attach(session)
+        tpl = template()
+        stack = InProcessStack(tpl, clock, invoker=NoopTarget(), session=session, keys={"bench": "bench-key"},
+                               env_overrides=NO_QUOTAS)
+        env = stack.envs["worker"]
+        from jobsched.settings import Env
+        meter.tables = {env[Env.JOBS_TABLE]: "Jobs", env[Env.TIMERS_TABLE]: "Timers",
+                        env[Env.EXECUTIONS_TABLE]: "Executions", env[Env.SEGMENTS_TABLE]: "Segments",
+                        stack.envs["api"][Env.API_KEYS_TABLE]: "ApiKeys"}
+        meter.watch_capacity(stack.strict)
+        meter.count_invocations({"api": stack.api, "tick": stack.tick_fn, "worker": stack.worker})
+        meter.take_logs()
+        meter.phase = "idle"
+        stack.advance(idle_minutes * 60)
+        meter.take_logs()
+        meter.phase = "create"
+        for i in range(scenario.jobs):
+            status, answer = stack.request("POST", "/v1/jobs", scenario.body(i))
             assert status == 201, answer
-            # At the default per-tenant create quota (50 a second), as a client would: the strict
-            # layer throttles one tenant's partition past 1,000 write units in a second.
-            clock.advance_ms(20)
-        stack.advance(minutes * 60)
+            clock.advance_ms(scenario.create_gap_ms)
+        meter.take_logs()
+        meter.phase = "fire"
+        stack.advance(scenario.fire_minutes * 60)
+        meter.take_logs()
+        meter.phase = "after"
         executions = stack.stores.executions._table.scan(Select="COUNT")["Count"]
-    return {"scenario": scenario, "jobs": jobs, "executions": executions, "counter": counter,
-            "invocations": invocations}
+        stored: dict[str, float] = {}
+        for physical, logical in meter.tables.items():
+            if logical not in RETENTION_DAYS:
+                continue
+            items = session.resource("dynamodb").Table(physical).scan()["Items"]
+            stored[logical] = sum(item_size(i) + 100 for i in items)
+    idle = meter.phases["idle"]
+    return Measured(scenario, executions, idle, idle.invocations["tick"], meter.phases["create"],
+                    meter.phases["fire"], {t: b / max(executions, 1) for t, b in stored.items()},
+                    set(meter.log.metrics) if meter.log else set(), tpl)
 
 
-def per_execution(result: dict) -> dict:
-    c: CallCounter = result["counter"]
-    n = result["executions"]
-    ddb_write_requests = c.total("dynamodb", WRITE_OPS)
-    ddb_items_written = sum(c.items_written.values())
-    ddb_read_requests = c.total("dynamodb", READ_OPS)
-    sqs_requests = c.total("sqs")
-    inv = result["invocations"]
-    lambda_invocations = sum(inv.values())
-    figures = {
-        "ddb_write_requests": ddb_write_requests / n,
-        "ddb_items_written": ddb_items_written / n,
-        "ddb_write_units": c.write_units / n,
-        "ddb_read_requests": ddb_read_requests / n,
-        "ddb_items_read": c.items_read / n,
-        "sqs_requests": sqs_requests / n,
-        "lambda_invocations": lambda_invocations / n,
-    }
-    million = 1_000_000
-    lambda_cost = (lambda_invocations / n * PRICES["lambda_per_million"]
-                   + sum(inv[k] * GB_SECONDS[k] for k in inv) / n * million * PRICES["lambda_arm_gb_second"])
-    ddb_on_demand = (figures["ddb_write_units"] * PRICES["ddb_on_demand_write_per_million"]
-                     + figures["ddb_items_read"] * PRICES["ddb_on_demand_read_per_million"])
-    hours_per_million = million / 3600 / PROVISIONED_UTILIZATION
-    ddb_provisioned = hours_per_million * (figures["ddb_write_units"] * PRICES["ddb_provisioned_wcu_hour"]
-                                           + figures["ddb_items_read"] * PRICES["ddb_provisioned_rcu_hour"])
-    sqs_cost = figures["sqs_requests"] * PRICES["sqs_per_million"]
-    figures["cost_on_demand"] = ddb_on_demand + sqs_cost + lambda_cost
-    figures["cost_provisioned"] = ddb_provisioned + sqs_cost + lambda_cost
-    figures["cost_parts"] = (ddb_on_demand, ddb_provisioned, sqs_cost, lambda_cost)
-    return figures
+class capture_logs:
+    """Points stdout, and every logging handler writing to it, at the meter's LogMeter (at INFO,
+    the level deployed), and back after."""
+
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+
+    def __enter__(self):
+        import os
+
+        self.before = sys.stdout
+        self.level = os.environ.get("POWERTOOLS_LOG_LEVEL")
+        os.environ["POWERTOOLS_LOG_LEVEL"] = "INFO"
+        self.meter.log = LogMeter(self.before)
+        sys.stdout = self.meter.log
+        self.moved = []
+        for logger in [logging.getLogger(), *(l for l in logging.Logger.manager.loggerDict.values()
+                                                if isinstance(l, logging.Logger))]:
+            for handler in logger.handlers:
+                if isinstance(handler, logging.StreamHandler) and handler.stream in (self.before, sys.__stdout__):
+                    self.moved.append((handler, handler.stream))
+                    handler.setStream(self.meter.log)
+            if logger.name.startswith("jobsched") and logger.level > logging.INFO:
+                self.moved.append((logger, logger.level))
+                logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc):
+        import os
+
+        sys.stdout = self.before
+        for thing, old in self.moved:
+            if isinstance(thing, logging.Logger):
+                thing.setLevel(old)
+            else:
+                thing.setStream(old)
+        if self.level is None:
+            os.environ.pop("POWERTOOLS_LOG_LEVEL", None)
+        else:
+            os.environ["POWERTOOLS_LOG_LEVEL"] = self.level
+        return False
 
 
-# --- the full model: what the counted calls leave out -------------------------------------
-# Every line below is an assumption named here and printed with the figures; the counted calls
-# (above) supply the DynamoDB and SQS request counts per execution.
-FULL_PRICES = {
-    "apigw_rest_per_million": 3.50,  # REST API requests (first 333 M a month)
-    "xray_trace_per_million": 5.00,  # traces recorded
-    "logs_ingest_per_gb": 0.50,  # CloudWatch Logs ingestion
-    "kms_per_10k": 0.03,  # KMS requests
-    "sqs_chunk_bytes": 64 * 1024,  # SQS bills each 64 KB of a request as one request
-}
-RATES = {"low": 1.0, "high": 10_000.0}  # executions per second
-WORKER_GB, TICK_GB = 0.5, TICK_MEMORY_MB / 1024
-WORKER_OWN_S = 0.030  # one record's own work: its 3-5 AWS calls at 5-10 ms each, sequential
-TICK_CPU_PER_TIMER_S = TICK_CPU_MS_PER_TIMER / 1000  # the bound `bench cpu` holds (measured 0.21-0.24 ms)
-TICK_FIXED_S = 0.3  # a tick run with nothing due: watermark reads and writes, one query
-SEGMENTS = {"low": 4, "high": segments_for(600_000)}  # the sizing rule at 10,000 jobs/s
-PRECISION_WAIT_S = 0.5  # SQS delays are whole seconds: a message is visible up to 1 s early, 0.5 s on average
-LOG_BYTES_PER_RECORD = 450  # the worker's "attempt" line at INFO
-LOG_BYTES_PER_INVOCATION = 1100  # START, END, REPORT and the EMF metric lines of one invocation
-EMPTY_RECEIVES_PER_MINUTE = 3 * 5 * 3  # 3 lanes x 5 ESM pollers x 20 s long polls
-KMS_REQUESTS_PER_HOUR = 3 * 8 * 12  # 3 functions x 8 encrypted resources x a data key per 5 minutes
-XRAY_RESERVOIR_PER_S, XRAY_RATE = 1.0, 0.05  # the default sampling rule: 1 a second, then 5 %
+# --- the bill -----------------------------------------------------------------------------------
+
+def api_type(tpl: dict) -> str:
+    types = {r["Type"] for r in tpl["Resources"].values()}
+    return "http" if "AWS::ApiGatewayV2::Api" in types else "rest"
 
 
-def full_model(figures: dict, scenario: str, rate_name: str, target_s: float, payload_bytes: int) -> dict:
-    """USD per million executions, line by line, for one scenario at one rate."""
-    rate = RATES[rate_name]
-    per_batch = 1.0 if rate_name == "low" else 10.0  # records per worker invocation
-    million = 1_000_000
+def per_execution_counts(m: Measured, rate: float) -> dict:
+    """What one execution costs in counted things at `rate`: the fire phase, the create (a
+    one-time job's own, a recurring job's spread over RECURRING_RUNS_PER_JOB), and the ticks'
+    fixed share at the stated rate instead of the bench's."""
+    n = max(m.executions, 1)
+    creates = (m.scenario.jobs / n) if m.scenario.kind == "one-time" else 1 / RECURRING_RUNS_PER_JOB
+    per_create = 1 / m.scenario.jobs
+    tick_runs_fire = m.fire.invocations["tick"]
+    idle_runs = max(m.idle_tick_runs, 1)
+    segments = segments_for(rate * 60) if rate > 1 else QUIET_SEGMENTS
+    tick_runs_per_execution = segments / (rate * 60)
+
+    def mix(get) -> float:
+        """fire/n (minus the ticks' fixed part at the bench's count) + fixed at the rate + creates."""
+        fire = get(m.fire) - get(m.idle) * tick_runs_fire / idle_runs
+        return fire / n + get(m.idle) / idle_runs * tick_runs_per_execution + get(m.create) * per_create * creates
+
+    out: dict = {"creates": creates, "tick_runs": tick_runs_per_execution + 0.0}
+    for fn in ("api", "tick", "worker"):
+        out[f"inv_{fn}"] = mix(lambda t, fn=fn: t.invocations[fn])
+        out[f"log_{fn}"] = mix(lambda t, fn=fn: t.log_bytes[fn])
+        out[f"loglines_{fn}"] = mix(lambda t, fn=fn: t.log_bytes[f"{fn}:lines"])
+    out["inv_tick"] = tick_runs_per_execution  # a tick run is fixed; its timers are in its duration
+    tables = sorted({k[1] for t in (m.fire, m.create, m.idle) for k in t.units})
+    for table in tables:
+        for kind in ("read", "write"):
+            out[f"{kind}:{table}"] = mix(lambda t, table=table, kind=kind:
+                                         sum(v for (f, tb, k), v in t.units.items() if tb == table and k == kind))
+    out["sqs"] = mix(lambda t: sum(t.sqs_chunks.values()))
+    out["calls_worker"] = m.fire.calls and sum(v for (f, s, o), v in m.fire.calls.items() if f == "worker") / n
+    out["calls_api"] = sum(v for (f, s, o), v in m.create.calls.items() if f == "api") / m.scenario.jobs
+    out["calls_tick_idle"] = sum(v for (f, s, o), v in m.idle.calls.items() if f == "tick") / idle_runs
+    out["records_per_batch"] = n / max(m.fire.invocations["worker"], 1)
+    return out
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """A lever priced on the same counts: another API type, retention, PITR, no wait for the due
+    second, no INFO log lines."""
+    api: str | None = None
+    retention_days: int | None = None
+    pitr: bool = True
+    wait: bool = True
+    info_lines: bool = True
+
+
+def bill(m: Measured, rate: float, provisioned: bool = False, what_if: WhatIf = WhatIf()) -> dict[str, float]:
+    """USD per million executions, line by line."""
+    c = per_execution_counts(m, rate)
     lines: dict[str, float] = {}
-    # Lambda: records of a batch run at once, so a batch lasts its slowest record; its waiting for
-    # the due second is one wait per batch, not per record.
-    batch_s = PRECISION_WAIT_S + target_s + WORKER_OWN_S
-    worker_gb_s = WORKER_GB * batch_s / per_batch
-    ticks_per_execution = SEGMENTS[rate_name] / (rate * 60)
-    tick_gb_s = TICK_GB * (TICK_CPU_PER_TIMER_S + TICK_FIXED_S * ticks_per_execution)
-    api_requests = 1.0 if scenario == "one-time" else 0.0  # its create; a recurring job's is amortized away
-    invocations = 1 / per_batch + ticks_per_execution + api_requests
-    lines["lambda requests"] = invocations * PRICES["lambda_per_million"]
-    lines["lambda worker GB-s (wait + target + own)"] = worker_gb_s * million * PRICES["lambda_arm_gb_second"]
-    lines["lambda tick + api GB-s"] = (tick_gb_s + api_requests * GB_SECONDS["api"]) * million * \
-        PRICES["lambda_arm_gb_second"]
-    lines["api gateway"] = api_requests * FULL_PRICES["apigw_rest_per_million"]
-    # DynamoDB: the counted writes, with the job item (which carries the payload) written at creation
-    # and read by the worker in units of its size.
-    payload_write_units = max(1, -(-(payload_bytes + 600) // 1024))
-    payload_read_units = max(1, -(-(payload_bytes + 600) // 4096))
-    creations = 1.0 if scenario == "one-time" else 0.05
-    write_units = figures["ddb_write_units"] + creations * (payload_write_units - 1)
-    read_units = figures["ddb_items_read"] + (payload_read_units - 1)  # the worker's consistent job read
-    lines["dynamodb writes"] = write_units * PRICES["ddb_on_demand_write_per_million"]
-    lines["dynamodb reads"] = read_units * PRICES["ddb_on_demand_read_per_million"]
-    # SQS: sends batch with the tick's pages; receives and deletes come one per batch; empty long polls.
-    sqs_per_execution = (1 / per_batch if rate_name == "low" else 0.1) + 2 / per_batch \
-        + EMPTY_RECEIVES_PER_MINUTE / (rate * 60)
-    lines["sqs"] = sqs_per_execution * PRICES["sqs_per_million"]
-    sampled = min(1.0, XRAY_RESERVOIR_PER_S / max(rate / per_batch, 1e-9)) + XRAY_RATE
-    lines["x-ray (sampled)"] = min(1.0, sampled) * (1 / per_batch + api_requests) * FULL_PRICES["xray_trace_per_million"]
-    log_bytes = LOG_BYTES_PER_RECORD + LOG_BYTES_PER_INVOCATION / per_batch + api_requests * 1500
-    lines["cloudwatch logs"] = log_bytes * million / 1e9 * FULL_PRICES["logs_ingest_per_gb"]
-    lines["kms"] = KMS_REQUESTS_PER_HOUR / (rate * 3600) * million / 10_000 * FULL_PRICES["kms_per_10k"]
+    api = what_if.api or api_type(m.template)
+    lines[f"API Gateway ({api.upper()} API)"] = c["creates"] * price(f"apigw_{api}")
+    requests = c["inv_api"] + c["inv_tick"] + c["inv_worker"]
+    lines["Lambda requests"] = requests * price("lambda_request")
+    # Durations: the API's calls one after another; the worker's batch lasts its slowest record
+    # (records run at once): the wait for the due second (the latest of n uniform instants in the
+    # second SQS surfaced them), the target, our calls and our CPU for all records on 0.29 vCPU.
+    records = max(c["records_per_batch"], 1.0)
+    wait_s = records / (records + 1) if m.scenario.kind == "one-time" else 0.5
+    wait_s = wait_s if what_if.wait else 0.0
+    calls_per_record = c["calls_worker"] / max(records, 1) if c["calls_worker"] else 0
+    batch_s = wait_s + TARGET_S + calls_per_record * CALL_S + records * WORKER_CPU_PER_RECORD_S
+    api_s = c["calls_api"] * CALL_S + API_OWN_S
+    tick_s = c["calls_tick_idle"] * CALL_S  # a run's fixed calls, then each timer
+    gb_s = {"api": c["inv_api"] * API_GB * api_s,
+            "worker": c["inv_worker"] * WORKER_GB * batch_s,
+            "tick": TICK_GB * (c["inv_tick"] * tick_s + TICK_S_PER_TIMER)}
+    for fn, v in gb_s.items():
+        lines[f"Lambda GB-s {fn}"] = v * MILLION * price("lambda_arm_gb_s")
+    units = {k: v for k, v in c.items() if k.startswith(("read:", "write:"))}
+    for key, v in sorted(units.items()):
+        kind, table = key.split(":")
+        if provisioned:
+            unit_hours = v * MILLION / 3600 / PROVISIONED_UTILIZATION
+            cost = unit_hours * price("ddb_wcu_hour" if kind == "write" else "ddb_rcu_hour")
+        else:
+            cost = v * price("ddb_wru" if kind == "write" else "ddb_rru")
+        if cost >= 0.005:
+            lines[f"DynamoDB {kind}s {table}"] = cost
+        else:
+            lines["DynamoDB other"] = lines.get("DynamoDB other", 0.0) + cost
+    days = {**RETENTION_DAYS, **({"Executions": what_if.retention_days, "Jobs": what_if.retention_days}
+                                 if what_if.retention_days else {})}
+    stored = dict(m.stored_bytes)
+    if m.scenario.kind == "recurring":  # a job's own items are per job: over its runs, as its create
+        stored["Jobs"] = stored.get("Jobs", 0.0) * m.executions / m.scenario.jobs / RECURRING_RUNS_PER_JOB
+    stored_gb_months = sum(b * days[t] / 30.4 for t, b in stored.items()) * MILLION / GB
+    lines["DynamoDB storage (at the retention)"] = stored_gb_months * price("ddb_storage_gb_month")
+    lines["DynamoDB PITR"] = stored_gb_months * price("ddb_pitr_gb_month") if what_if.pitr else 0.0
+    idle_receives = LANES * POLLERS_PER_LANE * 3 / 60 / rate if rate < 100 else 0.0  # busy pollers find work
+    lines["SQS requests"] = (c["sqs"] + idle_receives) * price("sqs_request")
+    # KMS: SQS asks for a data key per producer role and lane each reuse period (two requests, per
+    # the SQS guide's formula), a Decrypt per consumer; DynamoDB one per table and role. At 10,000/s
+    # about 1,000 worker containers each hold their own cache.
+    containers = max(1.0, rate * batch_s / records)
+    kms_per_s = (LANES * (2 * 3 + 1) + 5 * 3 * containers) / KMS_REUSE_S
+    lines["KMS requests"] = kms_per_s / rate * MILLION / 10_000 * price("kms_request")
+    log_bytes = sum(c[f"log_{fn}"] - (0 if what_if.info_lines else c[f"loglines_{fn}"])
+                    for fn in ("api", "tick", "worker")) \
+        + requests * (PLATFORM_LOG_BYTES + 3 * EVENT_OVERHEAD_BYTES) + c["creates"] * ACCESS_LOG_BYTES
+    log_gb = log_bytes * MILLION / GB
+    lines["CloudWatch Logs ingestion"] = log_gb * price("logs_ingest_gb")
+    lines["CloudWatch Logs storage"] = log_gb * LOG_RETENTION_DAYS / 30.4 * price("logs_store_gb_month")
+
+    def sampled(per_s: float) -> float:
+        return 0.0 if per_s <= 0 else (min(per_s, XRAY_RESERVOIR_PER_S) + XRAY_RATE * max(per_s - 1, 0)) / per_s
+    traces = sum(c[f"inv_{fn}"] * sampled(c[f"inv_{fn}"] * rate) for fn in ("api", "tick", "worker"))
+    lines["X-Ray traces"] = traces * price("xray_trace")
+    lines["EventBridge rules"] = 0.0
     lines["total"] = sum(lines.values())
     return lines
 
 
-def print_full_model(results: list[dict]) -> None:
-    rows = []
-    for r in results:
-        for rate_name in RATES:
-            for target_s, payload in ((0.1, 200), (1.0, 10_240)):
-                lines = full_model(r["figures"], r["scenario"], rate_name, target_s, payload)
-                rows.append((r["scenario"], f"{RATES[rate_name]:,.0f}/s", f"{target_s:g} s", f"{payload // 1024 or 0.2} KB",
-                             *(f"{v:.2f}" for v in lines.values())))
-    header = tuple(full_model(results[0]["figures"], results[0]["scenario"], "low", 0.1, 200))
-    print_table("Full model, USD per million executions (DynamoDB on-demand)", rows,
-                ("scenario", "rate", "target time", "payload", *header))
-    print(f"\nAssumptions: worker {WORKER_GB} GB, a batch lasts wait {PRECISION_WAIT_S} s + target + own "
-          f"{WORKER_OWN_S} s (records of a batch run at once); 1 record per batch at the low rate, 10 at the "
-          f"high; tick {TICK_GB} GB x ({TICK_CPU_PER_TIMER_S * 1000:.1f} ms per timer + {TICK_FIXED_S} s per run), "
-          f"{SEGMENTS} segments; X-Ray's default rule ({XRAY_RESERVOIR_PER_S:g}/s + {XRAY_RATE:.0%}); logs "
-          f"{LOG_BYTES_PER_RECORD} B per record + {LOG_BYTES_PER_INVOCATION} B per invocation; "
-          f"{EMPTY_RECEIVES_PER_MINUTE} empty receives a minute; {KMS_REQUESTS_PER_HOUR} KMS requests an hour; "
-          f"prices {FULL_PRICES}.")
+def quiet_month(m_rec: Measured) -> dict[str, float]:
+    """USD a month of a deployment running one recurring execution a second, with the fixed costs
+    (ticks, pollers, key, metrics, alarms, dashboard) counted once."""
+    executions = SECONDS_PER_MONTH
+    lines = {k: v * executions / MILLION for k, v in bill(m_rec, 1.0).items() if k != "total"}
+    alarms = sum(1 for r in m_rec.template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm")
+    dashboards = sum(1 for r in m_rec.template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Dashboard")
+    lines["KMS key (+ a rotated version a year)"] = 2 * price("kms_key_month")
+    lines[f"custom metrics ({len(m_rec.metrics)} from EMF)"] = len(m_rec.metrics) * price("metric_month")
+    lines[f"alarms ({alarms})"] = alarms * price("alarm_month")
+    lines[f"dashboards ({dashboards}, 3 free)"] = max(0, dashboards - 3) * price("dashboard_month")
+    lines["total"] = sum(lines.values())
+    return lines
+
+
+SCENARIOS_FULL = [Scenario("recurring, full batches", "recurring", 100, 20, 10),
+                  Scenario("one-time, full batches", "one-time", 400, 20, 6),
+                  Scenario("recurring, 1 a second", "recurring", 60, 1000, 5),
+                  Scenario("one-time, 1 a second", "one-time", 120, 1000, 6)]
+SCENARIOS_QUICK = [Scenario("recurring, full batches", "recurring", 20, 20, 2),
+                   Scenario("one-time, full batches", "one-time", 20, 20, 5),
+                   Scenario("recurring, 1 a second", "recurring", 5, 1000, 1),
+                   Scenario("one-time, 1 a second", "one-time", 5, 1000, 5)]
 
 
 def main(argv: list[str] | None = None) -> None:
     use_local_aws()
     quick = "--quick" in (argv or sys.argv[1:])
-    plans = [("recurring", 10, 3), ("one-time", 20, 3), ("sqs-target", 10, 3)] if quick else \
-        [("recurring", 100, 20), ("one-time", 500, 4), ("sqs-target", 100, 20)]
-    print(f"cost: AWS calls per executed job, counted in-process on moto, on {machine()}")
-    results = [run(*plan) for plan in plans]
+    print(f"cost: the real code's calls, counted in-process on moto under the strict AWS layer, on {machine()}")
+    measured = {s.name: measure(s, 1 if quick else IDLE_MINUTES) for s in (SCENARIOS_QUICK if quick else SCENARIOS_FULL)}
+    first = next(iter(measured.values()))
+    print_table(f"Price table (us-east-1, read {PRICE_DATE})",
+                [(k, f"{v[0]:g}", v[1], v[2], v[3]) for k, v in PRICES.items()],
+                ("line", "USD", "unit", "page", "seen in"))
     rows = []
-    for r in results:
-        f = per_execution(r)
-        r["figures"] = f
-        rows.append((r["scenario"], r["jobs"], r["executions"], f"{f['ddb_write_requests']:.2f}",
-                     f"{f['ddb_items_written']:.2f}", f"{f['ddb_write_units']:.2f}", f"{f['ddb_read_requests']:.2f}",
-                     f"{f['ddb_items_read']:.2f}", f"{f['sqs_requests']:.2f}", f"{f['lambda_invocations']:.3f}"))
-    print_table("Per executed job (creation included)", rows,
-                ("scenario", "jobs", "executions", "ddb write req", "items written", "write units", "ddb read req",
-                 "items read", "sqs req", "lambda inv"))
-    print_table("Modelled cost per million executions (USD)", [
-        (r["scenario"], *(f"{x:.3f}" for x in r["figures"]["cost_parts"]), f"{r['figures']['cost_on_demand']:.3f}",
-         f"{r['figures']['cost_provisioned']:.3f}", f"{PRICES['eventbridge_scheduler_per_million']:.2f}")
-        for r in results],
-        ("scenario", "ddb on-demand", f"ddb provisioned@{PROVISIONED_UTILIZATION:.0%}", "sqs", "lambda",
-         "total on-demand", "total provisioned", "EventBridge Scheduler"))
-    print_full_model([r for r in results if r["scenario"] != "sqs-target"])
-    sqs_target = next(r for r in results if r["scenario"] == "sqs-target")
-    assumed = sqs_target["counter"].calls[("sts", "AssumeRole")]
-    print(f"\nAWS targets in the tenant's session (sqs-target: one tenant, one worker container): "
-          f"{assumed} sts:AssumeRole for {sqs_target['executions']} executions "
-          f"({assumed / sqs_target['executions']:.4f} per execution; one per tenant per container per 45 minutes)")
-    big = results[0]
-    print_table(f"Calls in the {big['scenario']} scenario", sorted(
-        (f"{s}:{op}", n, f"{n / big['executions']:.3f}") for (s, op), n in big["counter"].calls.items()),
-        ("call", "count", "per execution"))
-    print("\nPrices: us-east-1 list prices published by AWS in 2025; Lambda duration assumed "
-          f"{GB_SECONDS} GB-s per invocation. SQS requests include the receives that returned messages "
-          "and the deletes (what the Lambda event source mapping does per batch); its empty long polls "
-          "are a fixed cost per lane (about 5 pollers x 3 receives a minute), not a cost per job.")
+    for name, m in measured.items():
+        n = max(m.executions, 1)
+        calls = Counter()
+        for (f, s, o), v in m.fire.calls.items():
+            calls[f] += v
+        units = Counter()
+        for (f, t, k), v in m.fire.units.items():
+            units[(t, k)] += v
+        rows.append((name, m.executions, f"{n / max(m.fire.invocations['worker'], 1):.1f}",
+                     f"{calls['worker'] / n:.2f}", f"{calls['tick'] / n:.2f}", f"{calls['esm'] / n:.2f}",
+                     f"{sum(v for (t, k), v in units.items() if k == 'write') / n:.2f}",
+                     f"{sum(v for (t, k), v in units.items() if k == 'read') / n:.2f}",
+                     f"{m.fire.log_bytes['worker'] / n:.0f}",
+                     f"{sum(v for (f, s, o), v in m.create.calls.items() if f == 'api') / m.scenario.jobs:.2f}",
+                     f"{sum(v for (f, t, k), v in m.create.units.items() if k == 'write') / m.scenario.jobs:.2f}",
+                     f"{m.create.log_bytes['api'] / m.scenario.jobs:.0f}",
+                     " ".join(f"{t}:{b:.0f}" for t, b in m.stored_bytes.items())))
+    print_table("Measured per execution (fire: ticks and worker; create: per created job)", rows,
+                ("scenario", "executions", "records/batch", "worker calls", "tick calls", "ESM calls",
+                 "fire WU", "fire RU", "worker log B", "create calls", "create WU", "create log B",
+                 "stored B per execution"))
+    idle = first.idle
+    print(f"\nA tick run with nothing due: {sum(v for (f, s, o), v in idle.calls.items() if f == 'tick') / max(first.idle_tick_runs, 1):.1f} "
+          f"calls, {sum(v for (f, t, k), v in idle.units.items() if k == 'write') / max(first.idle_tick_runs, 1):.1f} WU, "
+          f"{sum(v for (f, t, k), v in idle.units.items() if k == 'read') / max(first.idle_tick_runs, 1):.1f} RU, "
+          f"{idle.log_bytes['tick'] / max(first.idle_tick_runs, 1):.0f} log bytes")
+    columns = []
+    for kind, full, quiet in (("recurring", "recurring, full batches", "recurring, 1 a second"),
+                              ("one-time", "one-time, full batches", "one-time, 1 a second")):
+        columns += [(f"{kind} 10,000/s on-demand", bill(measured[full], 10_000.0)),
+                    (f"{kind} 10,000/s provisioned@{PROVISIONED_UTILIZATION:.0%}", bill(measured[full], 10_000.0, True)),
+                    (f"{kind} 1/s on-demand", bill(measured[quiet], 1.0))]
+    names = list(dict.fromkeys(k for _, b in columns for k in b if k != "total")) + ["total"]
+    print_table("Modelled cost per million executions (USD), by line",
+                [(line, *(f"{b.get(line, 0.0):.3f}" for _, b in columns)) for line in names],
+                ("line", *(c for c, _ in columns)))
+    goals = {"recurring 10,000/s provisioned@70%": 1.00, "recurring 10,000/s on-demand": 2.00,
+             "one-time 10,000/s on-demand": 2.50, "one-time 10,000/s provisioned@70%": 2.50}
+    print("\nGoals (issue 27): " + "; ".join(
+        f"{c}: {b['total']:.2f} against {goals[c]:.2f} ({'met' if b['total'] <= goals[c] else 'missed'})"
+        for c, b in columns if c in goals))
+    levers = [("as deployed", WhatIf(), ""),
+              ("REST API (-c api=rest; the HTTP API gives up X-Ray on the API hop, WAF, execution logs)",
+               WhatIf(api="rest"), "nothing: $2.50 more per million creates"),
+              ("execution retention 7 days (not 30)", WhatIf(retention_days=7), "history readable 7 days"),
+              ("PITR off", WhatIf(pitr=False), "restore to a point in the last 35 days"),
+              ("no wait for the due second", WhatIf(wait=False), "sub-second precision: calls up to 1 s early"),
+              ("no INFO log lines (metrics kept)", WhatIf(info_lines=False), "the per-attempt and per-create lines")]
+    rows = []
+    for label, what_if, gives in levers:
+        figures = [bill(measured[name], 10_000.0, prov, what_if)["total"] for name, prov in (
+            ("recurring, full batches", False), ("recurring, full batches", True), ("one-time, full batches", False),
+            ("one-time, full batches", True))]
+        rows.append((label, *(f"{f:.3f}" for f in figures), gives))
+    print_table("Levers at 10,000/s, priced on the same counts (USD per million executions)", rows,
+                ("lever", "recurring on-demand", "recurring provisioned", "one-time on-demand", "one-time provisioned",
+                 "gives up"))
+    month = quiet_month(measured["recurring, 1 a second"])
+    print_table("A quiet deployment: one recurring execution a second for a month (USD)",
+                [(k, f"{v:.2f}") for k, v in month.items()], ("line", "USD a month"))
+    print(f"\nAssumptions: DynamoDB provisioned at {PROVISIONED_UTILIZATION:.0%} utilization (auto scaling's target); "
+          f"a call {CALL_S * 1000:g} ms; API {API_GB} GB, {API_OWN_S * 1000:g} ms of our CPU + its calls; worker "
+          f"{WORKER_GB} GB, a batch = the wait for its latest record's instant + target {TARGET_S} s + a record's calls "
+          f"+ {WORKER_CPU_PER_RECORD_S * 1000:.1f} ms CPU per record; tick {TICK_GB:.2f} GB, a run's fixed calls + "
+          f"{TICK_S_PER_TIMER * 1000:.2f} ms per timer; segments by the sizing rule at 10,000/s "
+          f"({segments_for(600_000)}), {QUIET_SEGMENTS} at 1/s; logs at INFO as deployed (measured) + "
+          f"{PLATFORM_LOG_BYTES} B of platform lines per invocation + {EVENT_OVERHEAD_BYTES} B per event, "
+          f"{ACCESS_LOG_BYTES} B per API access-log line, kept {LOG_RETENTION_DAYS} days; X-Ray's fixed Lambda "
+          f"sampling ({XRAY_RESERVOIR_PER_S:g}/s + {XRAY_RATE:.0%}) per function; stored items (measured sizes + 100 B) "
+          f"kept {RETENTION_DAYS} days, PITR on; {LANES} lanes x {POLLERS_PER_LANE} idle pollers x 3 long polls a "
+          f"minute; KMS data keys reused {KMS_REUSE_S} s; a recurring job's create over {RECURRING_RUNS_PER_JOB} runs; "
+          f"free tiers not subtracted.")
     if not quick or "--expect" in (argv or sys.argv[1:]):  # `--quick --expect`: with the quick plans
-        expectation_overhead(quick)
+        expectation_overhead(measured["recurring, full batches"], quick)
 
 
-def expectation_overhead(quick: bool) -> None:
+def expectation_overhead(plain: Measured, quick: bool) -> None:
     """Absence alerts: what `expect` adds per execution (the expectation met, as in a healthy job):
-    the same recurring jobs with and without it, the difference in calls per million executions."""
-    plans = [("recurring", 10, 3), ("recurring-expect", 10, 3)] if quick else \
-        [("recurring", 100, 20), ("recurring-expect", 100, 20)]
-    plain, expecting = (per_execution(run(*plan)) for plan in plans)
+    the same recurring jobs with and without it, the difference in counted things and in the bill."""
+    base = plain.scenario
+    expecting = measure(Scenario(base.name + ", expect", base.kind, base.jobs, base.create_gap_ms,
+                                 base.fire_minutes, expect=True), 1 if quick else IDLE_MINUTES)
     million = 1_000_000
-    print_table("Absence alerts (expect met): added per million executions", [
-        (name, f"{plain[key] * million:,.0f}", f"{expecting[key] * million:,.0f}",
-         f"{(expecting[key] - plain[key]) * million:+,.0f}")
-        for name, key in (("ddb write requests", "ddb_write_requests"), ("ddb items written", "ddb_items_written"),
-                          ("ddb write units", "ddb_write_units"), ("ddb read requests", "ddb_read_requests"),
-                          ("ddb items read", "ddb_items_read"), ("sqs requests", "sqs_requests"),
-                          ("lambda invocations", "lambda_invocations"))],
-        ("per million executions", "recurring", "with expect", "added"))
-    print(f"modelled cost per million executions (on-demand): {plain['cost_on_demand']:.3f} -> "
-          f"{expecting['cost_on_demand']:.3f} USD")
+    rows = []
+    for label, get in (("worker calls", lambda m: sum(v for (f, s, o), v in m.fire.calls.items() if f == "worker")),
+                       ("tick calls", lambda m: sum(v for (f, s, o), v in m.fire.calls.items() if f == "tick")),
+                       ("fire write units", lambda m: sum(v for (f, t, k), v in m.fire.units.items() if k == "write")),
+                       ("fire read units", lambda m: sum(v for (f, t, k), v in m.fire.units.items() if k == "read")),
+                       ("worker invocations", lambda m: m.fire.invocations["worker"])):
+        a, b = (get(m) / max(m.executions, 1) * million for m in (plain, expecting))
+        rows.append((label, f"{a:,.0f}", f"{b:,.0f}", f"{b - a:+,.0f}"))
+    print_table("Absence alerts (expect met): per million executions", rows,
+                ("counted", "recurring", "with expect", "added"))
+    before, after = (bill(m, 10_000.0)["total"] for m in (plain, expecting))
+    print(f"modelled cost per million executions at 10,000/s (on-demand): {before:.3f} -> {after:.3f} USD "
+          f"({after - before:+.3f})")
 
 
 if __name__ == "__main__":

@@ -579,6 +579,12 @@ MUTATIONS = [
   '''TRANSACTION_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",''',
   '''TRANSACTION_ACTIONS = {"Put": "PutItem", "Update": "BatchGetItem", "Delete": "DeleteItem",''',
   "tests/integration/test_calendars.py::test_a_transaction_is_allowed_only_when_the_role_allows_each_of_its_items"),
+ ("the HTTP API's stage is throttled (the REST stage's limit, kept)", "infra/jobsched_infra/stack.py",
+  'stage_name="$default", auto_deploy=True,\n'
+  '                                     throttle=apigw2.ThrottleSettings(rate_limit=config.api_rate_limit,\n'
+  '                                                                      burst_limit=config.api_burst_limit))',
+  'stage_name="$default", auto_deploy=True)',
+  "tests/infra/test_template.py::test_api_stage_logs_access_but_never_bodies_and_is_throttled"),
  ("sizing: a burst beyond standard polling's first minute gets provisioned pollers",
   "functions/jobsched/sizing.py",
   "    ramps_in_time = not burst or needed <= STANDARD_START_CONCURRENCY + STANDARD_RAMP_PER_MINUTE",

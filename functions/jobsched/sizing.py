@@ -112,7 +112,7 @@ LAMBDA_NEW_CONTAINERS_PER_SECOND = 100
 # Quota increases are asked for in round figures.
 QUOTA_STEP = 1000
 
-# The worker (docs/performance.md, "What each line assumes"): a lane message surfaces up to 1 s
+# The worker (docs/performance.md, "Cost per execution"): a lane message surfaces up to 1 s
 # before its due second (SQS delays are whole seconds), so a batch waits 0.5 s on average; the
 # records of a batch run at once, each in its thread, so a batch lasts the wait, its slowest target
 # call and the worker's own calls (30 ms: job read, claim, end); its CPU is `bench cpu`'s bound per
@@ -140,7 +140,7 @@ API_BURST_FACTOR = 2
 # API Gateway's account throttle (docs.aws.amazon.com/apigateway/latest/developerguide/limits.html).
 APIGW_ACCOUNT_RPS = 10_000
 # A tenant's creates share the tenant's partition key and go to the end of its key range (job ids
-# are time-ordered), which a split does not spread: about 1,000 a second (docs/performance.md §3d).
+# are time-ordered), which a split does not spread: about 1,000 a second (docs/performance.md, "Per-tenant rates").
 TENANT_CREATES_PER_SECOND_LIMIT = 1000
 
 # DynamoDB (AWS-LIMITS.md §1): per partition 3,000 read and 1,000 write units a second; a new

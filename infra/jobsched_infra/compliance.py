@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigw2
 from aws_cdk import aws_lambda as lambda_
 
 
@@ -20,7 +21,7 @@ def apply_checks(app) -> None:
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
 
 
-def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], api: apigw.RestApi,
+def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], api: apigw.RestApi | apigw2.HttpApi,
                          targets_role=None) -> None:
     for name, fn in functions.items():
         role = fn.role
@@ -43,10 +44,11 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
                        "targets role gets one send/publish/put/invoke action each, within this account, and "
                        "only on resources tagged jobsched:tenant with the session's own tenant "
                        "(aws:ResourceTag = aws:PrincipalTag), so a tenant reaches only what was granted to it.")
-    _acknowledge(api, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-           "AmazonAPIGatewayPushToCloudWatchLogs]",
-        "API Gateway's account-level logging role (needed for the stage's access and error logs) takes "
-               "this AWS managed policy, which only writes logs.")
+    if isinstance(api, apigw.RestApi):
+        _acknowledge(api, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+               "AmazonAPIGatewayPushToCloudWatchLogs]",
+            "API Gateway's account-level logging role (needed for the stage's access and error logs) takes "
+                   "this AWS managed policy, which only writes logs.")
     for rule, reason in (
         ("AwsSolutions-APIG4", "Authorization happens in the API function: Bearer API keys (stored hashed) for "
                                "tenants, per-attempt callback tokens for long-running targets, and no auth for "

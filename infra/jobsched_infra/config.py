@@ -54,6 +54,9 @@ class StackConfig:
     # tenant's still has half its lane (100 removes the bound for such a deployment).
     lane_tenant_percent: int = 50
     lane_host_percent: int = 50
+    # "http": API Gateway's HTTP API ($1.00 a million requests; the function checks the keys);
+    # "rest": the REST API ($3.50), for X-Ray on the API hop, a WAF web ACL or request validators.
+    api: str = "http"
     # The sizing profile this configuration came from (`-c profile=1k|10k|herd1m`, computed by
     # jobsched/sizing.py; "default": the settings above). A profile also sets what follows.
     profile: str = "default"
@@ -136,6 +139,7 @@ class StackConfig:
             lane_tenant_percent=_int_in(get("laneTenantPercent", base.lane_tenant_percent), 0, 100,
                                         "laneTenantPercent"),
             lane_host_percent=_int_in(get("laneHostPercent", 50), 0, 100, "laneHostPercent"),
+            api=_choice(get("api", "http"), ("http", "rest"), "api"),
             lane_max_concurrency=caps,
             lane_pollers=pollers,
             worker_reserved_concurrency=_int_in(get("workerReservedConcurrency", reserved), 0, 1_000_000,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigw2
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_dynamodb as ddb
 from aws_cdk import aws_lambda as lambda_
@@ -23,7 +24,7 @@ def app_metric(service: str, name: str, statistic: str = "Sum") -> cw.Metric:
 class Dashboard(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, lanes: dict[Priority, sqs.Queue],
                  dead_letters: dict[Priority, sqs.Queue], functions: dict[str, lambda_.Function],
-                 tables: dict[str, ddb.Table], api: apigw.RestApi) -> None:
+                 tables: dict[str, ddb.Table], api: apigw.RestApi | apigw2.HttpApi) -> None:
         super().__init__(scope, construct_id)
         board = cw.Dashboard(self, "Board", dashboard_name=None, default_interval=Duration.hours(3))
         worker, tick = "jobsched-worker", "jobsched-tick"

@@ -1,12 +1,16 @@
 """The stack: composes one construct per capability."""
 from __future__ import annotations
 
+import json
+
 from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigw2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
+from aws_cdk.aws_apigatewayv2_integrations import HttpLambdaIntegration
 from constructs import Construct
 
 from jobsched.domain.jobs import Priority
@@ -149,7 +153,55 @@ class JobschedStack(Stack):
         tick_fn.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(60))
         TickSchedule(self, "TickSchedule", tick_fn, config.segments)
 
+        api, api_url = self._api(config, api_fn)
+
+        functions = {"api": api_fn, "tick": tick_fn, "worker": worker_fn}
+        tables = {"Jobs": storage.jobs, "Timers": storage.timers, "Executions": storage.executions}
+        Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
+                  tables=tables, api=api)
+        alarms = Alarms(self, "Alarms", segments=config.segments, dead_letters=lanes.dead_letters,
+                        functions=functions, tables=tables)
+        # Absence alerts: the worker publishes each alert to the deployment's alert topic, and only there.
+        worker_fn.add_environment(Env.ALERT_TOPIC_ARN, alarms.alert_topic.topic_arn)
+        worker_fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"],
+                                                         resources=[alarms.alert_topic.topic_arn]))
+        target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values()],
+                               topics=[alarms.topic, alarms.alert_topic], stack=self)
+
+        CfnOutput(self, "ApiUrl", value=api_url, description="Base URL; routes start with /v1")
+        CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)
+        CfnOutput(self, "ApiKeysTableName", value=storage.api_keys.table_name)
+        acknowledge_findings(self, functions, api, targets_role=target_access.role)
+        CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
+                  description="Subscribe to be told when an alarm fires")
+        CfnOutput(self, "AlertTopicArn", value=alarms.alert_topic.topic_arn,
+                  description="Subscribe to be told when a job's expectation is missed or an occurrence never fired")
+
+    def _api(self, config: StackConfig, api_fn) -> tuple:
+        """Every path to the function, which authenticates (tenants' Bearer keys, stored hashed;
+        callback tokens) and validates bodies itself. `-c api=http` (default): API Gateway's HTTP
+        API, $1.00 a million requests; `-c api=rest`: the REST API, $3.50, which adds X-Ray on the
+        API hop, a WAF web ACL to attach and execution logs (docs/architecture.md, "The API type")."""
         access_logs = logs.LogGroup(self, "ApiAccessLogs", retention=logs.RetentionDays.ONE_MONTH)
+        if config.api == "http":
+            # Payload 1.0: the same proxy event as the REST API's, so one handler serves both. The
+            # $default stage: paths reach the function without a stage prefix.
+            api = apigw2.HttpApi(self, "HttpApi", description="jobsched HTTP API v1", create_default_stage=False,
+                                 default_integration=HttpLambdaIntegration(
+                                     "Function", api_fn, payload_format_version=apigw2.PayloadFormatVersion.VERSION_1_0))
+            stage = apigw2.HttpStage(self, "HttpStage", http_api=api, stage_name="$default", auto_deploy=True,
+                                     throttle=apigw2.ThrottleSettings(rate_limit=config.api_rate_limit,
+                                                                      burst_limit=config.api_burst_limit))
+            # Never request or response bodies: they carry API keys and payloads.
+            cfn_stage = stage.node.default_child
+            cfn_stage.access_log_settings = apigw2.CfnStage.AccessLogSettingsProperty(
+                destination_arn=access_logs.log_group_arn,
+                format=json.dumps({"requestId": "$context.requestId", "ip": "$context.identity.sourceIp",
+                                   "requestTime": "$context.requestTime", "httpMethod": "$context.httpMethod",
+                                   "path": "$context.path", "status": "$context.status",
+                                   "protocol": "$context.protocol", "responseLength": "$context.responseLength",
+                                   "integrationLatency": "$context.integrationLatency"}))
+            return api, stage.url
         api = apigw.LambdaRestApi(
             self,
             "Api",
@@ -184,25 +236,4 @@ class JobschedStack(Stack):
         # No usage plan: it applies only to requests made with API Gateway API keys, which this API
         # does not use (tenants send their own keys, checked by the function). The stage throttle
         # above and the per-tenant quotas bound the load.
-
-        functions = {"api": api_fn, "tick": tick_fn, "worker": worker_fn}
-        tables = {"Jobs": storage.jobs, "Timers": storage.timers, "Executions": storage.executions}
-        Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
-                  tables=tables, api=api)
-        alarms = Alarms(self, "Alarms", segments=config.segments, dead_letters=lanes.dead_letters,
-                        functions=functions, tables=tables)
-        # Absence alerts: the worker publishes each alert to the deployment's alert topic, and only there.
-        worker_fn.add_environment(Env.ALERT_TOPIC_ARN, alarms.alert_topic.topic_arn)
-        worker_fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"],
-                                                         resources=[alarms.alert_topic.topic_arn]))
-        target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values()],
-                               topics=[alarms.topic, alarms.alert_topic], stack=self)
-
-        CfnOutput(self, "ApiUrl", value=api.url, description="Base URL; routes start with /v1")
-        CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)
-        CfnOutput(self, "ApiKeysTableName", value=storage.api_keys.table_name)
-        acknowledge_findings(self, functions, api, targets_role=target_access.role)
-        CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
-                  description="Subscribe to be told when an alarm fires")
-        CfnOutput(self, "AlertTopicArn", value=alarms.alert_topic.topic_arn,
-                  description="Subscribe to be told when a job's expectation is missed or an occurrence never fired")
+        return api, api.url

@@ -12,6 +12,7 @@ import bench.herd
 import bench.lanes
 import bench.lateness
 import bench.scale
+import bench.sizing
 
 
 @pytest.fixture(autouse=True)
@@ -31,6 +32,7 @@ def restore_environment():
     (bench.fairness, "Small tenant's lateness"),
     (bench.lateness, "Lateness of the target call"),
     (bench.lanes, "B's lateness beside a slow partner"),
+    (bench.sizing, "What it deploys"),
 ])
 def test_benchmark_runs_on_a_tiny_input(module, heading, capsys):
     module.main(["--quick"])

@@ -257,22 +257,30 @@ def test_dead_letters_index_is_queryable_by_the_api(template):
     assert "/index/*" in resources_text
 
 
-def test_rest_api_and_dashboard(template):
-    assert len(resources(template, "AWS::ApiGateway::RestApi")) == 1
-    stage = next(iter(resources(template, "AWS::ApiGateway::Stage").values()))["Properties"]
-    assert stage["StageName"] == "live"
+def test_http_api_and_dashboard(template):
+    """The HTTP API by default (-c api=rest for the REST API): every path to the function, in the
+    REST proxy's event shape (payload 1.0), on the $default stage (no stage prefix in the paths)."""
+    assert resources(template, "AWS::ApiGateway::RestApi") == {}
+    assert len(resources(template, "AWS::ApiGatewayV2::Api")) == 1
+    stage = next(iter(resources(template, "AWS::ApiGatewayV2::Stage").values()))["Properties"]
+    assert stage["StageName"] == "$default" and stage["AutoDeploy"] is True
+    [integration] = resources(template, "AWS::ApiGatewayV2::Integration").values()
+    assert integration["Properties"]["PayloadFormatVersion"] == "1.0"
+    [route] = resources(template, "AWS::ApiGatewayV2::Route").values()
+    # No API Gateway authorizer: the function checks keys and callback tokens itself.
+    assert route["Properties"]["RouteKey"] == "$default" and route["Properties"]["AuthorizationType"] == "NONE"
     dashboard = next(iter(resources(template, "AWS::CloudWatch::Dashboard").values()))
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     for metric in ("FireLatenessMs", "Dispatched", "Succeeded", "Dead", "ApproximateNumberOfMessagesVisible",
                    "ApproximateAgeOfOldestMessage", "SegmentTickDurationMs", "SegmentMinutesBehind",
                    "ConcurrentExecutions", "Throttles", "WriteThrottleEvents", "ConsumedWriteCapacityUnits",
-                   "4XXError", "5XXError", "Latency"):
+                   "4xx", "5xx", "Latency"):
         assert metric in body, metric
 
 
 def test_every_log_group_has_a_retention(template):
     groups = resources(template, "AWS::Logs::LogGroup")
-    assert len(groups) == 5  # three functions, API access logs, API execution logs
+    assert len(groups) == 4  # three functions, API access logs
     assert all(g["Properties"].get("RetentionInDays") for g in groups.values())
 
 
@@ -318,19 +326,32 @@ def test_data_at_rest_uses_one_customer_managed_key_with_rotation(template):
         assert queue["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
 
 
-def test_api_stage_logs_access_and_errors_but_never_bodies(template):
-    stage = next(iter(resources(template, "AWS::ApiGateway::Stage").values()))["Properties"]
-    assert stage["AccessLogSetting"]["DestinationArn"]
-    [settings] = stage["MethodSettings"]
-    assert settings["LoggingLevel"] == "ERROR" and settings["DataTraceEnabled"] is False
-    assert settings["ThrottlingRateLimit"] > 0
+def test_api_stage_logs_access_but_never_bodies_and_is_throttled(template):
+    stage = next(iter(resources(template, "AWS::ApiGatewayV2::Stage").values()))["Properties"]
+    assert stage["AccessLogSettings"]["DestinationArn"]
+    fields = json.loads(stage["AccessLogSettings"]["Format"])
+    assert not any("body" in v.lower() or "authorization" in v.lower() for v in fields.values())
+    assert stage["DefaultRouteSettings"]["ThrottlingRateLimit"] > 0
+    assert stage["DefaultRouteSettings"]["ThrottlingBurstLimit"] > 0
     # a usage plan without API Gateway keys would throttle nothing: none is made
     assert resources(template, "AWS::ApiGateway::UsagePlan") == {}
     assert resources(template, "AWS::ApiGateway::ApiKey") == {}
-    validators = resources(template, "AWS::ApiGateway::RequestValidator")
-    assert [v["Properties"]["ValidateRequestParameters"] for v in validators.values()] == [True]
-    methods = resources(template, "AWS::ApiGateway::Method")
-    assert len(methods) == 2 and all("RequestValidatorId" in m["Properties"] for m in methods.values())
+
+
+def test_the_api_type_is_a_context_setting_with_a_clear_error():
+    from jobsched_infra.config import ConfigError, StackConfig
+
+    class Node:
+        def __init__(self, **context):
+            self.context = context
+
+        def try_get_context(self, key):
+            return self.context.get(key)
+
+    assert StackConfig.from_context(Node()).api == "http"
+    assert StackConfig.from_context(Node(api="rest")).api == "rest"
+    with pytest.raises(ConfigError, match="'api' must be one of http, rest"):
+        StackConfig.from_context(Node(api="websocket"))
 
 
 def test_every_function_has_its_own_role_without_managed_policies(template):

@@ -208,3 +208,31 @@ def test_a_name_with_nul_or_another_control_character_is_refused(harness, name):
     status, answer = harness.request("POST", "/v1/jobs/bulk", {"action": "PAUSE", "filter": {"namePrefix": name}})
     assert status == 400 and fields(answer) == ["filter.namePrefix"], answer
 
+
+
+def http_api_event(method: str, path: str, headers: dict[str, str], body: str | None) -> dict:
+    """What API Gateway's HTTP API hands the function (payload format 1.0, the $default route and
+    stage): the REST proxy's shape, but header names in lower case, `resource` the route key, and
+    no stage in the path (AWS's "Create AWS Lambda proxy integrations for HTTP APIs")."""
+    event = api_gateway_event(method, path, {}, body)
+    lower = {k.lower(): v for k, v in headers.items()}
+    event.update(version="1.0", resource="$default", pathParameters=None, headers=lower,
+                 multiValueHeaders={k: [v] for k, v in lower.items()})
+    event["requestContext"].update(resourcePath="$default", path=path, stage="$default", apiId="abc123",
+                                   protocol="HTTP/1.1", domainName="abc123.execute-api.us-east-1.amazonaws.com")
+    return event
+
+
+def test_the_http_apis_event_reaches_the_same_routes_with_its_lower_case_headers(harness):
+    """The stack deploys the HTTP API by default: its events carry `authorization` and
+    `content-type` in lower case, and the key check and the routes must not depend on case."""
+    job = {"name": "via-http-api", "type": "RATE", "schedule": "PT1M", "target": HOOK}
+    headers = {"Authorization": f"Bearer {KEY_A}", "Content-Type": "application/json"}
+    created = harness.api.invoke(http_api_event("POST", "/v1/jobs", headers, json.dumps(job)))
+    assert created["statusCode"] == 201, created
+    job_id = json.loads(created["body"])["jobId"]
+    read = harness.api.invoke(http_api_event("GET", f"/v1/jobs/{job_id}?x=1", headers, None))
+    assert read["statusCode"] == 200 and json.loads(read["body"])["name"] == "via-http-api"
+    refused = harness.api.invoke(http_api_event("GET", f"/v1/jobs/{job_id}", {"authorization": "Bearer nope"}, None))
+    assert refused["statusCode"] == 401
+    assert harness.api.invoke(http_api_event("GET", "/v1/health", {}, None))["statusCode"] == 200
