@@ -35,11 +35,8 @@ What is modelled (`BilledDynamo` below, and the event loop):
   rest (Timers buckets; Jobs when one tenant is sampled by job) are billed times 1/sample, and
   each lane's concurrency is scaled by the sample (the queue then behaves as the whole would).
 
-What-if: `--slices=independent` runs with slice_of over sha256 instead of crc32 (crc32 is linear,
-so a Timers slice's jobs all fall into one slice of the next minute: see the verdict).
-
 `python -m bench e2e [--quick] [--sample=N] [--profile=NAME] [--scenario=sustained|herd|tenant]
-[--slices=independent]`"""
+`"""
 from __future__ import annotations
 
 import heapq
@@ -710,7 +707,7 @@ class Simulation:
             elif n % round(1 / s.sample):
                 continue
             # As new_job_id makes them (creation millisecond, then 20 random hex digits), from a seeded
-            # generator: sequential ids would fall into few Timers slices (crc32 is linear).
+            # generator.
             job_id = f"job_{self.start_ms - 86_400_000:012x}{ids.getrandbits(80):020x}"
             spec = JobSpec(name=f"e2e-{n}", schedule=schedule, payload=payload, jitter_sec=jitter,
                            target=JobTarget(TargetType.HTTP, {"url": f"https://t{n % 97}.example.com/hook"}))
@@ -919,11 +916,8 @@ def verdict(sim: Simulation, lane: Lane, peaks, throttled: dict, p99: float) -> 
         if key.startswith("timers"):
             reach = next_minute_slices(sim)
             reasons.append(f"partition throughput: {key} asked {wcu:,.0f} WCU a second {refusals}. The jobs of one "
-                           f"Timers slice land in {reach} slice(s) of the next minute (slice_of is crc32 of "
-                           "'job#minute', and crc32 is linear: the next minute's slice is this one's XOR a "
-                           "constant), so the tick, handing off slice after slice, writes each slice's next "
-                           "timers into one partition at its full pace: a non-linear hash in slice_of (sha256) "
-                           "spreads them over all 8 (--slices=independent models it)")
+                           f"Timers slice land in {reach} slice(s) of the next minute; the tick writes each "
+                           "slice's next timers at its full pace: more slices (TIMER_SLICES) or segments")
         else:
             reasons.append(f"partition throughput: {key} asked {rcu:,.0f} RCU / {wcu:,.0f} WCU a second {refusals}: "
                            f"spread that key over {spread}+ keys (a shard suffix on a busy tenant's Jobs key: "
@@ -969,19 +963,6 @@ def next_minute_slices(sim: Simulation) -> int:
     return len({slice_of(j, minute + 1) for j in first})
 
 
-def independent_slices():
-    """What-if: slice_of with a non-linear hash (sha256 of the same text), patched for the run."""
-    import hashlib
-
-    from jobsched.domain import timers
-
-    def slice_of(job_id: str, minute: int) -> int:
-        digest = hashlib.sha256(f"{job_id}#{minute}".encode()).digest()
-        return int.from_bytes(digest[:4], "big") % timers.TIMER_SLICES
-
-    return slice_of
-
-
 def main(flags: list[str], template: dict | None = None) -> None:
     from bench.common import int_option
 
@@ -1007,16 +988,7 @@ def main(flags: list[str], template: dict | None = None) -> None:
           "second (strict layer); table quotas and warm throughput reported, not enforced; lane shares as a "
           f"concurrency cap; payload {PAYLOAD_BYTES} B; every target call succeeds; a sample's concurrency is whole "
           "invocations (a lane below 1/sample concurrent runs as 1/sample); lateness is of the sample's executions")
-    from jobsched.domain import timers
-
-    crc_slices = timers.slice_of
-    if "--slices=independent" in flags:
-        timers.slice_of = independent_slices()  # a what-if for this run only, restored below
-        print("what-if: Timers slices from sha256 of 'job#minute' instead of crc32 (--slices=independent)")
-    try:
-        rows, details = _run_all(template, scenarios, only, sample_n)
-    finally:
-        timers.slice_of = crc_slices
+    rows, details = _run_all(template, scenarios, only, sample_n)
     _print(rows, details)
 
 

@@ -34,6 +34,21 @@ def test_a_bucket_spreads_over_its_slices_and_slice_0_keeps_the_unsliced_key():
     assert len({slice_of("job_a", minute) for minute in range(100)}) == TIMER_SLICES
 
 
+def test_the_jobs_of_one_slice_scatter_over_every_slice_of_the_next_minute():
+    """The tick hands a bucket off slice after slice, writing each job's next timer as it goes: the
+    jobs of one slice must not share a slice next minute, or one partition takes the tick's full
+    pace (crc32, linear, sent a whole slice into one: 1 of 8)."""
+    ids = [f"job_{0x19c3f0a2b00:012x}{i * 7919:020x}" for i in range(4000)]  # one length, as new_job_id
+    for minute in (27_000_000, 27_000_001, 27_000_059):
+        one_slice = [j for j in ids if slice_of(j, minute) == 3]
+        assert len(one_slice) > 400
+        next_counts = [0] * TIMER_SLICES
+        for j in one_slice:
+            next_counts[slice_of(j, minute + 1)] += 1
+        assert min(next_counts) > 0.6 * len(one_slice) / TIMER_SLICES
+        assert max(next_counts) < 1.4 * len(one_slice) / TIMER_SLICES
+
+
 def test_positions_order_in_hand_off_order_and_read_the_unsliced_format():
     a = Timer(1_000_000, TimerKind.FIRE, "t", "job_a", 1, 0).sort_key
     b = Timer(2_000_000, TimerKind.FIRE, "t", "job_b", 1, 0).sort_key
