@@ -144,8 +144,11 @@ def test_ctrl_c_stops_a_freshly_synthesized_stack_without_a_traceback(tmp_path):
     env.pop("AWS_ENDPOINT_URL", None)
     env.pop("JOBSCHED_TEMPLATE_CACHE", None)  # its own work directory's cache: a fresh synthesis
     # stdin: not the test runner's (a pytest-xdist worker's stdin is its channel to the controller)
+    # Started with SIGINT ignored, as a shell's background job or a test runner's worker starts it:
+    # Ctrl-C must stop it all the same.
     stack = subprocess.Popen([sys.executable, "-m", "jobsched.local"], env=env, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     seen = []
     try:
         for line in stack.stdout:

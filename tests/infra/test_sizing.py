@@ -77,11 +77,11 @@ def test_the_model_uses_the_figures_the_code_and_the_benches_run_with(template):
     assert sizing.WORKER_CPU_MS_PER_RECORD == bench.cpu.BOUND_WORKER_MS
     assert (sizing.KMS_COLD_BURST, sizing.KMS_DECRYPTS_PER_CONTAINER_SECOND) == \
         (signing.DECRYPT_BURST, signing.DECRYPT_PER_SECOND)
-    prices = bench.cost.PRICES
-    assert sizing.PRICE_ON_DEMAND_WRITE * 1e6 == prices["ddb_on_demand_write_per_million"]
-    assert sizing.PRICE_ON_DEMAND_READ * 1e6 == prices["ddb_on_demand_read_per_million"]
-    assert sizing.PRICE_PROVISIONED_WCU_HOUR == prices["ddb_provisioned_wcu_hour"]
-    assert sizing.PRICE_PROVISIONED_RCU_HOUR == prices["ddb_provisioned_rcu_hour"]
+    price = bench.cost.price  # the bench's dated price table
+    assert sizing.PRICE_ON_DEMAND_WRITE * 1e6 == pytest.approx(price("ddb_wru"))
+    assert sizing.PRICE_ON_DEMAND_READ * 1e6 == pytest.approx(price("ddb_rru"))
+    assert sizing.PRICE_PROVISIONED_WCU_HOUR == price("ddb_wcu_hour")
+    assert sizing.PRICE_PROVISIONED_RCU_HOUR == price("ddb_rcu_hour")
     # A typical job's item besides its payload (an HTTP cron job, as DynamoDB counts it).
     now = 1_900_000_000_000
     spec = to_spec(JobRequest(name="nightly-report", type="CRON", schedule="*/5 * * * *", timezone="Europe/Paris",
@@ -325,9 +325,9 @@ def test_the_10k_template_carries_exactly_the_models_settings(profile_10k_templa
             assert mapping["ProvisionedPollerConfig"] == {"MinimumPollers": lane.min_pollers,
                                                           "MaximumPollers": lane.max_pollers}
             assert "ScalingConfig" not in mapping
-    [stage] = _of(t, "AWS::ApiGateway::Stage")
-    assert stage["MethodSettings"][0]["ThrottlingRateLimit"] == s.api_rate_limit
-    assert stage["MethodSettings"][0]["ThrottlingBurstLimit"] == s.api_burst_limit
+    [stage] = _of(t, "AWS::ApiGatewayV2::Stage")  # the HTTP API's $default stage
+    assert stage["DefaultRouteSettings"]["ThrottlingRateLimit"] == s.api_rate_limit
+    assert stage["DefaultRouteSettings"]["ThrottlingBurstLimit"] == s.api_burst_limit
     # Tables: the model's billing and warm throughput, by key schema.
     names = {"tenantId": "Jobs", "bucket": "Timers", "jobId": "Executions"}
     seen = set()

@@ -116,10 +116,14 @@ def boot(options: Options, seeded: list[tuple[str, str]], progress=None):
 
 
 def _stop_on_sigterm() -> None:
-    """SIGTERM (a service manager, `kill`) stops the stack as Ctrl-C does."""
+    """SIGTERM (a service manager, `kill`) stops the stack as Ctrl-C does, and Ctrl-C stops it even
+    when the stack was started with SIGINT ignored: a process inherits an ignored SIGINT, and Python
+    then installs no KeyboardInterrupt for it (a shell's background job, nohup, a test runner's
+    worker: the stack went on running after Ctrl-C reached it)."""
     def interrupt(_signum, _frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def main() -> None:
