@@ -54,10 +54,12 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
                                "tenants, per-attempt callback tokens for long-running targets, and no auth for "
                                "/v1/health and /v1/openapi.json. One proxy method cannot carry three schemes."),
         ("AwsSolutions-COG4", "Tenants authenticate with API keys, not Cognito users (see AwsSolutions-APIG4)."),
-        ("AwsSolutions-APIG2", "API Gateway validates request parameters; bodies are validated by the function "
-                               "against the API's models, with errors that name the field. One proxy method serves "
-                               "every route, so a body model in API Gateway would check nothing (or the wrong shape)."),
+        ("AwsSolutions-APIG2", "Bodies and parameters are validated by the function against the API's models, with "
+                               "errors that name the field. The HTTP API (default) has no request validator; on the "
+                               "REST API (-c api=rest) one proxy method serves every route, so a body model there "
+                               "would check nothing (or the wrong shape)."),
         ("AwsSolutions-APIG3", "A WAF web ACL is an account-level choice with its own cost; stage throttling and the "
-                               "per-tenant quotas bound the load. Attach one with the stage ARN."),
+                               "per-tenant quotas bound the load. An HTTP API cannot take one: deploy -c api=rest "
+                               "and attach it with the stage ARN."),
     ):
         _acknowledge(api, rule, reason=reason)

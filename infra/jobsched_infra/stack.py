@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigw2
 from aws_cdk import aws_iam as iam
@@ -182,8 +182,13 @@ class JobschedStack(Stack):
         callback tokens) and validates bodies itself. `-c api=http` (default): API Gateway's HTTP
         API, $1.00 a million requests; `-c api=rest`: the REST API, $3.50, which adds X-Ray on the
         API hop, a WAF web ACL to attach and execution logs (docs/architecture.md, "The API type")."""
-        access_logs = logs.LogGroup(self, "ApiAccessLogs", retention=logs.RetentionDays.ONE_MONTH)
         if config.api == "http":
+            # Under /aws/vendedlogs/: API Gateway adds a log group it delivers to into the account's
+            # one CloudWatch Logs resource policy (5,120 characters) unless the group is named so.
+            # Named, it goes with the stack (a retained one would block the name's next deployment).
+            access_logs = logs.LogGroup(self, "ApiAccessLogs", retention=logs.RetentionDays.ONE_MONTH,
+                                        log_group_name=f"/aws/vendedlogs/apigateway/{Stack.of(self).stack_name}-access",
+                                        removal_policy=RemovalPolicy.DESTROY)
             # Payload 1.0: the same proxy event as the REST API's, so one handler serves both. The
             # $default stage: paths reach the function without a stage prefix.
             api = apigw2.HttpApi(self, "HttpApi", description="jobsched HTTP API v1", create_default_stage=False,
@@ -200,8 +205,13 @@ class JobschedStack(Stack):
                                    "requestTime": "$context.requestTime", "httpMethod": "$context.httpMethod",
                                    "path": "$context.path", "status": "$context.status",
                                    "protocol": "$context.protocol", "responseLength": "$context.responseLength",
-                                   "integrationLatency": "$context.integrationLatency"}))
+                                   "integrationLatency": "$context.integrationLatency",
+                                   # An HTTP API has no execution log: why API Gateway itself answered 5xx.
+                                   "integrationError": "$context.integrationErrorMessage",
+                                   "error": "$context.error.message",
+                                   "integrationStatus": "$context.integration.integrationStatus"}))
             return api, stage.url
+        access_logs = logs.LogGroup(self, "ApiAccessLogs", retention=logs.RetentionDays.ONE_MONTH)
         api = apigw.LambdaRestApi(
             self,
             "Api",

@@ -331,6 +331,14 @@ def test_api_stage_logs_access_but_never_bodies_and_is_throttled(template):
     assert stage["AccessLogSettings"]["DestinationArn"]
     fields = json.loads(stage["AccessLogSettings"]["Format"])
     assert not any("body" in v.lower() or "authorization" in v.lower() for v in fields.values())
+    # an HTTP API has no execution log: the access log says why API Gateway itself answered 5xx
+    assert {"$context.integrationErrorMessage", "$context.error.message"} <= set(fields.values())
+    # delivered to a vended-logs group: not added to the account's one Logs resource policy
+    group = next(r for r in resources(template, "AWS::Logs::LogGroup").values()
+                 if "vendedlogs" in json.dumps(r["Properties"].get("LogGroupName", "")))
+    assert group["Properties"]["LogGroupName"]["Fn::Join"][1][0].startswith("/aws/vendedlogs/apigateway/") \
+        if isinstance(group["Properties"]["LogGroupName"], dict) else \
+        group["Properties"]["LogGroupName"].startswith("/aws/vendedlogs/apigateway/")
     assert stage["DefaultRouteSettings"]["ThrottlingRateLimit"] > 0
     assert stage["DefaultRouteSettings"]["ThrottlingBurstLimit"] > 0
     # a usage plan without API Gateway keys would throttle nothing: none is made

@@ -171,6 +171,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         return value
 
     def header(name: str) -> str | None:
+        # Any case (the HTTP API may lower-case names): Powertools 3's headers ignore case.
         return app.current_event.headers.get(name)
 
     def now() -> int:
