@@ -300,6 +300,24 @@ def emulator_time(now_ms: Callable[[], int]) -> Iterator[None]:
         yield
 
 
+def next_ready_ms(queue_urls: list[str], account: str, region: str) -> float | None:
+    """The earliest instant at which a message of these in-process queues becomes receivable (its
+    delay over and its visibility timeout past), or None when they hold none. Lets a fake-clock
+    driver skip the seconds in which every receive would answer empty."""
+    from moto.sqs.models import sqs_backends
+
+    queues = sqs_backends[account][region].queues
+    earliest = None
+    with EMULATOR_LOCK:
+        for url in queue_urls:
+            queue = queues.get(url.rsplit("/", 1)[-1])
+            for message in (queue._messages if queue else ()):
+                ready = max(message.visible_at, message.delayed_until)
+                if earliest is None or ready < earliest:
+                    earliest = ready
+    return earliest
+
+
 class SerializedServer:
     """moto's server on loopback, one request at a time. `control`, if given, answers the
     requests under CONTROL_PREFIX (method, path after the prefix, body) → (status, JSON-able),
