@@ -1,6 +1,7 @@
 """Synthesize the CDK app (in a process of its own), so the local stack runs what `cdk deploy` would create."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -37,7 +38,12 @@ def synthesize_here(outdir: Path, segments: int = 4, allow_private_targets: bool
     from jobsched_infra.stack import JobschedStack, StackConfig
 
     app = cdk.App(outdir=str(outdir))
-    config = StackConfig(segments=segments, allow_private_targets=allow_private_targets)
+    if app.node.try_get_context("profile"):
+        # A sizing profile in the context (CDK_CONTEXT_JSON; `bench e2e --profile=NAME`): its settings
+        # as `cdk synth -c profile=NAME` makes them, segments included (it was ignored before).
+        config = dataclasses.replace(StackConfig.from_context(app.node), allow_private_targets=allow_private_targets)
+    else:
+        config = StackConfig(segments=segments, allow_private_targets=allow_private_targets)
     JobschedStack(app, "Jobsched", config=config)
     apply_checks(app)  # cdk-nag: a finding without an acknowledgement fails synthesis
     app.synth()
