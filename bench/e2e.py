@@ -564,7 +564,9 @@ def deployment_of(template: dict) -> Deployment:
             tp = p.get("ProvisionedThroughput", {})
             tables[kind] = f"provisioned {tp.get('ReadCapacityUnits')} RCU / {tp.get('WriteCapacityUnits')} WCU"
         elif warm:
-            tables[kind] = f"on demand, warm {warm.get('ReadUnitsPerSecond')} RU / {warm.get('WriteUnitsPerSecond')} WU"
+            tables[kind] = "on demand, warm " + " / ".join(
+                f"{warm[key]:,} {unit}" for key, unit in (("ReadUnitsPerSecond", "RU"), ("WriteUnitsPerSecond", "WU"))
+                if warm.get(key))
         else:
             tables[kind] = "on demand, no warm throughput (a new table: 12,000 RU / 4,000 WU)"
     return Deployment(int(env.get("SEGMENTS", "4")), lanes, batch, int(env.get("LANE_TENANT_PERCENT", "0")),
