@@ -385,6 +385,15 @@ def size(workload: Workload) -> Sizing:
             findings.append(f"lane {lane.lane}: {lane.min_pollers} warm pollers run "
                             f"{lane.min_pollers * POLLER_INVOCATIONS:,} invocations at once; the rest of its "
                             f"{lane.max_concurrency:,} takes about {ramp_s} s to scale in (1,000 a minute)")
+        first_minute = STANDARD_START_CONCURRENCY + STANDARD_RAMP_PER_MINUTE
+        if lane.mode == "standard" and lane.max_concurrency > first_minute:
+            # bench e2e --profile=10k: the steady rate met p99 337 ms once ramped, 33.7 s over its run.
+            ramp_s = math.ceil((lane.max_concurrency - STANDARD_START_CONCURRENCY) / STANDARD_RAMP_PER_MINUTE * 60)
+            findings.append(f"lane {lane.lane}: standard polling from idle reaches its {lane.max_concurrency:,} "
+                            f"in about {ramp_s} s ({STANDARD_RAMP_PER_MINUTE} more a minute from "
+                            f"{STANDARD_START_CONCURRENCY}): a steady rate that starts from quiet (a first "
+                            "deployment, a quiet night) is late that long; provisioned mode with MinimumPollers "
+                            "near the need removes it, at the pollers' hourly price")
     if burst and lanes[1].max_concurrency > LAMBDA_NEW_CONTAINERS_PER_SECOND * 10:
         # Pollers may be warm, the worker's containers are not: Lambda starts at most 1,000 a 10 s.
         per_10s = LAMBDA_NEW_CONTAINERS_PER_SECOND * 10
