@@ -236,3 +236,7 @@ def test_the_http_apis_event_reaches_the_same_routes_with_its_lower_case_headers
     refused = harness.api.invoke(http_api_event("GET", f"/v1/jobs/{job_id}", {"authorization": "Bearer nope"}, None))
     assert refused["statusCode"] == 401
     assert harness.api.invoke(http_api_event("GET", "/v1/health", {}, None))["statusCode"] == 200
+    # and the REST API's event (`-c api=rest`: a stage in the context, header names as sent) reaches them too
+    rest = harness.api.invoke(api_gateway_event("GET", f"/v1/jobs/{job_id}", headers, None, api="rest"))
+    assert rest["statusCode"] == 200 and json.loads(rest["body"])["name"] == "via-http-api"
+    assert harness.api_type == "http"  # the harness's own requests are the deployed default's events

@@ -50,10 +50,21 @@ class Function:
             return self._handler(event, LambdaContext(function_name=f"jobsched-{self.name}"))
 
 
+def api_type(template: dict) -> str:
+    """"http" when the template serves the API through API Gateway's HTTP API (the default), "rest"
+    for the REST API (`-c api=rest`)."""
+    types = {r.get("Type") for r in template.get("Resources", {}).values()}
+    return "rest" if "AWS::ApiGateway::RestApi" in types else "http"
+
+
 def api_gateway_event(method: str, raw_path: str, headers: dict[str, str], body: str | bytes | None,
-                      source_ip: str = "127.0.0.1") -> dict:
-    """`body` as bytes: text when it is UTF-8, else base64 with isBase64Encoded, as API Gateway
-    hands over a body it cannot pass as text (the function answers 400 for it, never U+FFFD)."""
+                      source_ip: str = "127.0.0.1", api: str = "http") -> dict:
+    """The proxy event (payload format 1.0) of the deployment's API type: `api` "http" (the
+    default: the HTTP API's $default route and stage, header names in lower case, `resource` the
+    route key, no stage in the path: AWS's "Create AWS Lambda proxy integrations for HTTP APIs") or
+    "rest" (the REST API's {proxy+} resource on its stage). `body` as bytes: text when it is UTF-8,
+    else base64 with isBase64Encoded, as API Gateway hands over a body it cannot pass as text (the
+    function answers 400 for it, never U+FFFD)."""
     encoded = False
     if isinstance(body, bytes):
         try:
@@ -62,6 +73,35 @@ def api_gateway_event(method: str, raw_path: str, headers: dict[str, str], body:
             body, encoded = base64.b64encode(body).decode("ascii"), True
     parts = urlsplit(raw_path)
     query = parse_qs(parts.query, keep_blank_values=True)
+    if api == "http":
+        lower = {k.lower(): v for k, v in headers.items()}
+        return {
+            "version": "1.0",
+            "resource": "$default",
+            "path": parts.path,
+            "httpMethod": method.upper(),
+            "headers": lower,
+            "multiValueHeaders": {k: [v] for k, v in lower.items()},
+            "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
+            "multiValueQueryStringParameters": query or None,
+            "pathParameters": None,
+            "stageVariables": None,
+            "requestContext": {
+                "resourcePath": "$default",
+                "resourceId": "$default",
+                "httpMethod": method.upper(),
+                "path": parts.path,
+                "stage": "$default",
+                "protocol": "HTTP/1.1",
+                "apiId": "local",
+                "domainName": "local.execute-api.us-east-1.amazonaws.com",
+                "requestId": str(uuid.uuid4()),
+                "accountId": ACCOUNT,
+                "identity": {"sourceIp": source_ip},
+            },
+            "body": body,
+            "isBase64Encoded": encoded,
+        }
     return {
         "resource": "/{proxy+}",
         "path": parts.path,

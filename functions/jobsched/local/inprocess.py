@@ -10,7 +10,8 @@ from jobsched.domain.schedule import MS_PER_MINUTE
 from jobsched.domain.timers import minute_of
 from jobsched.handlers import api, tick, worker
 from jobsched.local.emulator import next_ready_ms
-from jobsched.local.events import ACCOUNT, REGION, Function, LanePoller, api_gateway_event, http_response, json_or_text
+from jobsched.local.events import (ACCOUNT, REGION, Function, LanePoller, api_gateway_event, api_type, http_response,
+                                   json_or_text)
 from jobsched.local import strict_aws
 from jobsched.local.stack import LocalStack
 from jobsched.service.auth import ApiKeys
@@ -28,6 +29,7 @@ class InProcessStack:
         self.clock = clock
         self.session = session or boto3.session.Session(region_name="us-east-1")
         stack = LocalStack.create(self.session, template)
+        self.api_type = api_type(template)  # the events the API function gets: the HTTP API's or the REST API's
         # Every call from here on answers as AWS would (strict_aws): IAM, sizes, capacity per key.
         strict_aws.install()
         self.strict = strict_aws.StrictAws(template, stack.physical_ids, clock.now_ms)
@@ -61,7 +63,8 @@ class InProcessStack:
         if key is not None:
             all_headers["Authorization"] = f"Bearer {key}"
         text = body if isinstance(body, str) or body is None else json.dumps(body)
-        status, _, raw = http_response(self.api.invoke(api_gateway_event(method, path, all_headers, text)))
+        status, _, raw = http_response(self.api.invoke(api_gateway_event(method, path, all_headers, text,
+                                                                          api=self.api_type)))
         return status, json_or_text(raw)
 
     def tick_all(self) -> None:

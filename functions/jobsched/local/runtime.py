@@ -17,7 +17,7 @@ from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.jobs import Priority
 from jobsched.domain.lane_shares import format_caps, parse_caps
 from jobsched.local.emulator_process import EmulatorProcess
-from jobsched.local.events import Function, LanePoller, LoopbackHTTPServer, api_gateway_event, http_response
+from jobsched.local.events import Function, LanePoller, LoopbackHTTPServer, api_gateway_event, api_type, http_response
 from jobsched.local.fake_aws import use_local_aws_env
 from jobsched.local.metrics import EmfTee
 from jobsched.local.stack import LocalStack
@@ -159,6 +159,7 @@ class LocalRuntime:
     functions: dict[str, Function] = field(default_factory=dict)
     settings: Settings | None = None
     api_url: str = ""
+    api_type: str = "http"  # the template's API: the events the API function gets, API Gateway's own 5xx
     _stop: threading.Event = field(default_factory=threading.Event)
     _servers: list = field(default_factory=list)
     # Set once a client can be served: the keys work, the ticks and pollers run. Until then the
@@ -204,6 +205,7 @@ class LocalRuntime:
         session = boto3.session.Session()
         progress("jobsched: creating the tables and queues of the template in the emulator ...")
         self.stack = LocalStack.create(session, template)
+        self.api_type = api_type(template)
         # From here on the functions' calls answer as AWS would: IAM of their role, sizes, capacity.
         self.strict = strict_aws.StrictAws(template, self.stack.physical_ids)
         strict_aws.activate(self.strict)
@@ -298,6 +300,7 @@ class LocalRuntime:
         functions = self.functions
         ready = self.ready
         emulator = self.emulator
+        runtime = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -323,13 +326,17 @@ class LocalRuntime:
                         {"status": "unavailable", "reason": "the AWS emulator does not answer"}).encode())
                     return
                 headers = {k: v for k, v in self.headers.items()}
-                event = api_gateway_event(self.command, self.path, headers, body, self.client_address[0])
+                event = api_gateway_event(self.command, self.path, headers, body, self.client_address[0],
+                                          api=runtime.api_type)
                 try:
                     status, out_headers, payload = http_response(functions["api"].invoke(event))
-                except Exception as exc:  # noqa: BLE001 - API Gateway answers 502 when the function fails
+                except Exception as exc:  # noqa: BLE001 - API Gateway answers 5xx when the function fails
                     print(f"api: {exc}", file=sys.stderr)
-                    status, out_headers, payload = 502, {"Content-Type": "application/json"}, json.dumps(
-                        {"message": "Internal server error"}).encode()
+                    # The HTTP API answers 500 "Internal Server Error", the REST API 502.
+                    status, message = (500, "Internal Server Error") if runtime.api_type == "http" else \
+                        (502, "Internal server error")
+                    status, out_headers, payload = status, {"Content-Type": "application/json"}, json.dumps(
+                        {"message": message}).encode()
                 self._answer(status, out_headers, payload)
 
             def _answer(self, status, out_headers, payload):
