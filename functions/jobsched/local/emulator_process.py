@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -51,6 +52,8 @@ class Control:
             return 200, self.stats()
         if method == "POST" and path == "state":
             return 200, self.keep_state(json.loads(body or b"{}"))
+        if method == "POST" and path == "peek":
+            return 200, self.peek(json.loads(body or b"{}"))
         if method == "POST" and path == "stop":
             self.stop()
             return 200, {"stopped": True}
@@ -67,6 +70,23 @@ class Control:
             "snapshotLockedSeconds": state.locked_seconds if state else 0.0,
             "snapshotSeconds": state.saving_seconds if state else 0.0,
         }
+
+    def peek(self, request: dict) -> dict:
+        """An item as stored (its wire form), read from moto's backend under the emulator's lock:
+        the strict layer's reads before and after each write (strict_aws.py, _peek), which as
+        GetItem requests were most of the emulator's requests (AWS never sees them). Counted in the
+        busy time as "peek"."""
+        from jobsched.local.strict_aws import _peek_moto
+
+        started = time.perf_counter()
+        try:
+            found, item = _peek_moto(request["table"], request["key"])
+        finally:
+            spent = time.perf_counter() - started
+            self.server.busy_seconds += spent
+            self.server.busy_by_operation["peek"] += spent
+            self.server.requests_by_operation["peek"] += 1
+        return {"found": found, "item": item}
 
     def keep_state(self, request: dict) -> dict:
         import boto3
@@ -188,6 +208,13 @@ class EmulatorProcess:
 
     def stats(self) -> dict:
         return self._call("GET", "stats", timeout=30)
+
+    def peek(self, table: str, key: dict) -> dict | None:
+        """The item as stored, or None: read in the emulator's process, not as a GetItem request."""
+        answer = self._call("POST", "peek", {"table": table, "key": key}, timeout=30)
+        if not answer.get("found"):
+            raise LookupError(f"the emulator has no table {table}")
+        return answer.get("item")
 
     def answers(self, timeout: float = 2.0) -> bool:
         """Whether the emulator's process is up and serving (the local stack's health)."""
