@@ -212,14 +212,11 @@ def test_a_name_with_nul_or_another_control_character_is_refused(harness, name):
 
 def http_api_event(method: str, path: str, headers: dict[str, str], body: str | None) -> dict:
     """What API Gateway's HTTP API hands the function (payload format 1.0, the $default route and
-    stage): the REST proxy's shape, but header names in lower case, `resource` the route key, and
-    no stage in the path (AWS's "Create AWS Lambda proxy integrations for HTTP APIs")."""
-    event = api_gateway_event(method, path, {}, body)
-    lower = {k.lower(): v for k, v in headers.items()}
-    event.update(version="1.0", resource="$default", pathParameters=None, headers=lower,
-                 multiValueHeaders={k: [v] for k, v in lower.items()})
-    event["requestContext"].update(resourcePath="$default", path=path, stage="$default", apiId="abc123",
-                                   protocol="HTTP/1.1", domainName="abc123.execute-api.us-east-1.amazonaws.com")
+    stage): header names in lower case, `resource` the route key, no stage in the path (AWS's
+    "Create AWS Lambda proxy integrations for HTTP APIs"), as the local stack builds it."""
+    event = api_gateway_event(method, path, headers, body, api="http")
+    assert event["version"] == "1.0" and event["requestContext"]["stage"] == "$default"
+    assert all(name == name.lower() for name in event["headers"]) and event["requestContext"]["path"] == path.split("?")[0]
     return event
 
 

@@ -73,50 +73,24 @@ def api_gateway_event(method: str, raw_path: str, headers: dict[str, str], body:
             body, encoded = base64.b64encode(body).decode("ascii"), True
     parts = urlsplit(raw_path)
     query = parse_qs(parts.query, keep_blank_values=True)
-    if api == "http":
-        lower = {k.lower(): v for k, v in headers.items()}
-        return {
-            "version": "1.0",
-            "resource": "$default",
-            "path": parts.path,
-            "httpMethod": method.upper(),
-            "headers": lower,
-            "multiValueHeaders": {k: [v] for k, v in lower.items()},
-            "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
-            "multiValueQueryStringParameters": query or None,
-            "pathParameters": None,
-            "stageVariables": None,
-            "requestContext": {
-                "resourcePath": "$default",
-                "resourceId": "$default",
-                "httpMethod": method.upper(),
-                "path": parts.path,
-                "stage": "$default",
-                "protocol": "HTTP/1.1",
-                "apiId": "local",
-                "domainName": "local.execute-api.us-east-1.amazonaws.com",
-                "requestId": str(uuid.uuid4()),
-                "accountId": ACCOUNT,
-                "identity": {"sourceIp": source_ip},
-            },
-            "body": body,
-            "isBase64Encoded": encoded,
-        }
-    return {
-        "resource": "/{proxy+}",
+    http = api == "http"
+    if http:
+        headers = {k.lower(): v for k, v in headers.items()}
+    event = {
+        "resource": "$default" if http else "/{proxy+}",
         "path": parts.path,
         "httpMethod": method.upper(),
         "headers": dict(headers),
         "multiValueHeaders": {k: [v] for k, v in headers.items()},
         "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
         "multiValueQueryStringParameters": query or None,
-        "pathParameters": {"proxy": parts.path.lstrip("/")},
+        "pathParameters": None if http else {"proxy": parts.path.lstrip("/")},
         "stageVariables": None,
         "requestContext": {
-            "resourcePath": "/{proxy+}",
+            "resourcePath": "$default" if http else "/{proxy+}",
             "httpMethod": method.upper(),
-            "path": f"/{STAGE}{parts.path}",
-            "stage": STAGE,
+            "path": parts.path if http else f"/{STAGE}{parts.path}",
+            "stage": "$default" if http else STAGE,
             "requestId": str(uuid.uuid4()),
             "accountId": ACCOUNT,
             "identity": {"sourceIp": source_ip},
@@ -124,6 +98,11 @@ def api_gateway_event(method: str, raw_path: str, headers: dict[str, str], body:
         "body": body,
         "isBase64Encoded": encoded,
     }
+    if http:
+        event["version"] = "1.0"
+        event["requestContext"].update(resourceId="$default", protocol="HTTP/1.1", apiId="local",
+                                       domainName="local.execute-api.us-east-1.amazonaws.com")
+    return event
 
 
 def sqs_event(messages: list[dict], queue_arn: str) -> dict:

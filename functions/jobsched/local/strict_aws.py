@@ -1044,16 +1044,13 @@ class StrictAws:
     # else with an unchecked GetItem to the emulator.
     def _peek(self, table: str, key: dict) -> dict | None:
         if self._peek_fn is not None:
-            return self._peek_fn(table, key)
+            try:
+                return self._peek_fn(table, key)
+            except LookupError:
+                pass  # a table the peek does not hold: read as below
         found, item = _peek_moto(table, key)
         if found:
             return item
-        remote = getattr(self, "_remote_peek", None)
-        if remote is not None:
-            try:
-                return remote(table, key)
-            except LookupError:
-                pass  # a table the emulator's process does not hold: as a GetItem would answer
         token = _internal.set(True)
         try:
             return self._client().get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
@@ -1066,7 +1063,7 @@ class StrictAws:
         """Read the items the layer bills and checks with `peek` (the local stack's emulator
         process reads them from moto's backend, without a GetItem request through moto's API);
         `peek` raises LookupError for a table it does not hold, which is then read by GetItem."""
-        self._remote_peek = peek
+        self._peek_fn = peek
 
     def _restore(self, table: str, key: dict, before: dict | None) -> None:
         token = _internal.set(True)
