@@ -22,6 +22,8 @@ MOTO_API_PREFIX = "/moto-api/"
 # Control and moto requests carry the per-start secret in this header; without it they answer
 # 403 (anything on the machine, a job's HTTP call included, can reach loopback).
 CONTROL_SECRET_HEADER = "X-Jobsched-Control"
+# The strict layer's request for the items its bill needs (strict_aws.py, "Reports").
+REPORT_HEADER = "X-Jobsched-Items"
 # Operations that change no state: the local stack saves its state only after other requests.
 READ_ONLY_OPERATIONS = frozenset({
     "GetItem", "BatchGetItem", "Query", "Scan", "DescribeTable", "ListTables", "DescribeTimeToLive",
@@ -318,6 +320,36 @@ def next_ready_ms(queue_urls: list[str], account: str, region: str) -> float | N
     return earliest
 
 
+def with_items_report(app, environ: dict, start_response, operation: str) -> list[bytes]:
+    """A DynamoDB request the strict layer marked (strict_aws.REPORT_HEADER), answered with the
+    items its bill needs, read now, under the lock the request holds: the items before it, then
+    after it, in a field of the answer's JSON (botocore's parser ignores it; the CRC is redone)."""
+    import io
+    import zlib
+
+    from jobsched.local.strict_aws import REPORT_FIELD, items_report
+
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    try:
+        finish = items_report(operation, json.loads(body or b"{}"))
+    except ValueError:
+        finish = None
+    answered: list = []
+    chunks = list(app(environ, lambda status, headers, exc_info=None: answered.extend((status, headers))))
+    status, headers = answered
+    payload = b"".join(chunks)
+    if finish is not None and payload.startswith(b"{") and payload.rstrip().endswith(b"}"):
+        extra = json.dumps({REPORT_FIELD: finish()}).encode()
+        inner = payload.rstrip()[:-1]
+        payload = inner + (b"," if inner.strip() != b"{" else b"") + extra[1:]
+        redone = {"content-length": str(len(payload)), "x-amz-crc32": str(zlib.crc32(payload) & 0xFFFFFFFF)}
+        headers = [(k, redone.get(k.lower(), v)) for k, v in headers]
+    start_response(status, headers)
+    return [payload]
+
+
 class SerializedServer:
     """moto's server on loopback, one request at a time. `control`, if given, answers the
     requests under CONTROL_PREFIX (method, path after the prefix, body) → (status, JSON-able),
@@ -361,9 +393,12 @@ class SerializedServer:
             operation = operation_of(environ)
             if operation not in READ_ONLY_OPERATIONS:
                 self.mutations += 1
+            report = environ.get("HTTP_" + REPORT_HEADER.upper().replace("-", "_")) == "1"
             with EMULATOR_LOCK:
                 started = time.perf_counter()
                 try:
+                    if report:
+                        return with_items_report(app, environ, start_response, operation)
                     # Materialize the body inside the lock: the response is computed there.
                     return list(app(environ, start_response))
                 finally:

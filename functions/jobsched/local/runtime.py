@@ -212,6 +212,9 @@ class LocalRuntime:
             # The layer's reads of an item before and after each write go to the emulator's
             # process directly: as GetItem requests they were 81% of them (docs/performance.md).
             self.strict.use_peek(self.emulator.peek)
+            # And the items before and after each write come back with the write's own answer
+            # (read under the same hold of the lock): no read of their own at all.
+            self.strict.use_reports()
         strict_aws.activate(self.strict)
         if opts.keep_state:
             if opts.reset:

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator
 
 from botocore.exceptions import ClientError
 
+from jobsched.local.emulator import REPORT_HEADER
 from jobsched.local.stack import role_arn
 
 REGION = "us-east-1"
@@ -532,6 +533,7 @@ class _Call:
     params: dict
     second: int
     before: dict = field(default_factory=dict)  # (table, key json) → the item before a write
+    after: dict = field(default_factory=dict)  # (table, key json) → the item after it (or as read), reported
 
 
 class StrictAws:
@@ -544,6 +546,7 @@ class StrictAws:
         self._raw_client = None
         self._kms_ids: dict[str, str] = {}  # a key id a ciphertext names -> the key's id now
         self._peek_fn: Callable[[str, dict], dict | None] | None = None
+        self._reports = False  # use_reports
         self._sessions: dict[str, RoleSession] = {}  # access key id → the role session it signs as
         self._tag_clients: dict[str, Any] = {}
 
@@ -564,6 +567,7 @@ class StrictAws:
         layer.ledger = Ledger()
         layer._raw_client = None
         layer._peek_fn = peek or (lambda table, key: None)
+        layer._reports = False
         layer._sessions = {}
         layer._tag_clients = {}
         return layer
@@ -601,6 +605,8 @@ class StrictAws:
             return
         if call.service == "sts" and call.operation == "AssumeRole" and http_response.status_code < 300:
             self._remember_session(call, parsed)
+        if self._reports and call.service == "dynamodb":
+            self._take_report(call, http_response)
         bill = getattr(self, f"_bill_{call.service}", None)
         if bill:
             bill(client, call, parsed, http_response.status_code < 300)
@@ -865,11 +871,11 @@ class StrictAws:
         if op == "PutItem":
             self._check_item(client, op, table, p["Item"])
             self._throttle(client, call, [self._partition(table, p["Item"])], reads=False)
-            call.before[_ref(table, self._primary(table, p["Item"]))] = self._peek(table, self._primary(table, p["Item"]))
+            self._note_before(call, table, self._primary(table, p["Item"]))
         elif op in ("UpdateItem", "DeleteItem"):
             self._check_key(client, op, table, p["Key"])
             self._throttle(client, call, [self._partition(table, p["Key"])], reads=False)
-            call.before[_ref(table, p["Key"])] = self._peek(table, p["Key"])
+            self._note_before(call, table, p["Key"])
         elif op == "GetItem":
             self._check_key(client, op, table, p["Key"])
             self._throttle(client, call, [self._partition(table, p["Key"])], reads=True)
@@ -910,8 +916,7 @@ class StrictAws:
                 else:
                     self._check_key(client, op, name, item)
                 self._throttle(client, call, [self._partition(name, item)], reads=False)
-                key = self._primary(name, item)
-                call.before[_ref(name, key)] = self._peek(name, key)
+                self._note_before(call, name, self._primary(name, item))
         elif op in ("TransactWriteItems", "TransactGetItems"):
             items = p["TransactItems"]
             if len(items) > TRANSACTION_MAX_ITEMS:
@@ -930,7 +935,7 @@ class StrictAws:
                     self._check_key(client, op, name, key)
                 self._throttle(client, call, [self._partition(name, key)], reads=(kind == "Get"))
                 if op == "TransactWriteItems":
-                    call.before[_ref(name, key)] = self._peek(name, key)
+                    self._note_before(call, name, key)
             if total > TRANSACTION_MAX_BYTES:
                 raise _error(client, op, "ValidationException",
                              f"Transaction request cannot be larger than 4 MB ({total} bytes)", 400)
@@ -986,7 +991,7 @@ class StrictAws:
         if op in ("PutItem", "UpdateItem", "DeleteItem"):
             key = self._primary(table, p["Item"]) if op == "PutItem" else p["Key"]
             before = call.before.get(_ref(table, key))
-            after = None if op == "DeleteItem" else (p["Item"] if op == "PutItem" else self._peek(table, key))
+            after = None if op == "DeleteItem" else (p["Item"] if op == "PutItem" else self._peek_after(call, table, key))
             if not ok:
                 after = p["Item"] if op == "PutItem" else None  # a failed condition is billed too
             if ok and op == "UpdateItem" and item_size(after) > MAX_ITEM_BYTES:
@@ -996,26 +1001,32 @@ class StrictAws:
             self._bill_write(table, key, before, after, 1, second, written=ok)
         elif op == "GetItem" and ok:
             item = parsed.get("Item")
-            size = item_size(self._peek(table, p["Key"])) if item and "ProjectionExpression" in p else item_size(item)
+            size = item_size(self._peek_after(call, table, p["Key"])) if item and "ProjectionExpression" in p else item_size(item)
             self.ledger.bill(self._partition(table, p["Key"]) or table, second, rcu=read_units(size, consistent))
         elif op in ("Query", "Scan") and ok:
             size = sum(item_size(i) for i in parsed.get("Items", []))
             self.ledger.bill(call.before.get("partition") or f"{table}(scan)", second,
                              rcu=read_units(size, consistent))
         elif op == "BatchGetItem" and ok:
-            for name, items in parsed.get("Responses", {}).items():
-                request = p["RequestItems"][name]
-                projected = "ProjectionExpression" in request
+            unprocessed = {_ref(n, k) for n, r in (parsed.get("UnprocessedKeys") or {}).items() for k in r["Keys"]}
+            for name, request in p["RequestItems"].items():
+                consistent = bool(request.get("ConsistentRead"))
+                if "ProjectionExpression" in request:
+                    # Billed on the whole item, which the answer does not hold (nor, projected
+                    # away, its key): each key asked for, as stored (a missing item costs a read).
+                    for key in request["Keys"]:
+                        if _ref(name, key) not in unprocessed:
+                            self.ledger.bill(self._partition(name, key) or name, second,
+                                             rcu=read_units(item_size(self._peek_after(call, name, key)), consistent))
+                    continue
+                items = parsed.get("Responses", {}).get(name, [])
                 for item in items:
                     key = self._primary(name, item)
-                    size = item_size(self._peek(name, key)) if projected else item_size(item)
-                    self.ledger.bill(self._partition(name, key) or name, second,
-                                     rcu=read_units(size, bool(request.get("ConsistentRead"))))
+                    self.ledger.bill(self._partition(name, key) or name, second, rcu=read_units(item_size(item), consistent))
                 found = {_ref(name, self._primary(name, i)) for i in items}
                 for key in request["Keys"]:  # a missing item still costs a read
-                    if _ref(name, key) not in found:
-                        self.ledger.bill(self._partition(name, key) or name, second,
-                                         rcu=read_units(0, bool(request.get("ConsistentRead"))))
+                    if _ref(name, key) not in found and _ref(name, key) not in unprocessed:
+                        self.ledger.bill(self._partition(name, key) or name, second, rcu=read_units(0, consistent))
         elif op == "BatchWriteItem" and ok:
             unprocessed = {_ref(n, self._primary(n, (r.get("PutRequest") or {}).get("Item")
                                                  or r.get("DeleteRequest", {}).get("Key")))
@@ -1032,13 +1043,46 @@ class StrictAws:
                 (kind, action), = entry.items()
                 name = action["TableName"]
                 key = self._primary(name, action.get("Item") or action["Key"])
-                after = action.get("Item") if kind == "Put" else (self._peek(name, key) if kind == "Update" and ok else None)
+                after = action.get("Item") if kind == "Put" else (self._peek_after(call, name, key) if kind == "Update" and ok else None)
                 self._bill_write(name, key, call.before.get(_ref(name, key)), after, 2, second, written=ok)
         elif op == "TransactGetItems" and ok:
             for entry in p["TransactItems"]:
                 action = entry["Get"]
                 self.ledger.bill(self._partition(action["TableName"], action["Key"]) or action["TableName"], second,
-                                 rcu=2 * read_units(item_size(self._peek(action["TableName"], action["Key"])), True))
+                                 rcu=2 * read_units(item_size(self._peek_after(call, action["TableName"], action["Key"])), True))
+
+    def _note_before(self, call: _Call, table: str, key: dict) -> None:
+        """The item before a write: read now, or (reports on) answered with the write itself."""
+        if not self._reports:
+            call.before[_ref(table, key)] = self._peek(table, key)
+
+    def _peek_after(self, call: _Call, table: str, key: dict) -> dict | None:
+        """The item after a write (or in full, for a projected read): as reported, else read now."""
+        ref = _ref(table, key)
+        return call.after[ref] if ref in call.after else self._peek(table, key)
+
+    def _take_report(self, call: _Call, http_response) -> None:
+        """The items the emulator read for this call under the same hold of its lock (before the
+        write and after it), in the order of report_keys: no request of their own."""
+        try:
+            reported = json.loads(http_response.content or b"{}").get(REPORT_FIELD)
+        except (ValueError, AttributeError):
+            reported = None
+        if not isinstance(reported, list):
+            return
+        keys = report_keys(call.operation, call.params, self._primary)
+        for (table, key, kind), (before, after) in zip(keys, reported):
+            ref = _ref(table, key)
+            if kind != "read":
+                call.before[ref] = before
+            if kind in ("update", "read"):
+                call.after[ref] = after
+
+    def use_reports(self) -> None:
+        """Have the emulator's process answer each DynamoDB call with the items the layer bills
+        and checks (read in the request's own hold of the lock), instead of a read before and one
+        after: the local stack's emulator, whose lock those reads held most of the time."""
+        self._reports = True
 
     # The item as stored, without billing it: from moto's backend when it runs in this process,
     # else with an unchecked GetItem to the emulator.
@@ -1216,6 +1260,74 @@ def _error(client, operation: str, code: str, message: str, status: int) -> Clie
     return client.exceptions.from_code(code)(response, operation)
 
 
+# ---------------------------------------------------------------------------------------------
+# Reports: the items a DynamoDB call's bill needs, read by the emulator's process in the call's own
+# hold of its lock and returned in the answer's body (a field botocore's parser ignores), for a
+# request that asks with REPORT_HEADER.
+
+REPORT_FIELD = "__jobschedItems"
+
+
+def report_keys(operation: str, request: dict, primary: Callable[[str, dict], dict]) -> list[tuple[str, dict, str]]:
+    """(table, key, kind) for each item the bill of `operation` needs, in the request's order.
+    kind: "put", "delete", "check" (the item before), "update" (before and after), "read" (the
+    whole item, for a projected read)."""
+    if operation == "PutItem":
+        return [(request["TableName"], primary(request["TableName"], request["Item"]), "put")]
+    if operation in ("UpdateItem", "DeleteItem"):
+        return [(request["TableName"], request["Key"], "update" if operation == "UpdateItem" else "delete")]
+    if operation == "GetItem":
+        return [(request["TableName"], request["Key"], "read")] if "ProjectionExpression" in request else []
+    if operation == "BatchGetItem":
+        return [(name, key, "read") for name, r in request["RequestItems"].items()
+                if "ProjectionExpression" in r for key in r["Keys"]]
+    if operation == "BatchWriteItem":
+        return [(name, primary(name, r["PutRequest"]["Item"]), "put") if "PutRequest" in r
+                else (name, primary(name, r["DeleteRequest"]["Key"]), "delete")
+                for name, rs in request["RequestItems"].items() for r in rs]
+    if operation == "TransactWriteItems":
+        kinds = {"Put": "put", "Update": "update", "Delete": "delete", "ConditionCheck": "check"}
+        return [(action["TableName"], primary(action["TableName"], action.get("Item") or action["Key"]), kinds[kind])
+                for entry in request["TransactItems"] for kind, action in entry.items()]
+    if operation == "TransactGetItems":
+        return [(e["Get"]["TableName"], e["Get"]["Key"], "read") for e in request["TransactItems"]]
+    return []
+
+
+def items_report(operation: str, request: dict) -> Callable[[], list] | None:
+    """In the emulator's process, with its lock held, before the request is answered: reads the
+    items before, and returns what reads them after ([before, after] per report_keys entry).
+    None for a request with nothing to report (or on tables this process does not hold)."""
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    backend = dynamodb_backends.get(ACCOUNT, {}).get(REGION) if ACCOUNT in dynamodb_backends else None
+    if backend is None:
+        return None
+
+    def primary(table: str, item: dict) -> dict:
+        stored = backend.tables.get(table)
+        if stored is None:
+            return item
+        return {k: item[k] for k in (stored.hash_key_attr, stored.range_key_attr) if k and k in item}
+
+    def peek(table: str, key: dict) -> dict | None:
+        return _peek_locked(dynamodb_backends, DynamoType, table, key)[1]
+
+    try:
+        keys = report_keys(operation, request, primary)
+    except (KeyError, TypeError, AttributeError, ValueError):
+        return None  # a malformed request: moto answers it with its error
+    if not keys:
+        return None
+    before = [peek(table, key) if kind != "read" else None for table, key, kind in keys]
+
+    def finish() -> list:
+        return [[b, peek(table, key) if kind in ("update", "read") else None]
+                for (table, key, kind), b in zip(keys, before)]
+    return finish
+
+
 def _peek_moto(table: str, key: dict) -> tuple[bool, dict | None]:
     """(found the table in this process's moto, the item's wire form)."""
     try:
@@ -1271,6 +1383,12 @@ def _after(client_ref, http_response, parsed, model, context, **_):
         layer.after(client_ref(), http_response, parsed, model, context)
 
 
+def _ask_report(request, **_):
+    layer = _active
+    if layer is not None and layer._reports and request.context.get("strict_aws") is not None:
+        request.headers[REPORT_HEADER] = "1"
+
+
 def install() -> None:
     """Hook every botocore client built from now on (idempotent). The hooks do nothing while no
     layer is active. Also: a thread of a function's thread pool acts as that function (in Lambda
@@ -1294,6 +1412,8 @@ def install() -> None:
         # (a handler on the service's own event name runs before those on its parents).
         service = client.meta.service_model.service_id.hyphenize()
         client.meta.events.register_first(f"after-call.{service}", functools.partial(_after, ref))
+        if service == "dynamodb":
+            client.meta.events.register("before-sign.dynamodb", _ask_report)
         return client
 
     botocore.session.Session.create_client = create_client
