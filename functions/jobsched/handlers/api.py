@@ -57,6 +57,19 @@ from jobsched.store.aws import is_throttle
 
 logger = Logger(service="jobsched-api")
 
+
+class OwnEventResolver(APIGatewayRestResolver):
+    """The request it resolves kept on itself. Powertools keeps it on its base class
+    (BaseRouter.current_event), which every resolver of the process shares: right in Lambda, where
+    a process answers one request at a time, but the local stack runs the API's containers as
+    threads of one process, and there a request read another's headers (its Authorization, its
+    Idempotency-Key) when two were answered at once."""
+
+    def resolve(self, event, context):
+        self.current_event = self._to_proxy_event(event)
+        self.lambda_context = context
+        return super().resolve(event, context)
+
 # Lambda answers API Gateway with at most 6 MB, in which the body is a JSON string (each quote or
 # backslash escaped again): a page's items stay under 2.5 MB of ASCII JSON, so any page fits.
 MAX_PAGE_BYTES = 2_500_000
@@ -156,11 +169,11 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     auth = Authenticator(parts.stores.api_keys, parts.clock)
     signing = SigningSecrets(parts.stores.signing, parts.clock)
     calendars = CalendarsService(parts.stores, parts.clock)
-    app = APIGatewayRestResolver()
+    app = OwnEventResolver()
 
     def tenant() -> str:
         tenant_id = auth.tenant_for(app.current_event.headers.get("Authorization"))
-        logger.append_keys(tenantId=tenant_id)
+        logger.thread_safe_append_keys(tenantId=tenant_id)  # this request's lines alone (OwnEventResolver)
         return tenant_id
 
     def query(name: str) -> str | None:
@@ -438,6 +451,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     @metrics.log_metrics
     @logger.inject_lambda_context(clear_state=True)
     def handler(event, context):
+        logger.thread_safe_clear_keys()
         matched["route"] = "unmatched"
         try:
             response = app.resolve(event, context)

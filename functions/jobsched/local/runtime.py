@@ -20,11 +20,14 @@ from jobsched.local.emulator_process import EmulatorProcess
 from jobsched.local.events import Function, LanePoller, LoopbackHTTPServer, api_gateway_event, api_type, http_response
 from jobsched.local.fake_aws import use_local_aws_env
 from jobsched.local.metrics import EmfTee
-from jobsched.local.stack import LocalStack
+from jobsched.local.stack import LocalStack, reserved_concurrency
 from jobsched.local.synth import cached_template
 from jobsched.settings import Env, Settings
 
 IDLE_POLL_SECONDS = 0.1
+# The API's containers at most when the template reserves it no concurrency (Lambda's then is the
+# account's): as many as its default reservation.
+API_LOCAL_CONCURRENCY = 50
 MAX_REQUEST_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
 
 
@@ -149,6 +152,17 @@ class LaneContainers:
             self._idle.append(container)
         self._free.release()
 
+    def invoke(self, event, stop: threading.Event):
+        """One invocation in a free container (made if none is idle and the limit allows), as
+        Lambda runs concurrent requests of a function: each in a container of its own."""
+        while (container := self.acquire(stop)) is None:
+            if stop.is_set():
+                raise RuntimeError("the local stack is stopping")
+        try:
+            return container.invoke(event)
+        finally:
+            self.release(container)
+
 
 @dataclass
 class LocalRuntime:
@@ -157,6 +171,7 @@ class LocalRuntime:
     stack: LocalStack | None = None
     strict: object = None  # the strict AWS layer (local/strict_aws.py): report() for its peaks
     functions: dict[str, Function] = field(default_factory=dict)
+    api_containers: LaneContainers | None = None  # the API's (functions["api"] is the first)
     settings: Settings | None = None
     api_url: str = ""
     api_type: str = "http"  # the template's API: the events the API function gets, API Gateway's own 5xx
@@ -236,7 +251,12 @@ class LocalRuntime:
         envs = {name: {**env, **opts.env_overrides.get(name, {})} for name, env in envs.items()}
         clock = SystemClock()
         self.settings = Settings.from_env(envs["api"], "api")
-        self.functions["api"] = Function("api", api.make_handler(envs["api"], clock, session))
+        # The API's requests run at once up to its reserved concurrency, each in a container of its
+        # own (one container made the API answer one request at a time: about 10 creates a second).
+        api_session = SharedClients(session)
+        self.api_containers = LaneContainers(lambda: Function("api", api.make_handler(envs["api"], clock, api_session)),
+                                             reserved_concurrency(template, "api") or API_LOCAL_CONCURRENCY)
+        self.functions["api"] = self.api_containers.first()
         self.functions["tick"] = Function("tick", tick.make_handler(envs["tick"], clock, session))
         sqs = session.client("sqs")
         workers_session = SharedClients(session)
@@ -336,7 +356,7 @@ class LocalRuntime:
                 event = api_gateway_event(self.command, self.path, headers, body, self.client_address[0],
                                           api=runtime.api_type)
                 try:
-                    status, out_headers, payload = http_response(functions["api"].invoke(event))
+                    status, out_headers, payload = http_response(runtime.api_containers.invoke(event, runtime._stop))
                 except Exception as exc:  # noqa: BLE001 - API Gateway answers 5xx when the function fails
                     print(f"api: {exc}", file=sys.stderr)
                     # The HTTP API answers 500 "Internal Server Error", the REST API 502.

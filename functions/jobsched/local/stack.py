@@ -67,6 +67,16 @@ def function_envs(template: dict, physical: dict[str, str]) -> dict[str, dict[st
     return envs
 
 
+def reserved_concurrency(template: dict, name: str) -> int | None:
+    """The function's reserved concurrency in the template (None: not reserved)."""
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        if resource["Type"] == "AWS::Lambda::Function" and function_name(props["Handler"]) == name:
+            value = props.get("ReservedConcurrentExecutions")
+            return int(value) if isinstance(value, int) else None
+    return None
+
+
 def _resolve(value: Any, physical: dict[str, str], where: str, resources: dict | None = None) -> str:
     if isinstance(value, str):
         return value
