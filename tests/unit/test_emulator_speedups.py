@@ -281,3 +281,46 @@ def test_the_pinned_moto_is_the_version_the_patches_were_checked_against():
     pyproject = (pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert f'cloudformation]=={MOTO_PATCHED_VERSION}"' in pyproject
     assert moto.__version__ == MOTO_PATCHED_VERSION
+
+
+def test_an_update_answers_old_values_as_they_were_without_copies_nothing_reads():
+    """The item is copied only for ReturnValues that read its old values: those still answer the
+    values before the update, although the update changes the nested map in place."""
+    from moto import mock_aws
+
+    emulator.speed_up_moto()
+    with mock_aws():
+        client = _table_client()
+        answers = {}
+        for i, mode in enumerate(("NONE", "ALL_NEW", "ALL_OLD", "UPDATED_OLD", "UPDATED_NEW")):
+            client.put_item(TableName="T", Item={"k": {"S": mode}, "slots": {"M": {"a": {"N": "1"}}}, "n": {"N": "7"}})
+            answer = client.update_item(TableName="T", Key={"k": {"S": mode}}, UpdateExpression="SET slots.#s = :v",
+                                        ExpressionAttributeNames={"#s": "b"},
+                                        ExpressionAttributeValues={":v": {"N": str(i)}}, ReturnValues=mode)
+            answers[mode] = answer.get("Attributes")
+            stored = client.get_item(TableName="T", Key={"k": {"S": mode}})["Item"]
+            assert stored["slots"] == {"M": {"a": {"N": "1"}, "b": {"N": str(i)}}}
+    assert answers["NONE"] is None
+    assert answers["ALL_NEW"] == {"k": {"S": "ALL_NEW"}, "slots": {"M": {"a": {"N": "1"}, "b": {"N": "1"}}}, "n": {"N": "7"}}
+    assert answers["ALL_OLD"] == {"k": {"S": "ALL_OLD"}, "slots": {"M": {"a": {"N": "1"}}}, "n": {"N": "7"}}
+    assert answers["UPDATED_OLD"] == {"slots": {"M": {"a": {"N": "1"}}}}
+    assert answers["UPDATED_NEW"] == {"slots": {"M": {"b": {"N": "4"}}}}
+
+
+def test_a_table_with_a_stream_still_gets_the_old_image():
+    from moto import mock_aws
+    from moto.dynamodb.models import dynamodb_backends
+
+    emulator.speed_up_moto()
+    with mock_aws():
+        client = _table_client()
+        client.create_table(TableName="S", KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+                            AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+                            BillingMode="PAY_PER_REQUEST",
+                            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})
+        client.put_item(TableName="S", Item={"k": {"S": "a"}, "slots": {"M": {"a": {"N": "1"}}}})
+        client.update_item(TableName="S", Key={"k": {"S": "a"}}, UpdateExpression="SET slots.b = :v",
+                           ExpressionAttributeValues={":v": {"N": "2"}})
+        record = dynamodb_backends["123456789012"]["us-east-1"].tables["S"].stream_shard.items[-1].record["dynamodb"]
+    assert record["OldImage"]["slots"] == {"M": {"a": {"N": "1"}}}
+    assert record["NewImage"]["slots"] == {"M": {"a": {"N": "1"}, "b": {"N": "2"}}}
