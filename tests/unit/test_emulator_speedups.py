@@ -324,3 +324,18 @@ def test_a_table_with_a_stream_still_gets_the_old_image():
         record = dynamodb_backends["123456789012"]["us-east-1"].tables["S"].stream_shard.items[-1].record["dynamodb"]
     assert record["OldImage"]["slots"] == {"M": {"a": {"N": "1"}}}
     assert record["NewImage"]["slots"] == {"M": {"a": {"N": "1"}, "b": {"N": "2"}}}
+
+
+def test_a_handlers_methods_are_listed_once_and_answer_as_before():
+    import moto.core.responses as core_responses
+    from moto.core.utils import method_names_from_class as listed_each_time
+    from moto.dynamodb.responses import DynamoHandler
+    from moto.sqs.responses import SQSResponse
+
+    emulator.speed_up_moto()
+    for handler in (DynamoHandler, SQSResponse):
+        assert core_responses.method_names_from_class(handler) == listed_each_time(handler)
+    assert "update_item" in core_responses.method_names_from_class(DynamoHandler)
+    first = core_responses.method_names_from_class(DynamoHandler)
+    first.clear()  # a caller changing its list changes no other caller's
+    assert core_responses.method_names_from_class(DynamoHandler) == listed_each_time(DynamoHandler)

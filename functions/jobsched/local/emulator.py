@@ -139,6 +139,7 @@ def speed_up_moto() -> None:
     _speed_up_update_validation(parse)
     _speed_up_condition_lexing()
     _speed_up_update_copies()
+    _speed_up_action_lookup()
     moto.backends._jobsched_fast = True
 
 
@@ -251,6 +252,24 @@ def _speed_up_update_validation(parse) -> None:
 
     validators.UpdateExpressionValidator.__init__ = init
     validators.UpdateExpressionValidator.validate = validate
+
+
+def _speed_up_action_lookup() -> None:
+    """Every request lists its handler class's methods (inspect.getmembers over the class and its
+    bases) to see whether the action is one of them: a class's methods do not change while the
+    emulator runs (these patches are made before its first request), so they are listed once."""
+    import moto.core.responses as core_responses
+
+    listed: dict[type, tuple[str, ...]] = {}
+    original = core_responses.method_names_from_class
+
+    def method_names_from_class(clazz) -> list[str]:
+        names = listed.get(clazz)
+        if names is None:
+            names = listed[clazz] = tuple(original(clazz))
+        return list(names)
+
+    core_responses.method_names_from_class = method_names_from_class
 
 
 def _speed_up_update_copies() -> None:
