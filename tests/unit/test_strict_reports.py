@@ -131,3 +131,54 @@ def test_an_answer_with_a_report_is_still_the_answer_botocore_checks(server):
         strict_aws.activate(None)
     assert answer["Attributes"] == {**item("a", 10), "n": {"N": "1"}}
     assert strict_aws.REPORT_FIELD not in answer
+
+
+def binary_table(client, name: str = "binary") -> None:
+    client.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
+                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "B"}],
+                        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
+
+
+def test_binary_keys_and_values_are_reported_and_billed_as_when_read(server):
+    """A binary key value travels base64 in the request's JSON, moto keeps bytes: the emulator reads
+    the item by the stored key; a binary value goes back base64 (an answer that could not be
+    written would have been a 500 after the write was applied, and botocore would repeat it)."""
+    client = boto3.session.Session().client("dynamodb", endpoint_url=server.url, region_name="us-east-1")
+    binary_table(client)
+    billed = {}
+    for reports in (False, True):
+        layer = StrictAws.billing_only({"binary": ("pk",)}, now_ms=lambda: 0,
+                                       peek=lambda table, k: strict_aws._peek_moto(table, k)[1])
+        if reports:
+            layer.use_reports()
+        strict_aws.activate(layer)
+        try:
+            key = {"pk": {"B": b"\x00\x01" + bytes([reports])}}
+            client.put_item(TableName="binary", Item={**key, "body": {"B": b"x" * 9000}, "m": {"M": {"b": {"B": b"\xff"}}},
+                                                      "n": {"N": "0"}})
+            client.update_item(TableName="binary", Key=key, UpdateExpression="REMOVE body ADD n :one",
+                               ExpressionAttributeValues={":one": {"N": "1"}})
+        finally:
+            strict_aws.activate(None)
+        stored = client.get_item(TableName="binary", Key=key)["Item"]
+        assert stored["n"] == {"N": "1"}  # the update applied once
+        billed[reports] = layer.ledger.partitions
+    assert sum(u.write_units for u in billed[True].values()) == sum(u.write_units for u in billed[False].values())
+
+
+def test_a_key_without_its_sort_key_is_refused_as_dynamodb_refuses_it(server):
+    client = boto3.session.Session().client("dynamodb", endpoint_url=server.url, region_name="us-east-1")
+    client.create_table(TableName=TABLE, BillingMode="PAY_PER_REQUEST",
+                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                              {"AttributeName": "sk", "AttributeType": "S"}],
+                        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                                   {"AttributeName": "sk", "KeyType": "RANGE"}])
+    layer = StrictAws.billing_only({TABLE: ("pk", "sk")}, now_ms=lambda: 0)
+    layer.use_reports()
+    strict_aws.activate(layer)
+    try:
+        with pytest.raises(ClientError) as refused:
+            client.put_item(TableName=TABLE, Item={"pk": {"S": "p"}})
+    finally:
+        strict_aws.activate(None)
+    assert refused.value.response["Error"]["Code"] == "ValidationException"

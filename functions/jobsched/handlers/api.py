@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from aws_lambda_powertools.metrics import MetricUnit
 
 from jobsched.api.mapping import OwnResources, TargetScope, execution_to_json, job_to_json, preview_schedule, to_spec
@@ -66,6 +67,8 @@ class OwnEventResolver(APIGatewayRestResolver):
     Idempotency-Key) when two were answered at once."""
 
     def resolve(self, event, context):
+        if isinstance(event, BaseProxyEvent):
+            event = event.raw_event
         self.current_event = self._to_proxy_event(event)
         self.lambda_context = context
         return super().resolve(event, context)
@@ -451,7 +454,10 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     @metrics.log_metrics
     @logger.inject_lambda_context(clear_state=True)
     def handler(event, context):
+        # This request's keys, in the thread's own log keys: inject_lambda_context keeps the
+        # request id in the logger's shared keys (OwnEventResolver).
         logger.thread_safe_clear_keys()
+        logger.thread_safe_append_keys(function_request_id=getattr(context, "aws_request_id", None))
         matched["route"] = "unmatched"
         try:
             response = app.resolve(event, context)

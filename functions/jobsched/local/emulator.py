@@ -397,6 +397,8 @@ def with_items_report(app, environ: dict, start_response, operation: str) -> lis
     import io
     import zlib
 
+    from moto.dynamodb.models.utilities import DynamoJsonEncoder
+
     from jobsched.local.strict_aws import REPORT_FIELD, items_report
 
     length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -410,8 +412,14 @@ def with_items_report(app, environ: dict, start_response, operation: str) -> lis
     chunks = list(app(environ, lambda status, headers, exc_info=None: answered.extend((status, headers))))
     status, headers = answered
     payload = b"".join(chunks)
+    extra = None
     if finish is not None and payload.startswith(b"{") and payload.rstrip().endswith(b"}"):
-        extra = json.dumps({REPORT_FIELD: finish()}).encode()
+        try:
+            # Binary values as base64, as DynamoDB's JSON has them.
+            extra = json.dumps({REPORT_FIELD: finish()}, cls=DynamoJsonEncoder).encode()
+        except Exception:  # noqa: BLE001 - the write is done: answer it, unreported (the layer says so)
+            extra = None
+    if extra is not None:
         inner = payload.rstrip()[:-1]
         payload = inner + (b"," if inner.strip() != b"{" else b"") + extra[1:]
         redone = {"content-length": str(len(payload)), "x-amz-crc32": str(zlib.crc32(payload) & 0xFFFFFFFF)}

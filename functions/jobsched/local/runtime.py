@@ -145,7 +145,11 @@ class LaneContainers:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return self._make()
+        try:
+            return self._make()
+        except BaseException:
+            self._free.release()  # no container was made: its place is free again
+            raise
 
     def release(self, container: Function) -> None:
         with self._lock:

@@ -25,6 +25,7 @@ import contextlib
 import contextvars
 import functools
 import json
+import logging
 import math
 import re
 import threading
@@ -38,6 +39,8 @@ from botocore.exceptions import ClientError
 
 from jobsched.local.emulator import REPORT_HEADER
 from jobsched.local.stack import role_arn
+
+logger = logging.getLogger(__name__)
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # the emulator's account (local/events.py uses the same)
@@ -534,6 +537,7 @@ class _Call:
     second: int
     before: dict = field(default_factory=dict)  # (table, key json) → the item before a write
     after: dict = field(default_factory=dict)  # (table, key json) → the item after it (or as read), reported
+    unreported: bool = False  # reports on, but the answer carried none
 
 
 class StrictAws:
@@ -995,7 +999,8 @@ class StrictAws:
             if not ok:
                 after = p["Item"] if op == "PutItem" else None  # a failed condition is billed too
             if ok and op == "UpdateItem" and item_size(after) > MAX_ITEM_BYTES:
-                self._restore(table, key, before)
+                if not call.unreported:  # the item before unknown: never "restored" by deleting it
+                    self._restore(table, key, before)
                 raise _error(client, op, "ValidationException",
                              f"Item size to update has exceeded the maximum allowed size ({item_size(after)} bytes)", 400)
             self._bill_write(table, key, before, after, 1, second, written=ok)
@@ -1064,13 +1069,22 @@ class StrictAws:
     def _take_report(self, call: _Call, http_response) -> None:
         """The items the emulator read for this call under the same hold of its lock (before the
         write and after it), in the order of report_keys: no request of their own."""
-        try:
-            reported = json.loads(http_response.content or b"{}").get(REPORT_FIELD)
-        except (ValueError, AttributeError):
-            reported = None
-        if not isinstance(reported, list):
-            return
         keys = report_keys(call.operation, call.params, self._primary)
+        if not keys:
+            return  # nothing to report (a query, a read without projection): the answer is not read again
+        content = http_response.content or b""
+        at = content.rfind(b'"' + REPORT_FIELD.encode() + b'":')
+        try:
+            reported = json.loads(content[at + len(REPORT_FIELD) + 3:-1]) if at >= 0 else None
+        except ValueError:
+            reported = None
+        if not isinstance(reported, list) or len(reported) != len(keys):
+            # Not reported (a request the emulator could not read for): billed on what the call
+            # carries and the item as it now is, and an oversize update is refused but not undone.
+            call.unreported = True
+            logger.warning("the emulator sent no items report for %s; billed without the item before it",
+                           call.operation)
+            return
         for (table, key, kind), (before, after) in zip(keys, reported):
             ref = _ref(table, key)
             if kind != "read":
@@ -1312,15 +1326,18 @@ def items_report(operation: str, request: dict) -> Callable[[], list] | None:
         return {k: item[k] for k in (stored.hash_key_attr, stored.range_key_attr) if k and k in item}
 
     def peek(table: str, key: dict) -> dict | None:
-        return _peek_locked(dynamodb_backends, DynamoType, table, key)[1]
+        # A binary key value arrives base64 in the request's JSON; moto keeps it as bytes.
+        stored_key = {name: {"B": base64.b64decode(value["B"])} if isinstance(value, dict) and "B" in value else value
+                      for name, value in key.items()}
+        return _peek_locked(dynamodb_backends, DynamoType, table, stored_key)[1]
 
     try:
         keys = report_keys(operation, request, primary)
-    except (KeyError, TypeError, AttributeError, ValueError):
-        return None  # a malformed request: moto answers it with its error
-    if not keys:
+        if not keys:
+            return None
+        before = [peek(table, key) if kind != "read" else None for table, key, kind in keys]
+    except Exception:  # noqa: BLE001 - a request moto refuses: it answers with its error, unreported
         return None
-    before = [peek(table, key) if kind != "read" else None for table, key, kind in keys]
 
     def finish() -> list:
         return [[b, peek(table, key) if kind in ("update", "read") else None]
@@ -1347,8 +1364,8 @@ def _peek_locked(dynamodb_backends, DynamoType, table: str, key: dict) -> tuple[
     if stored is None:
         return False, None
     hash_name, range_name = stored.hash_key_attr, stored.range_key_attr
-    if hash_name not in key:
-        return True, None
+    if hash_name not in key or (range_name and range_name not in key):
+        return True, None  # no such item (DynamoDB refuses the request itself)
     item = stored.get_item(DynamoType(key[hash_name]), DynamoType(key[range_name]) if range_name else None)
     return True, (item.to_json()["Attributes"] if item is not None else None)
 
