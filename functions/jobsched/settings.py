@@ -62,6 +62,8 @@ class Env:
     # RunTask); absent (tests of other parts): no check.
     ECS_TASK_DEFINITIONS = "ECS_TASK_DEFINITIONS"
     ECS_CLUSTERS = "ECS_CLUSTERS"
+    # Where a container task's logs are linked (`{taskId}` replaced); absent: the ECS console.
+    TASK_LOGS_URL = "TASK_LOGS_URL"
 
 
 # Which settings each function reads; the infrastructure test holds the template to this.

@@ -40,6 +40,14 @@ SECURITY_GROUP = re.compile(r"sg-[0-9a-f]{8,17}")
 CONTAINER_NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 
+# A running task's execution is looked at this often (DescribeTasks) until its deadline: an end
+# whose event was lost, or arrived before the task was recorded, is found within this much.
+RECONCILE_MS = 15 * 60_000
+# The claim of a container attempt holds it this long (the RunTask call, not the task's run): a
+# worker that dies before recording the task leaves it to a redelivery after this, not after the
+# task's whole timeout.
+CALL_LEASE_MS = 120_000
+
 # The stop codes ECS gives a task that never ran its container (docs/architecture.md).
 NOT_STARTED_CODES = frozenset({"TaskFailedToStart"})
 
@@ -134,9 +142,16 @@ class TaskEnd:
 
 def task_end_of(task: dict, container: str | None) -> TaskEnd:
     """A task's end from a state-change event's `detail` or a DescribeTasks `tasks[]` entry (the
-    same shape): the job's container's exit code (a sidecar's never stands for it; only a task
+    same shape, but an event has no tags): the job's container's exit code (a sidecar's never stands for it; only a task
     without that container is judged by the first container that has one), and the tags."""
     tags = {t.get("key"): t.get("value") for t in task.get("tags") or [] if isinstance(t, dict)}
+    # A state-change event carries no tags, but it carries the overrides: the execution's own
+    # variables name it there (DescribeTasks answers both).
+    for override in (task.get("overrides") or {}).get("containerOverrides") or []:
+        env = {e.get("name"): e.get("value") for e in override.get("environment") or [] if isinstance(e, dict)}
+        if isinstance(env.get(ENV_EXECUTION_ID), str):
+            tags.setdefault(TAG_EXECUTION, env[ENV_EXECUTION_ID])
+            tags.setdefault(TAG_ATTEMPT, env.get(ENV_ATTEMPT))
     containers = [c for c in task.get("containers") or [] if isinstance(c, dict)]
     chosen = next((c for c in containers if c.get("name") == container), None) if container else None
     if chosen is None:
