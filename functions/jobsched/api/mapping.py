@@ -653,6 +653,16 @@ def _execution_fields(execution: Execution) -> dict:
         "catchUp": execution.catch_up,
         # Absence alerts: MISSING, LATE (a success after the mark), NOT_FIRED, or null.
         "expectation": expectation_of(execution),
+        # Container tasks (ECS_TASK): the running or last attempt's task; null for other targets.
+        "task": task_to_json(execution.task),
         **({"reason": execution.skip_reason, "skippedCount": execution.skipped_count,
             "skippedThrough": format_instant(execution.skipped_through_ms)} if execution.skip_reason else {}),
     }
+
+
+def task_to_json(task: dict | None) -> dict | None:
+    """shared/API.md, "Container tasks": exactly these four names."""
+    if task is None:
+        return None
+    return {"taskArn": task.get("taskArn"), "exitCode": task.get("exitCode"),
+            "stoppedReason": task.get("stoppedReason"), "logUrl": task.get("logUrl")}
