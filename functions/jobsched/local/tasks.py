@@ -25,6 +25,41 @@ STOPPED_EXIT_CODE = 137
 STOP_GRACE_SECONDS = 5  # ECS waits 30 s by default (stopTimeout); a local process gets less
 
 
+LOCAL_SUBNET_CIDR = "10.42.1.0/24"
+LOCAL_TASK_ROLE = f"arn:aws:iam::{ACCOUNT}:role/local-task-runner"  # within the local grant (local/synth.py)
+
+
+def prepare_local_cluster(session) -> dict:
+    """What an operator has in an account for container jobs: the cluster "local", a VPC whose
+    subnet and security group the tasks' network interfaces use. Made again at each start (the
+    emulator keeps tables and queues across restarts, not these)."""
+    ecs, ec2 = session.client("ecs"), session.client("ec2")
+    ecs.create_cluster(clusterName=LOCAL_CLUSTER)
+    vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
+    ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock=LOCAL_SUBNET_CIDR)["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="jobsched-local-tasks", Description="container jobs",
+                                      VpcId=vpc)["GroupId"]
+    return {"cluster": LOCAL_CLUSTER, "subnet": subnet, "securityGroup": group}
+
+
+def register_tenant_definitions(ecs, tenants: list[str]) -> dict[str, str]:
+    """One task definition per tenant, "local-<tenant>", tagged jobsched:tenant = the tenant (IAM
+    lets only that tenant's session run it), with one container "main" whose command a job gives."""
+    from jobsched.domain.tenant_tags import TENANT_TAG_KEY
+
+    made = {}
+    for tenant in tenants:
+        family = "local-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in tenant)[:200]
+        made[tenant] = ecs.register_task_definition(
+            family=family, requiresCompatibilities=["FARGATE"], networkMode="awsvpc", cpu="256", memory="512",
+            taskRoleArn=LOCAL_TASK_ROLE,
+            containerDefinitions=[{"name": "main", "image": "local-process", "essential": True, "cpu": 256,
+                                   "memory": 512, "command": ["sh", "-c", "echo no command given"]}],
+            tags=[{"key": TENANT_TAG_KEY, "value": tenant}])["taskDefinition"]["taskDefinitionArn"]
+    return made
+
+
 def hold_tasks_running() -> Callable[[], None]:
     """moto moves a task one state toward STOPPED at each DescribeTasks; ECS stops a task only when
     its essential container exits or StopTask is called. In the emulator's process, tasks are kept
