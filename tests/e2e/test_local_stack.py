@@ -350,6 +350,19 @@ def test_a_container_job_runs_its_command_as_a_local_process_with_its_environmen
     seen = json.loads(open(log[len("file://"):].replace("output.log", "seen.json")).read())
     assert seen == {"rows": 3, "greeting": "hello", "attempt": "1", "id": ok["executionId"]}
     assert ended["fails"]["status"] == "DEAD" and ended["fails"]["task"]["exitCode"] == 3
+    # The CLI shows the task, its exit code and its log link.
+    from io import StringIO
+
+    from jobsched.cli.main import main as cli
+
+    out = StringIO()
+    assert cli(["--url", runtime.api_url, "--api-key", "e2e-key", "executions", "get",
+                ended["fails"]["executionId"]], out=out) == 0
+    text = out.getvalue()
+    task_lines = dict(line.split(None, 1) for line in text.split("task:\n", 1)[1].splitlines()[:4])
+    assert task_lines == {"taskArn": ended["fails"]["task"]["taskArn"], "exitCode": "3",
+                          "stoppedReason": "Essential container in task exited",
+                          "logUrl": ended["fails"]["task"]["logUrl"]}
     slow = ended["slow"]
     assert slow["status"] == "DEAD" and [a["status"] for a in slow["attempts"]] == ["TIMED_OUT"]
     time.sleep(1.0)  # the runner reports the killed process: the attempt has ended, nothing changes
