@@ -208,6 +208,38 @@ def test_cancel_while_running_stops_the_task(ecs_harness):
     assert harness.execution(execution_id)["status"] == "CANCELLED"
 
 
+def die_once_after_run_task(harness):
+    real = harness.router.invoke
+    deaths = []
+
+    def die_after_the_call(*args, **kwargs):
+        outcome = real(*args, **kwargs)
+        if not deaths:
+            deaths.append(outcome)
+            raise ProcessDied("the worker died between RunTask and recording the task")
+        return outcome
+
+    harness.router.invoke = die_after_the_call
+    return deaths
+
+
+def test_a_task_that_ended_unseen_while_its_worker_was_dead_is_its_attempts_end(ecs_harness):
+    harness = ecs_harness
+    job = ecs_job(harness, task_definition(harness), timeoutSec=7200)
+    deaths = die_once_after_run_task(harness)
+    harness.advance(6)
+    [task] = tasks_of(harness)
+    assert deaths
+    # The task exits 0 and ECS's event never reaches the scheduler (EventBridge gave up).
+    harness.ecs.stop_task(cluster=CLUSTER, task=task["taskArn"], reason="Essential container in task exited")
+    harness.advance(20 * 60)  # the redelivery takes over, finds the stopped task: its end is this attempt's
+    assert [t["taskArn"] for t in tasks_of(harness)] == [task["taskArn"]]  # no second task
+    execution = only_execution(harness, job)
+    assert execution["status"] == "SUCCEEDED" and execution["task"]["taskArn"] == task["taskArn"]
+    assert execution["task"]["exitCode"] == 0  # as the emulator's ECS reports the stopped container
+    assert execution["attempt"] == 2 and execution["attempts"][0]["status"] == "LOST"
+
+
 def test_a_worker_that_dies_after_run_task_starts_no_second_task(ecs_harness):
     harness = ecs_harness
     job = ecs_job(harness, task_definition(harness), timeoutSec=7200)

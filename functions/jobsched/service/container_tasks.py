@@ -65,12 +65,41 @@ class ContainerTasks:
             # taken over: nothing of this attempt is left to record.
             return Outcome.STALE_RESULT
         # Crash here: the task runs and its event records its end; only the deadline's check is
-        # missing, and a redelivery after the lease adopts the task (store/targets.py) and arms it.
+        # missing, and a redelivery after the lease adopts the task (take_over) and arms it.
         self._outcomes.flow.extend(job, dispatch.execution_id, deadline + LEASE_MARGIN_MS)
         if execution.cancel_requested:  # cancelled while RunTask was under way: stop it now
             return self.check(dispatch, execution, job)
         self._outcomes.arm_lease_check(dispatch, attempt, min(deadline, self._clock.now_ms() + RECONCILE_MS), job)
         return Outcome.ACCEPTED
+
+    def take_over(self, job: Job, dispatch: Dispatch, attempt: int, attempt_started_ms: int,
+                  taken_over: AttemptRecord) -> Outcome | None:
+        """This attempt took the execution over from one whose worker stopped reporting before it
+        recorded a task (its claim's lease ran out). That worker may have started a task: found by
+        the execution's startedBy and the attempt's tag, it becomes this attempt's task (running:
+        recorded, with this attempt's deadline) or end (stopped: its end recorded now, its event
+        having been refused for the attempt it no longer matched), and no second task is started.
+        None: no such task, start one."""
+        if self._calls is None:
+            return None
+        container = job.spec.target.config.get("container")
+        orphans = [t for t in self._calls.tasks_of(job, dispatch.execution_id)
+                   if task_end_of(t, container).attempt == taken_over.attempt]
+        if not orphans:
+            return None
+        found = orphans[0]
+        record = {"taskArn": found["taskArn"], "cluster": str(job.spec.target.config["cluster"]),
+                  "container": container, "attempt": taken_over.attempt}
+        if found.get("desiredStatus") != "STOPPED" and found.get("lastStatus") != "STOPPED":
+            return self.started(job, dispatch, attempt, attempt_started_ms, record)
+        end = task_end_of(found, container)
+        now = self._clock.now_ms()
+        task = {**record, "logUrl": self._log_url(record["cluster"], found["taskArn"]), "exitCode": end.exit_code,
+                "stoppedReason": (end.stopped_reason or "")[:1000] or None, "stopCode": end.stop_code}
+        status = ExecutionStatus.SUCCEEDED if end.succeeded else ExecutionStatus.FAILED
+        records = [taken_over, AttemptRecord(attempt, status, attempt_started_ms, now, end.error())]
+        return self._outcomes.finish(job, dispatch, attempt, records, AttemptOutcome(
+            end.succeeded, status, end.error(), {"exitCode": end.exit_code}, task=task))
 
     # --- the task_events function: ECS said the task stopped ---------------------------------
 

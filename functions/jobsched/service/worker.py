@@ -197,6 +197,11 @@ class Worker:
             # A run: its steps are the work. Crash before its start is marked: see service/runs.py.
             self._runs.start(job, dispatch, claim.attempt)
             return WorkResult(Outcome.RUN_STARTED, claim.attempt, late_ms)
+        if claim.taken_over is not None and _runs_a_task(job) and self._containers is not None:
+            # A container attempt whose worker died may have left a task: it is this attempt's.
+            adopted = self._containers.take_over(job, dispatch, claim.attempt, starts_at, claim.taken_over)
+            if adopted is not None:
+                return WorkResult(adopted, claim.attempt, late_ms)
         # Crash from here until the result is written: SQS redelivers after the visibility
         # timeout, by then the lease has expired, and the next delivery takes over (LOST).
         outcome = self._call(job, dispatch, claim.attempt, token, claim.progress)

@@ -18,8 +18,7 @@ from jobsched.adapters.targets import (EVENTBRIDGE_MAX_ENTRY_BYTES, SNS_MAX_MESS
 from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job, TargetType
-from jobsched.domain.container_tasks import (client_token, container_overrides, started_by, task_end_of,
-                                             task_tags)
+from jobsched.domain.container_tasks import client_token, container_overrides, started_by, task_tags
 from jobsched.domain.tenant_tags import TENANT_TAG_KEY, grant_hint, is_taggable
 from jobsched.domain.trace import trace_context
 
@@ -264,19 +263,12 @@ class AwsTargetInvoker:
         return self._client("ecs", str(job.spec.target.config["taskDefinition"]), ECS_CALL_TIMEOUT_SEC, job.tenant_id)
 
     def _run_task(self, job: Job, dispatch: Dispatch, attempt: int) -> AttemptOutcome:
-        """Start the attempt's task, or find the one already started for this execution. The
-        client token (execution id and attempt) makes a repeated call start no second task; a task
-        of an earlier attempt still meant to run (its worker died between RunTask and recording it:
-        nothing else leaves one RUNNING, since a timeout or a cancel stops it first) is adopted by
-        this attempt instead of starting another (found by startedBy, its attempt by its tag)."""
+        """Start the attempt's task. The client token (execution id and attempt) makes a repeated
+        call of this attempt start no second task while ECS keeps the token (24 hours); a task left
+        by an earlier attempt whose worker died is found before this is called
+        (service/container_tasks.py take_over)."""
         config = job.spec.target.config
         ecs = self._ecs(job)
-        if attempt > 1:
-            for found in self.running_tasks(job, dispatch.execution_id):
-                end = task_end_of(found, config["container"])
-                if end.attempt is not None and end.attempt < attempt:
-                    return AttemptOutcome(True, ExecutionStatus.RUNNING, None, None, accepted=True,
-                                          task=_task_record(config, found["taskArn"], end.attempt))
         network = {"awsvpcConfiguration": {"subnets": list(config["subnets"]),
                                            "securityGroups": list(config.get("securityGroups") or []),
                                            "assignPublicIp": "ENABLED" if config.get("assignPublicIp") else "DISABLED"}}
@@ -296,12 +288,15 @@ class AwsTargetInvoker:
         return AttemptOutcome(True, ExecutionStatus.RUNNING, None, None, accepted=True,
                               task=_task_record(config, started[0]["taskArn"], attempt))
 
-    def running_tasks(self, job: Job, execution_id: str) -> list[dict]:
-        """The execution's tasks ECS still means to run (any attempt), with their tags."""
+    def tasks_of(self, job: Job, execution_id: str) -> list[dict]:
+        """The execution's tasks of every attempt that ECS still lists (running ones, and stopped
+        ones for a while after they stop), with their tags: found by their startedBy."""
         config = job.spec.target.config
         ecs = self._ecs(job)
-        arns = ecs.list_tasks(cluster=config["cluster"], startedBy=started_by(execution_id),
-                              desiredStatus="RUNNING").get("taskArns") or []
+        arns: list[str] = []
+        for desired in ("RUNNING", "STOPPED"):
+            arns += ecs.list_tasks(cluster=config["cluster"], startedBy=started_by(execution_id),
+                                   desiredStatus=desired).get("taskArns") or []
         if not arns:
             return []
         return ecs.describe_tasks(cluster=config["cluster"], tasks=arns[:100], include=["TAGS"]).get("tasks") or []
