@@ -83,14 +83,24 @@ class ContainerTasks:
         if self._calls is None:
             return None
         container = job.spec.target.config.get("container")
-        orphans = [t for t in self._calls.tasks_of(job, dispatch.execution_id)
-                   if task_end_of(t, container).attempt == taken_over.attempt]
+        found_tasks = self._calls.tasks_of(job, dispatch.execution_id)
+
+        def stopped(task: dict) -> bool:
+            return task.get("desiredStatus") == "STOPPED" or task.get("lastStatus") == "STOPPED"
+
+        # Still running: any earlier attempt's (a timeout or a cancel stops a task before its
+        # attempt ends, so a running one of an earlier attempt was never recorded: an orphan, also
+        # after a second takeover). Stopped: only the taken-over attempt's (an earlier attempt's
+        # stopped task may be one whose end was recorded).
+        orphans = [t for t in found_tasks if not stopped(t) and (task_end_of(t, container).attempt or attempt) < attempt]
+        orphans += [t for t in found_tasks if stopped(t) and task_end_of(t, container).attempt == taken_over.attempt]
         if not orphans:
             return None
         found = orphans[0]
+        orphan_attempt = task_end_of(found, container).attempt
         record = {"taskArn": found["taskArn"], "cluster": str(job.spec.target.config["cluster"]),
-                  "container": container, "attempt": taken_over.attempt}
-        if found.get("desiredStatus") != "STOPPED" and found.get("lastStatus") != "STOPPED":
+                  "container": container, "attempt": orphan_attempt}
+        if not stopped(found):
             return self.started(job, dispatch, attempt, attempt_started_ms, record)
         end = task_end_of(found, container)
         now = self._clock.now_ms()
