@@ -286,3 +286,36 @@ def test_iam_runs_only_the_tenants_granted_task_definitions_and_roles(ecs_harnes
             "type": "ECS_TASK", "cluster": CLUSTER, "container": "main", "subnets": ["subnet-0abc1234"],
             "taskDefinition": f"arn:aws:ecs:us-east-1:{ACCOUNT}:task-definition/prod-report:1"}}, key=KEY_B)
     assert status == 422 and answer["error"]["details"][0]["field"] == "target.taskDefinition"
+
+
+def test_a_container_step_of_a_run_ends_under_its_steps_timeout_and_moves_the_run(ecs_harness):
+    harness = ecs_harness
+    definition = task_definition(harness)
+    target = {"type": "ECS_TASK", "cluster": CLUSTER, "taskDefinition": definition, "subnets": [harness.subnet],
+              "securityGroups": [harness.group], "container": "main", "command": ["sh", "-c", "make build"]}
+    job = harness.create_job({"name": "pipeline", "type": "DELAYED", "delaySeconds": 5, "timeoutSec": 7200,
+                              "retryPolicy": {"maxAttempts": 1},
+                              "steps": [{"name": "build", "target": target},
+                                        {"name": "package", "target": target, "dependsOn": ["build"],
+                                         "timeoutSec": 1800}]})
+    harness.advance(6)
+    [build] = tasks_of(harness)
+    assert end_task(harness, build, 0) == {"outcome": "SUCCEEDED"}
+    harness.advance(2)
+    package = next(t for t in tasks_of(harness) if t["taskArn"] != build["taskArn"])
+    assert environment(package)["JOBSCHED_EXECUTION_ID"].endswith(".step.package")
+    harness.advance(1800)  # the package step's own timeout (not the job's 7,200 s): stopped, TIMED_OUT
+    [run] = harness.executions_of(job["jobId"])
+    run = harness.execution(run["executionId"])
+    assert {s["name"]: s["status"] for s in run["steps"]} == {"build": "SUCCEEDED", "package": "DEAD"}
+    assert run["status"] == "DEAD"
+    assert next(t for t in tasks_of(harness) if t["taskArn"] == package["taskArn"])["desiredStatus"] == "STOPPED"
+
+
+def test_a_completion_hook_cannot_be_a_container_task(ecs_harness):
+    harness = ecs_harness
+    target = {"type": "ECS_TASK", "cluster": CLUSTER, "taskDefinition": task_definition(harness),
+              "subnets": [harness.subnet], "container": "main"}
+    status, answer = harness.request("POST", "/v1/jobs", {"name": "x", "type": "DELAYED", "delaySeconds": 5,
+                                                          "target": target, "onFailure": target})
+    assert status == 422 and answer["error"]["details"][0]["field"] == "onFailure.type"

@@ -180,8 +180,8 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         jitter_sec=request.jitterSec,
         heartbeat_timeout_sec=request.heartbeatTimeoutSec,
         retry_on_4xx=request.retryOn4xx,
-        on_success=_target(request.onSuccess, "onSuccess", own) if request.onSuccess is not None else None,
-        on_failure=_target(request.onFailure, "onFailure", own) if request.onFailure is not None else None,
+        on_success=_hook_target(request.onSuccess, "onSuccess", own) if request.onSuccess is not None else None,
+        on_failure=_hook_target(request.onFailure, "onFailure", own) if request.onFailure is not None else None,
         tags=dict(request.tags),
         flow_control=FlowControl(request.flowControl.key, request.flowControl.maxConcurrency,
                                  request.flowControl.ratePerSecond) if request.flowControl is not None else None,
@@ -329,6 +329,14 @@ def _target(model, field: str, own: OwnResources) -> Target:
             raise UnprocessableRequest.for_field(f"{field}.url",
                                                  "is one of the scheduler's own endpoints and cannot be a target")
     return target
+
+
+def _hook_target(model, field: str, own: OwnResources) -> Target:
+    """A completion hook is a call that reports an end; a container task is not one (422)."""
+    if model.type == TargetType.ECS_TASK.value:
+        raise UnprocessableRequest.for_field(f"{field}.type", "a completion hook cannot be a container task "
+                                                              "(ECS_TASK); use HTTP, SQS, SNS, EVENTBRIDGE or LAMBDA")
+    return _target(model, field, own)
 
 
 def _check_timeouts(request: JobRequest, target: Target | None, steps: Workflow | None) -> None:

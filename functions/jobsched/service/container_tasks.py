@@ -17,7 +17,7 @@ from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import (AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, Execution,
                                         ExecutionStatus, job_id_of)
 from jobsched.domain.jobs import Job
-from jobsched.service.outcomes import Outcome, Outcomes
+from jobsched.service.outcomes import Outcome, Outcomes, as_step_view
 
 LEASE_MARGIN_MS = 60_000  # as the worker's (service/worker.py): a stray redelivery never beats the deadline check
 
@@ -136,6 +136,7 @@ class ContainerTasks:
     def _container(job: Job | None, execution: Execution) -> str | None:
         if execution.task is not None:
             return execution.task.get("container")
+        job = as_step_view(job, execution.execution_id)
         target = job.spec.target if job is not None else None
         return target.config.get("container") if target is not None else None
 
@@ -164,7 +165,8 @@ class ContainerTasks:
         task = execution.task or {}
         now = self._clock.now_ms()
         dispatch = _dispatch(execution, job)
-        if job is None or self._calls is None:
+        job = as_step_view(job, execution.execution_id)  # a step's task: its step's target and timeout
+        if job is None or self._calls is None or job.spec.target is None:
             return Outcome.DUPLICATE
         if execution.cancel_requested:
             self._calls.stop_task(job, task["taskArn"], "jobsched: the execution was cancelled")
