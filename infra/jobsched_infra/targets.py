@@ -69,14 +69,16 @@ class TargetAccess(Construct):
         if not task_definitions or not clusters:
             return
         in_clusters = {"ArnLike": {"ecs:cluster": list(clusters)}}
+        tagged_for_the_tenant = {f"aws:ResourceTag/{TENANT_TAG_KEY}": "${aws:PrincipalTag/" + TENANT_TAG_KEY + "}"}
+        created_by_run_task = {"ecs:CreateAction": "RunTask"}
+        passed_to_tasks = {"iam:PassedToService": "ecs-tasks.amazonaws.com"}
         account, partition = stack.account, stack.partition
         self.role.add_to_policy(iam.PolicyStatement(
             actions=["ecs:RunTask"], resources=list(task_definitions),
-            conditions={**in_clusters, "StringEquals": {
-                f"aws:ResourceTag/{TENANT_TAG_KEY}": f"${{aws:PrincipalTag/{TENANT_TAG_KEY}}}"}}))
+            conditions={**in_clusters, "StringEquals": tagged_for_the_tenant}))
         self.role.add_to_policy(iam.PolicyStatement(
             actions=["ecs:TagResource"], resources=[f"arn:{partition}:ecs:*:{account}:task/*"],
-            conditions={"StringEquals": {"ecs:CreateAction": "RunTask"}}))
+            conditions={"StringEquals": created_by_run_task}))
         self.role.add_to_policy(iam.PolicyStatement(
             actions=["ecs:DescribeTasks", "ecs:StopTask"], resources=[f"arn:{partition}:ecs:*:{account}:task/*"],
             conditions=in_clusters))
@@ -86,7 +88,7 @@ class TargetAccess(Construct):
         if task_roles:
             self.role.add_to_policy(iam.PolicyStatement(
                 actions=["iam:PassRole"], resources=list(task_roles),
-                conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}))
+                conditions={"StringEquals": passed_to_tasks}))
 
     @staticmethod
     def default_patterns(stack: Stack) -> dict[str, list[str]]:
