@@ -280,6 +280,7 @@ def test_iam_runs_only_the_tenants_granted_task_definitions_and_roles(ecs_harnes
         execution = only_execution(harness, job)
         assert execution["status"] == "DEAD" and execution["attempt"] == 1, execution  # not retried
         assert "AccessDenied" in execution["error"] and action in execution["error"]
+        assert "ecsTaskDefinitions" in execution["error"] and f"jobsched:tenant={TENANT_A}" in execution["error"]
     # A task definition outside the deployment's grant is refused at creation.
     status, answer = harness.request("POST", "/v1/jobs", {
         "name": "x", "type": "DELAYED", "delaySeconds": 5, "target": {

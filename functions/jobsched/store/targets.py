@@ -19,7 +19,7 @@ from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job, TargetType
 from jobsched.domain.container_tasks import client_token, container_overrides, started_by, task_tags
-from jobsched.domain.tenant_tags import TENANT_TAG_KEY, grant_hint, is_taggable
+from jobsched.domain.tenant_tags import TENANT_TAG_KEY, grant_hint, is_taggable, task_grant_hint
 from jobsched.domain.trace import trace_context
 
 MAX_OUTPUT_BYTES = 4096
@@ -247,7 +247,8 @@ class AwsTargetInvoker:
             if code in ACCESS_DENIED_CODES:
                 # IAM decides the same way on every retry until someone grants the target: the
                 # execution ends DEAD now, naming the reason, instead of retrying into the same no.
-                return AttemptOutcome(False, ExecutionStatus.FAILED, f"{code}: {error.get('Message')} ({grant_hint(tenant)})",
+                hint = task_grant_hint(tenant) if kind is TargetType.ECS_TASK else grant_hint(tenant)
+                return AttemptOutcome(False, ExecutionStatus.FAILED, f"{code}: {error.get('Message')} ({hint})",
                                       retryable=False)
             return _failed(f"{code}: {error.get('Message')}")
         except BotoCoreError as exc:
