@@ -125,3 +125,16 @@ def test_a_stopped_task_is_judged_by_its_containers_exit_code_or_its_reason():
     assert not failed.succeeded and "exited with code 2" in failed.error()
     unplaced = tasks.task_end_of(event(None, "CannotPullContainerError: no such image", "TaskFailedToStart"), "main")
     assert unplaced.exit_code is None and "failed to start" in unplaced.error() and "CannotPull" in unplaced.error()
+
+
+def test_the_task_events_function_takes_only_stopped_task_events():
+    from jobsched.handlers.task_events import stopped_detail
+
+    detail = {"taskArn": "arn:aws:ecs:us-east-1:123456789012:task/jobs/abc", "lastStatus": "STOPPED"}
+    event = {"source": "aws.ecs", "detail-type": "ECS Task State Change", "detail": detail}
+    assert stopped_detail(event) is detail
+    assert stopped_detail({**event, "detail": {**detail, "lastStatus": "RUNNING"}}) is None
+    assert stopped_detail({**event, "source": "tenant.app"}) is None  # someone else's event on the bus
+    assert stopped_detail({**event, "detail-type": "ECS Container Instance State Change"}) is None
+    assert stopped_detail({**event, "detail": {"lastStatus": "STOPPED"}}) is None  # no task named
+    assert stopped_detail("not an event") is None
