@@ -57,6 +57,13 @@ class Env:
     # Absence alerts: the deployment's SNS topic the worker publishes each alert to (optional: without
     # it the hook and the metric still go out; the stack always sets it, tests/infra holds that).
     ALERT_TOPIC_ARN = "ALERT_TOPIC_ARN"
+    # Container tasks (ECS_TASK): the task definition ARN patterns and the clusters the deployment
+    # grants (comma-separated; empty: none). The API refuses a job outside them (IAM would deny its
+    # RunTask); absent (tests of other parts): no check.
+    ECS_TASK_DEFINITIONS = "ECS_TASK_DEFINITIONS"
+    ECS_CLUSTERS = "ECS_CLUSTERS"
+    # Where a container task's logs are linked (`{taskId}` replaced); absent: the ECS console.
+    TASK_LOGS_URL = "TASK_LOGS_URL"
 
 
 # Which settings each function reads; the infrastructure test holds the template to this.
@@ -66,6 +73,9 @@ FUNCTION_ENV = {
             Env.MAX_CREATES_PER_SECOND, Env.STACK_NAME, Env.EXECUTION_RETENTION_DAYS, Env.TARGET_ACCOUNT],
     "tick": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE, *Env.LANE_URL.values(),
              Env.SEGMENTS, Env.EXECUTION_RETENTION_DAYS],
+    # Container tasks: the function that records a task's end from its state-change event.
+    "task_events": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
+                    *Env.LANE_URL.values(), Env.SEGMENTS, Env.EXECUTION_RETENTION_DAYS],
     "worker": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
                *Env.LANE_URL.values(), Env.SEGMENTS, Env.ALLOW_PRIVATE_TARGETS, Env.EXECUTION_RETENTION_DAYS,
                Env.TARGETS_ROLE_ARN],
@@ -100,6 +110,8 @@ class Settings:
     target_account: str = ""
     target_arn_patterns: tuple[str, ...] = ()
     alert_topic_arn: str = ""  # absence alerts (worker)
+    ecs_task_definitions: tuple[str, ...] | None = None  # container tasks: None when not set
+    ecs_clusters: tuple[str, ...] | None = None
     function: str = ""  # api, tick or worker
 
     def lane_url(self, priority: Priority) -> str:
@@ -141,8 +153,16 @@ class Settings:
             target_account=env.get(Env.TARGET_ACCOUNT, ""),
             target_arn_patterns=tuple(p for p in env.get(Env.TARGET_ARN_PATTERNS, "").split(",") if p),
             alert_topic_arn=env.get(Env.ALERT_TOPIC_ARN, ""),
+            ecs_task_definitions=_list_or_none(env, Env.ECS_TASK_DEFINITIONS),
+            ecs_clusters=_list_or_none(env, Env.ECS_CLUSTERS),
             function=function,
         )
+
+
+def _list_or_none(env: Mapping[str, str], name: str) -> tuple[str, ...] | None:
+    if name not in env:
+        return None
+    return tuple(p for p in env[name].split(",") if p)
 
 
 def _lane_caps(env: Mapping[str, str]) -> tuple[tuple[Priority, int], ...]:

@@ -22,7 +22,7 @@ def apply_checks(app) -> None:
 
 
 def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], api: apigw.RestApi | apigw2.HttpApi,
-                         targets_role=None) -> None:
+                         targets_role=None, container_grants: tuple[str, ...] = ()) -> None:
     for name, fn in functions.items():
         role = fn.role
         _acknowledge(role, "AwsSolutions-IAM5[Resource::*]",
@@ -44,6 +44,20 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
                        "targets role gets one send/publish/put/invoke action each, within this account, and "
                        "only on resources tagged jobsched:tenant with the session's own tenant "
                        "(aws:ResourceTag = aws:PrincipalTag), so a tenant reaches only what was granted to it.")
+    if targets_role is not None and container_grants:
+        # Container tasks (ECS_TASK), only when an operator granted task definitions and clusters.
+        for pattern in container_grants:
+            _acknowledge(targets_role, f"AwsSolutions-IAM5[Resource::{pattern}]",
+                "Container jobs run the task definitions and pass the roles the operator lists "
+                       "(ecsTaskDefinitions, ecsTaskRoles; RunTask also needs the task definition tagged "
+                       "jobsched:tenant with the session's tenant, and PassRole is to ecs-tasks.amazonaws.com "
+                       "only); families and revisions are named by the operator's patterns.")
+        for pattern in ("arn:<AWS::Partition>:ecs:*:<AWS::AccountId>:task/*",
+                        "arn:<AWS::Partition>:ecs:*:<AWS::AccountId>:container-instance/*"):
+            _acknowledge(targets_role, f"AwsSolutions-IAM5[Resource::{pattern}]",
+                "Task ids are made by ECS at RunTask: DescribeTasks, StopTask, ListTasks and the tags "
+                       "RunTask puts on a task (ecs:CreateAction = RunTask) are allowed on this account's "
+                       "tasks only under the condition ecs:cluster in the granted clusters.")
     if isinstance(api, apigw.RestApi):
         _acknowledge(api, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
                "AmazonAPIGatewayPushToCloudWatchLogs]",

@@ -69,6 +69,13 @@ class StackConfig:
     worker_reserved_concurrency: int = 0
     # Per table: warm throughput (on demand) or provisioned capacity with auto scaling.
     tables: tuple[TableSizing, ...] = ()
+    # Container tasks (ECS_TASK): nothing runs until an operator grants it. RunTask is allowed only
+    # on task definitions matching these ARN patterns (each also tagged jobsched:tenant with the
+    # tenant that may run it), only in these clusters (ARN patterns), and iam:PassRole only for
+    # these task and execution roles (ARNs or patterns), to ecs-tasks.amazonaws.com only.
+    ecs_task_definitions: tuple[str, ...] = ()
+    ecs_clusters: tuple[str, ...] = ()
+    ecs_task_roles: tuple[str, ...] = ()
 
     @classmethod
     def from_sizing(cls, name: str, sizing: Sizing) -> "StackConfig":
@@ -145,7 +152,19 @@ class StackConfig:
             worker_reserved_concurrency=_int_in(get("workerReservedConcurrency", reserved), 0, 1_000_000,
                                                 "workerReservedConcurrency"),
             tables=base.tables,
+            ecs_task_definitions=_arn_list(get("ecsTaskDefinitions", []), "ecsTaskDefinitions", ":task-definition/"),
+            ecs_clusters=_arn_list(get("ecsClusters", []), "ecsClusters", ":cluster/"),
+            ecs_task_roles=_arn_list(get("ecsTaskRoles", []), "ecsTaskRoles", ":role/"),
         )
+
+
+def _arn_list(value, key: str, kind: str) -> tuple[str, ...]:
+    """A list of ARN patterns of one kind (a comma-separated string from `-c key=a,b` too)."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) and i.startswith("arn:") and kind in i
+                                              for i in items if i):
+        raise ConfigError(f"context '{key}' must be a list of ARNs (patterns) containing '{kind}'")
+    return tuple(i for i in items if i)
 
 
 def _choice(value, allowed: tuple[str, ...], key: str) -> str:

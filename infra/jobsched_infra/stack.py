@@ -26,6 +26,7 @@ from jobsched_infra.functions import FunctionFactory
 from jobsched_infra.lanes import Lanes
 from jobsched_infra.storage import Storage
 from jobsched_infra.targets import TargetAccess
+from jobsched_infra.task_events import TaskEventsRule
 from jobsched_infra.tick_schedule import TickSchedule
 
 WORKER_TIMEOUT = Duration.minutes(15)
@@ -73,6 +74,9 @@ class JobschedStack(Stack):
             Env.STACK_NAME: self.stack_name,
             # The API refuses at creation a target IAM would deny whatever its tags (another account).
             Env.TARGET_ACCOUNT: self.account,
+            # Container tasks: the API refuses a job whose task definition or cluster is not granted.
+            Env.ECS_TASK_DEFINITIONS: ",".join(config.ecs_task_definitions),
+            Env.ECS_CLUSTERS: ",".join(config.ecs_clusters),
             **({Env.TARGET_ARN_PATTERNS: ",".join(config.target_arn_patterns)} if config.target_arn_patterns else {}),
             **signing_env,
         }, timeout=API_TIMEOUT, memory_mb=512,
@@ -116,10 +120,24 @@ class JobschedStack(Stack):
         # Query: overlapPolicy SKIP looks at the job's newest executions; PutItem: SKIPPED records.
         storage.executions.grant(worker_fn, *DDB_READ, *DDB_UPDATE, *DDB_QUERY, *DDB_PUT)
         # Target calls go through a per-tenant session of the targets role (tagged resources only).
-        target_access = TargetAccess(self, "TargetAccess", worker=worker_fn, patterns=config.target_arn_patterns)
+        target_access = TargetAccess(self, "TargetAccess", worker=worker_fn, patterns=config.target_arn_patterns,
+                                     task_definitions=config.ecs_task_definitions, clusters=config.ecs_clusters,
+                                     task_roles=config.ecs_task_roles)
         worker_fn.add_environment(Env.TARGETS_ROLE_ARN, target_access.role.role_arn)
 
-        for fn in (api_fn, tick_fn, worker_fn):
+        # Container tasks: a small function records a task's end from ECS's state-change event,
+        # with the worker's writes of an attempt's end (and none of its target calls).
+        task_events_fn = factory.create("TaskEvents", "jobsched.handlers.task_events.handler", {
+            Env.SERVICE_NAME: "jobsched-task-events",
+        }, timeout=Duration.seconds(30), memory_mb=256)
+        storage.jobs.grant(task_events_fn, *DDB_READ, *DDB_UPDATE)
+        storage.timers.grant(task_events_fn, *DDB_BATCH_PUT)
+        storage.segments.grant(task_events_fn, *DDB_READ, *DDB_PUT)
+        storage.executions.grant(task_events_fn, *DDB_READ, *DDB_UPDATE, *DDB_PUT)
+        if config.ecs_clusters:
+            TaskEventsRule(self, "TaskEvents", task_events_fn, config.ecs_clusters)
+
+        for fn in (api_fn, tick_fn, worker_fn, task_events_fn):
             for queue in lanes.queues.values():
                 queue.grant(fn, "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
             if storage.key:
@@ -155,7 +173,7 @@ class JobschedStack(Stack):
 
         api, api_url = self._api(config, api_fn)
 
-        functions = {"api": api_fn, "tick": tick_fn, "worker": worker_fn}
+        functions = {"api": api_fn, "tick": tick_fn, "worker": worker_fn, "task_events": task_events_fn}
         tables = {"Jobs": storage.jobs, "Timers": storage.timers, "Executions": storage.executions}
         Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
                   tables=tables, api=api)
@@ -171,7 +189,9 @@ class JobschedStack(Stack):
         CfnOutput(self, "ApiUrl", value=api_url, description="Base URL; routes start with /v1")
         CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)
         CfnOutput(self, "ApiKeysTableName", value=storage.api_keys.table_name)
-        acknowledge_findings(self, functions, api, targets_role=target_access.role)
+        acknowledge_findings(self, functions, api, targets_role=target_access.role,
+                             container_grants=(config.ecs_task_definitions + config.ecs_task_roles
+                                               if config.ecs_task_definitions and config.ecs_clusters else ()))
         CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
                   description="Subscribe to be told when an alarm fires")
         CfnOutput(self, "AlertTopicArn", value=alarms.alert_topic.topic_arn,

@@ -31,7 +31,8 @@ class TargetAccess(Construct):
     """The targets role: assumable by the worker's role only, with the tenant's session tag."""
 
     def __init__(self, scope: Construct, construct_id: str, *, worker: lambda_.Function,
-                 patterns: tuple[str, ...]) -> None:
+                 patterns: tuple[str, ...], task_definitions: tuple[str, ...] = (),
+                 clusters: tuple[str, ...] = (), task_roles: tuple[str, ...] = ()) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         worker_role = worker.role
@@ -53,9 +54,41 @@ class TargetAccess(Construct):
             granted = [p for p in patterns if p.split(":")[2] == service]
             if granted:
                 self.role.add_to_policy(iam.PolicyStatement(actions=[TARGET_ACTIONS[service]], resources=granted))
+        self.grant_container_tasks(stack, task_definitions, clusters, task_roles)
         # The worker's role may assume it (with the tag) and nothing else of STS.
         worker.add_to_role_policy(iam.PolicyStatement(actions=["sts:AssumeRole", "sts:TagSession"],
                                                       resources=[self.role.role_arn]))
+
+    def grant_container_tasks(self, stack: Stack, task_definitions: tuple[str, ...], clusters: tuple[str, ...],
+                              task_roles: tuple[str, ...]) -> None:
+        """ECS_TASK, granted by the operator only (docs/architecture.md, "ECS_TASK"): RunTask on the
+        granted task definitions that carry the session's tenant tag, in the granted clusters;
+        the tags RunTask puts on the task; PassRole of the granted roles to ECS tasks only; and
+        DescribeTasks, ListTasks and StopTask in the granted clusters. Without both task
+        definitions and clusters, no ECS action at all."""
+        if not task_definitions or not clusters:
+            return
+        in_clusters = {"ArnLike": {"ecs:cluster": list(clusters)}}
+        tagged_for_the_tenant = {f"aws:ResourceTag/{TENANT_TAG_KEY}": "${aws:PrincipalTag/" + TENANT_TAG_KEY + "}"}
+        created_by_run_task = {"ecs:CreateAction": "RunTask"}
+        passed_to_tasks = {"iam:PassedToService": "ecs-tasks.amazonaws.com"}
+        account, partition = stack.account, stack.partition
+        self.role.add_to_policy(iam.PolicyStatement(
+            actions=["ecs:RunTask"], resources=list(task_definitions),
+            conditions={**in_clusters, "StringEquals": tagged_for_the_tenant}))
+        self.role.add_to_policy(iam.PolicyStatement(
+            actions=["ecs:TagResource"], resources=[f"arn:{partition}:ecs:*:{account}:task/*"],
+            conditions={"StringEquals": created_by_run_task}))
+        self.role.add_to_policy(iam.PolicyStatement(
+            actions=["ecs:DescribeTasks", "ecs:StopTask"], resources=[f"arn:{partition}:ecs:*:{account}:task/*"],
+            conditions=in_clusters))
+        self.role.add_to_policy(iam.PolicyStatement(
+            actions=["ecs:ListTasks"], resources=[f"arn:{partition}:ecs:*:{account}:container-instance/*"],
+            conditions=in_clusters))
+        if task_roles:
+            self.role.add_to_policy(iam.PolicyStatement(
+                actions=["iam:PassRole"], resources=list(task_roles),
+                conditions={"StringEquals": passed_to_tasks}))
 
     @staticmethod
     def default_patterns(stack: Stack) -> dict[str, list[str]]:

@@ -197,6 +197,24 @@ def test_a_workflow_run_is_drawn_as_its_dag_with_each_steps_state(stack, browser
     wait_for(browser, lambda: {n.get_attribute("data-step"): n.get_attribute("data-status")
                                for n in find_all(browser, "#job-dag .dag-node")} == states)
 
+    # A container job's execution shows its task, the container's exit code and its logs
+    setup = stack.container_setup
+    task_job = call(stack, "POST", "/v1/jobs", {
+        "name": "container-report", "type": "DELAYED", "delaySeconds": 1, "retryPolicy": ONCE,
+        "target": {"type": "ECS_TASK", "cluster": setup["cluster"], "container": "main",
+                   "taskDefinition": "arn:aws:ecs:us-east-1:123456789012:task-definition/local-tenant-4:1",
+                   "subnets": [setup["subnet"]], "securityGroups": [setup["securityGroup"]],
+                   "command": ["sh", "-c", "echo rows=0; exit 2"]}}, key="k4")
+    dead = wait_until(lambda: [e for e in executions(stack, task_job["jobId"], "k4") if e["status"] == "DEAD"])
+    shown = call(stack, "GET", f"/v1/executions/{dead[0]['executionId']}", key="k4")
+    browser.get(stack.api_url + "/console#execution/" + shown["executionId"])
+    wait_for(browser, lambda: find_all(browser, "#execution-exit-code"))
+    assert text_of(browser, "#execution-exit-code") == "2"
+    assert text_of(browser, "#execution-task") == shown["task"]["taskArn"]
+    assert text_of(browser, "#execution-logs") == shown["task"]["logUrl"]  # a local file: shown, not linked
+    assert text_of(browser, "#execution-stopped") == "Essential container in task exited"
+    browser.save_screenshot(str(shots / "console-container-task.png"))
+
 
 def test_the_job_form_previews_fires_in_both_zones_and_shows_errors_by_field(stack, browser, tmp_path):  # noqa: F811
     shots = screenshots(tmp_path)

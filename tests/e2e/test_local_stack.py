@@ -308,3 +308,63 @@ def test_cli_tags_bulk_pause_and_backfill(local_stack):
     code, out = run_cli(runtime, "jobs", "backfill", job_id, "--from", "2026-01-01T00:00:00Z", "--to",
                         "2026-01-03T00:00:00Z")
     assert code == 0 and out.startswith("2 occurrences sent")
+
+
+def test_a_container_job_runs_its_command_as_a_local_process_with_its_environment_and_deadline(local_stack):
+    """`make run`'s container jobs: RunTask on the emulator's ECS, the command run as a process in a
+    fresh directory with the task's environment, its exit code in the execution; a task past its
+    timeout is stopped (the process killed) and the attempt TIMED_OUT."""
+    runtime, _ = local_stack
+    setup = runtime.container_setup
+    definition = "arn:aws:ecs:us-east-1:123456789012:task-definition/local-e2e:1"
+
+    def container_job(name, command, **extra):
+        status, job = call(runtime, "POST", "/v1/jobs", {
+            "name": name, "type": "DELAYED", "delaySeconds": 1, "payload": {"rows": 3},
+            "retryPolicy": {"maxAttempts": 1},
+            "target": {"type": "ECS_TASK", "cluster": setup["cluster"], "taskDefinition": definition,
+                       "subnets": [setup["subnet"]], "securityGroups": [setup["securityGroup"]],
+                       "container": "main", "command": command, "environment": {"GREETING": "hello"}}, **extra})
+        assert status == 201, job
+        return job
+
+    script = ("import json, os, pathlib; p = json.loads(os.environ['JOBSCHED_PAYLOAD']); "
+              "pathlib.Path('seen.json').write_text(json.dumps({'rows': p['rows'], 'greeting': os.environ['GREETING'], "
+              "'attempt': os.environ['JOBSCHED_ATTEMPT'], 'id': os.environ['JOBSCHED_EXECUTION_ID']})); print('done')")
+    jobs = {"ok": container_job("ok", ["python3", "-c", script]),
+            "fails": container_job("fails", ["sh", "-c", "exit 3"]),
+            "slow": container_job("slow", ["sleep", "60"], timeoutSec=3)}
+    ended = {}
+    deadline = time.time() + 40
+    while time.time() < deadline and len(ended) < len(jobs):
+        for name, job in jobs.items():
+            page = call(runtime, "GET", f"/v1/jobs/{job['jobId']}/executions")[1]["items"]
+            if page and page[0]["status"] not in ("PENDING", "RUNNING"):
+                ended[name] = call(runtime, "GET", f"/v1/executions/{page[0]['executionId']}")[1]
+        time.sleep(0.3)
+    assert set(ended) == set(jobs), {n: e["status"] for n, e in ended.items()}
+    ok = ended["ok"]
+    assert ok["status"] == "SUCCEEDED" and ok["task"]["exitCode"] == 0
+    log = ok["task"]["logUrl"]
+    assert log.startswith("file://") and open(log[len("file://"):]).read().strip() == "done"
+    seen = json.loads(open(log[len("file://"):].replace("output.log", "seen.json")).read())
+    assert seen == {"rows": 3, "greeting": "hello", "attempt": "1", "id": ok["executionId"]}
+    assert ended["fails"]["status"] == "DEAD" and ended["fails"]["task"]["exitCode"] == 3
+    # The CLI shows the task, its exit code and its log link.
+    from io import StringIO
+
+    from jobsched.cli.main import main as cli
+
+    out = StringIO()
+    assert cli(["--url", runtime.api_url, "--api-key", "e2e-key", "executions", "get",
+                ended["fails"]["executionId"]], out=out) == 0
+    text = out.getvalue()
+    task_lines = dict(line.split(None, 1) for line in text.split("task:\n", 1)[1].splitlines()[:4])
+    assert task_lines == {"taskArn": ended["fails"]["task"]["taskArn"], "exitCode": "3",
+                          "stoppedReason": "Essential container in task exited",
+                          "logUrl": ended["fails"]["task"]["logUrl"]}
+    slow = ended["slow"]
+    assert slow["status"] == "DEAD" and [a["status"] for a in slow["attempts"]] == ["TIMED_OUT"]
+    time.sleep(1.0)  # the runner reports the killed process: the attempt has ended, nothing changes
+    assert call(runtime, "GET", f"/v1/executions/{slow['executionId']}")[1]["status"] == "DEAD"
+    assert not runtime.task_runner.runs  # no process left running

@@ -48,7 +48,7 @@ def test_three_lanes_each_with_its_own_dlq(template):
 
 
 def test_one_rule_per_segment_each_minute_naming_its_segment(template):
-    rules = resources(template, "AWS::Events::Rule")
+    rules = {k: r for k, r in resources(template, "AWS::Events::Rule").items() if "ScheduleExpression" in r["Properties"]}
     assert len(rules) == TEST_SEGMENTS
     segments = sorted(json.loads(r["Properties"]["Targets"][0]["Input"])["segment"] for r in rules.values())
     assert segments == list(range(TEST_SEGMENTS))
@@ -75,7 +75,7 @@ def test_one_invoke_permission_serves_every_tick_rule_at_the_largest_segment_cou
     from jobsched.sizing import MAX_SEGMENTS
 
     big = synthesize(tmp_path, segments=MAX_SEGMENTS)
-    rules = resources(big, "AWS::Events::Rule")
+    rules = {k: r for k, r in resources(big, "AWS::Events::Rule").items() if "ScheduleExpression" in r["Properties"]}
     assert len(rules) == MAX_SEGMENTS
     assert len(big["Resources"]) < 500  # CloudFormation's limit per stack
     tick = tick_function(big)
@@ -156,7 +156,8 @@ def test_targets_are_allowed_only_on_resources_tagged_with_the_sessions_tenant(t
     assert trust["Condition"] == {"Null": {"aws:RequestTag/jobsched:tenant": "false"},
                                   "ForAllValues:StringEquals": {"aws:TagKeys": ["jobsched:tenant"]}}
     assert role["Properties"]["MaxSessionDuration"] == 3600  # role chaining caps a session at an hour
-    allows = [s for s in statements if s["Effect"] == "Allow"]
+    # (Container tasks' statements: test_container_tasks_are_granted_only_what_the_operator_lists.)
+    allows = [s for s in statements if s["Effect"] == "Allow" and not _container_statement(s)]
     assert sorted(s["Action"] for s in allows) == ["events:PutEvents", "lambda:InvokeFunction", "sns:Publish",
                                                    "sqs:SendMessage"]
     for statement in allows:  # no targetArnPatterns in this deployment: every allow needs the tag
@@ -201,7 +202,7 @@ def test_functions_get_exactly_the_settings_they_parse(template):
         assert props["TracingConfig"] == {"Mode": "Active"}
         fake = {k: v if isinstance(v, str) else "resolved" for k, v in variables.items()}
         Settings.from_env(fake, name)  # parses without error
-    assert names == {"api", "tick", "worker"}
+    assert names == {"api", "tick", "worker", "task_events"}
 
 
 def _statements(template, function_logical_id):
@@ -280,7 +281,7 @@ def test_http_api_and_dashboard(template):
 
 def test_every_log_group_has_a_retention(template):
     groups = resources(template, "AWS::Logs::LogGroup")
-    assert len(groups) == 4  # three functions, API access logs
+    assert len(groups) == 5  # four functions, API access logs
     assert all(g["Properties"].get("RetentionInDays") for g in groups.values())
 
 
@@ -311,7 +312,10 @@ def test_worker_may_call_target_resources_with_named_actions_only(template):
     actions = set()
     for statement in statements:
         actions.update(_as_list(statement["Action"]))
-    assert actions == {"sqs:SendMessage", "sns:Publish", "events:PutEvents", "lambda:InvokeFunction"}
+    assert actions == {"sqs:SendMessage", "sns:Publish", "events:PutEvents", "lambda:InvokeFunction",
+                       # container tasks, as the test deployment grants them (local/synth.py)
+                       "ecs:RunTask", "ecs:TagResource", "ecs:DescribeTasks", "ecs:StopTask", "ecs:ListTasks",
+                       "iam:PassRole"}
 
 
 def test_data_at_rest_uses_one_customer_managed_key_with_rotation(template):
@@ -366,7 +370,7 @@ def test_every_function_has_its_own_role_without_managed_policies(template):
     roles = resources(template, "AWS::IAM::Role")
     function_roles = {r["Properties"]["Role"]["Fn::GetAtt"][0]
                       for r in resources(template, "AWS::Lambda::Function").values()}
-    assert len(function_roles) == 3
+    assert len(function_roles) == 4
     for role in function_roles:
         assert "ManagedPolicyArns" not in roles[role]["Properties"]
 
@@ -479,3 +483,67 @@ def test_the_worker_may_cut_its_records_visibility_on_the_lanes_and_the_lanes_ke
             assert all(isinstance(t, dict) for t in targets)  # named queues, never a wildcard
             granted |= {t["Fn::GetAtt"][0] for t in targets}
     assert granted == lanes
+
+
+def _container_statement(statement) -> bool:
+    return any(a.startswith(("ecs:", "iam:")) for a in _as_list(statement["Action"]))
+
+
+def test_container_tasks_are_granted_only_what_the_operator_lists(template):
+    """ECS_TASK's permissions (docs/architecture.md, "ECS_TASK"): RunTask only on the listed task
+    definitions that carry the session's tenant tag, in the listed clusters; the task's tags only
+    at RunTask; PassRole only of the listed roles and only to ECS tasks; describe, list and stop
+    only in the listed clusters. The test deployment grants local-* (local/synth.py)."""
+    from jobsched.local.synth import LOCAL_CONTAINER_GRANTS
+
+    _, _, statements = _targets_role(template)
+    by_action = {}
+    for statement in statements:
+        if _container_statement(statement):
+            for action in _as_list(statement["Action"]):
+                by_action[action] = statement
+    clusters = {"ArnLike": {"ecs:cluster": list(LOCAL_CONTAINER_GRANTS["ecs_clusters"])}}
+    run = by_action["ecs:RunTask"]
+    assert _as_list(run["Resource"]) == list(LOCAL_CONTAINER_GRANTS["ecs_task_definitions"])
+    assert run["Condition"] == {**clusters, "StringEquals": {
+        "aws:ResourceTag/jobsched:tenant": "${aws:PrincipalTag/jobsched:tenant}"}}
+    assert by_action["ecs:TagResource"]["Condition"] == {"StringEquals": {"ecs:CreateAction": "RunTask"}}
+    passing = by_action["iam:PassRole"]
+    assert _as_list(passing["Resource"]) == list(LOCAL_CONTAINER_GRANTS["ecs_task_roles"])
+    assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
+    for action in ("ecs:DescribeTasks", "ecs:StopTask", "ecs:ListTasks"):
+        assert by_action[action]["Condition"] == clusters, action
+    assert all(s["Effect"] == "Allow" and "*" not in _as_list(s["Resource"]) for s in by_action.values())
+    # The task events rule hears only stopped tasks of the granted clusters, and its function may
+    # make no ECS call at all (the event says everything).
+    [rule] = [r for r in resources(template, "AWS::Events::Rule").values() if "EventPattern" in r["Properties"]]
+    pattern = rule["Properties"]["EventPattern"]
+    assert pattern["source"] == ["aws.ecs"] and pattern["detail-type"] == ["ECS Task State Change"]
+    assert pattern["detail"]["lastStatus"] == ["STOPPED"]
+    assert pattern["detail"]["clusterArn"] == [{"wildcard": c} for c in LOCAL_CONTAINER_GRANTS["ecs_clusters"]]
+    events_fn = next(k for k, r in resources(template, "AWS::Lambda::Function").items()
+                     if r["Properties"]["Handler"] == "jobsched.handlers.task_events.handler")
+    assert rule["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": [events_fn, "Arn"]}
+    assert not any(a.startswith(("ecs:", "iam:")) for s in _statements(template, events_fn)
+                   for a in _as_list(s["Action"]))
+
+
+def test_a_deployment_grants_no_container_task_by_default():
+    """Nothing runs until an operator lists task definitions and clusters: the targets role of a
+    default configuration holds no ECS or PassRole action, and there is no task events rule."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_lambda as lambda_
+
+    from jobsched_infra.config import StackConfig
+    from jobsched_infra.targets import TargetAccess
+
+    assert StackConfig().ecs_task_definitions == () and StackConfig().ecs_clusters == ()
+    app = cdk.App()
+    stack = cdk.Stack(app, "Bare")
+    worker = lambda_.Function(stack, "Worker", runtime=lambda_.Runtime.PYTHON_3_12, handler="w.handler",
+                              code=lambda_.Code.from_inline("def handler(e, c): pass"))
+    TargetAccess(stack, "Targets", worker=worker, patterns=(), task_definitions=(), clusters=())
+    bare = app.synth().get_stack_by_name("Bare").template
+    actions = {a for p in resources(bare, "AWS::IAM::Policy").values()
+               for s in p["Properties"]["PolicyDocument"]["Statement"] for a in _as_list(s["Action"])}
+    assert "sqs:SendMessage" in actions and not any(a.startswith(("ecs:", "iam:")) for a in actions)

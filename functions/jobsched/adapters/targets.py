@@ -17,6 +17,11 @@ class TargetRouter:
         invoker = self._http if job.spec.target.type is TargetType.HTTP else self._aws
         return invoker.invoke(job, dispatch, attempt, callback_token=callback_token, progress=progress)
 
+    @property
+    def task_calls(self):
+        """Container tasks: describe and stop a running task in the job's tenant session."""
+        return self._aws
+
 
 # What SNS and EventBridge accept, envelope included (shared/AWS-LIMITS.md §5, §6). A payload the
 # API accepts (256 KB) could pass them once our envelope is added: the API refuses such a payload

@@ -7,7 +7,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from jobsched.adapters.targets import largest_payload_bytes
-from jobsched.api.models import MAX_PAYLOAD_BYTES, JobRequest, MisfirePolicyModel
+from jobsched.api.models import MAX_PAYLOAD_BYTES, MAX_TASK_TIMEOUT_SEC, MAX_TIMEOUT_SEC, JobRequest, MisfirePolicyModel
+from jobsched.domain.container_tasks import MAX_OVERRIDES_CHARS, largest_fixed_overrides
 from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
 from jobsched.domain.calendars import EXCLUDED, checked_job_calendars, is_excluded
@@ -60,6 +61,20 @@ class TargetScope:
 
     account: str = ""
     patterns: tuple[str, ...] = ()
+    # ECS_TASK: the task definitions (ARN patterns) and clusters the deployment grants; None: no
+    # check (tests of mapping); empty: nothing granted, every container job is refused.
+    task_definitions: tuple[str, ...] | None = None
+    clusters: tuple[str, ...] | None = None
+
+    def grants_task_definition(self, arn: str) -> bool:
+        return self.task_definitions is None or any(_arn_glob(p).fullmatch(arn) for p in self.task_definitions)
+
+    def grants_cluster(self, cluster: str) -> bool:
+        if self.clusters is None:
+            return True
+        name = cluster.rsplit("/", 1)[-1]
+        return any(_arn_glob(p).fullmatch(cluster) or _arn_glob(p.rsplit("/", 1)[-1]).fullmatch(name)
+                   for p in self.clusters)
 
     def reachable(self, target_type: TargetType, address: str) -> bool:
         if not self.account:
@@ -145,6 +160,7 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
     for where, checked in ([("target", target)] if target else []) + [
             (f"steps.{i}.target", step.target) for i, step in enumerate(steps.steps if steps else ())]:
         _fits_with_envelope(payload_size, checked, where)
+    _check_timeouts(request, target, steps)
     schedule = _schedule(request, now_ms)
     if schedule.run_at_ms is not None and schedule.run_at_ms + request.jitterSec * 1000 > END_OF_TIME_MS:
         # A recurring schedule stops an hour (the most jitter) before the end of time by itself.
@@ -164,8 +180,8 @@ def to_spec(request: JobRequest, now_ms: int, own: OwnResources = OwnResources()
         jitter_sec=request.jitterSec,
         heartbeat_timeout_sec=request.heartbeatTimeoutSec,
         retry_on_4xx=request.retryOn4xx,
-        on_success=_target(request.onSuccess, "onSuccess", own) if request.onSuccess is not None else None,
-        on_failure=_target(request.onFailure, "onFailure", own) if request.onFailure is not None else None,
+        on_success=_hook_target(request.onSuccess, "onSuccess", own) if request.onSuccess is not None else None,
+        on_failure=_hook_target(request.onFailure, "onFailure", own) if request.onFailure is not None else None,
         tags=dict(request.tags),
         flow_control=FlowControl(request.flowControl.key, request.flowControl.maxConcurrency,
                                  request.flowControl.ratePerSecond) if request.flowControl is not None else None,
@@ -304,6 +320,8 @@ def _target(model, field: str, own: OwnResources) -> Target:
         raise UnprocessableRequest.for_field(
             f"{field}.{address_field}", f"is in another AWS account than the scheduler's and matches none of the "
                                         f"deployment's targetArnPatterns: the scheduler is not allowed to call it")
+    if target.type is TargetType.ECS_TASK:
+        _check_task(target, field, own.scope)
     if target.type is TargetType.HTTP:
         url = urlsplit(str(target.config["url"]))
         port = url.port if url.port is not None else (443 if url.scheme == "https" else 80)
@@ -311,6 +329,47 @@ def _target(model, field: str, own: OwnResources) -> Target:
             raise UnprocessableRequest.for_field(f"{field}.url",
                                                  "is one of the scheduler's own endpoints and cannot be a target")
     return target
+
+
+def _hook_target(model, field: str, own: OwnResources) -> Target:
+    """A completion hook is a call that reports an end; a container task is not one (422)."""
+    if model.type == TargetType.ECS_TASK.value:
+        raise UnprocessableRequest.for_field(f"{field}.type", "a completion hook cannot be a container task "
+                                                              "(ECS_TASK); use HTTP, SQS, SNS, EVENTBRIDGE or LAMBDA")
+    return _target(model, field, own)
+
+
+def _check_timeouts(request: JobRequest, target: Target | None, steps: Workflow | None) -> None:
+    """timeoutSec reaches a day for a container task only (it runs outside the worker); every other
+    target's attempt runs inside one worker invocation (MAX_TIMEOUT_SEC): 400 naming the field."""
+    checks = [("timeoutSec", request.timeoutSec, target)] if target is not None else []
+    for i, (model, step) in enumerate(zip(request.steps or [], steps.steps if steps else ())):
+        checks.append((f"steps.{i}.timeoutSec", model.timeoutSec or request.timeoutSec, step.target))
+    for field_name, seconds, checked in checks:
+        if checked.type is not TargetType.ECS_TASK and seconds > MAX_TIMEOUT_SEC:
+            raise InvalidRequest(f"{field_name}: at most {MAX_TIMEOUT_SEC} seconds for a {checked.type.value} target "
+                                 f"(up to {MAX_TASK_TIMEOUT_SEC} for ECS_TASK)",
+                                 [FieldProblem(field_name, f"at most {MAX_TIMEOUT_SEC}")])
+
+
+def _check_task(target: Target, field: str, scope: "TargetScope") -> None:
+    """An ECS_TASK target: its task definition must be one the deployment grants (IAM allows
+    RunTask on nothing else), and its overrides must fit RunTask's limit with the payload by
+    reference and the longest ids (else every run would be refused)."""
+    config = target.config
+    if not scope.grants_task_definition(str(config["taskDefinition"])):
+        raise UnprocessableRequest.for_field(
+            f"{field}.taskDefinition", "is not among the task definitions this deployment grants "
+                                       "(ecsTaskDefinitions): the scheduler is not allowed to run it")
+    if not scope.grants_cluster(str(config["cluster"])):
+        raise UnprocessableRequest.for_field(f"{field}.cluster", "is not among the clusters this deployment "
+                                                                 "grants (ecsClusters)")
+    fixed = largest_fixed_overrides(config, "job_" + "x" * 32)
+    if fixed > MAX_OVERRIDES_CHARS:
+        raise InvalidRequest(f"{field}: command and environment take {fixed} characters of RunTask's "
+                             f"{MAX_OVERRIDES_CHARS}-character overrides with the scheduler's variables",
+                             [FieldProblem(f"{field}.environment", f"command and environment over "
+                                                                   f"{MAX_OVERRIDES_CHARS} characters")])
 
 
 def _fits_with_envelope(payload_size: int, target: Target, where: str) -> None:
@@ -602,6 +661,16 @@ def _execution_fields(execution: Execution) -> dict:
         "catchUp": execution.catch_up,
         # Absence alerts: MISSING, LATE (a success after the mark), NOT_FIRED, or null.
         "expectation": expectation_of(execution),
+        # Container tasks (ECS_TASK): the running or last attempt's task; null for other targets.
+        "task": task_to_json(execution.task),
         **({"reason": execution.skip_reason, "skippedCount": execution.skipped_count,
             "skippedThrough": format_instant(execution.skipped_through_ms)} if execution.skip_reason else {}),
     }
+
+
+def task_to_json(task: dict | None) -> dict | None:
+    """shared/API.md, "Container tasks": exactly these four names."""
+    if task is None:
+        return None
+    return {"taskArn": task.get("taskArn"), "exitCode": task.get("exitCode"),
+            "stoppedReason": task.get("stoppedReason"), "logUrl": task.get("logUrl")}

@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from jobsched.domain import container_tasks as tasks
 from jobsched.domain.calendars import MAX_CALENDAR_DATES, MAX_CALENDARS_PER_JOB, MAX_DESCRIPTION_CHARS
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge
 from jobsched.domain.flow import MAX_CONCURRENCY, MAX_RATE_PER_SECOND
@@ -15,6 +16,9 @@ from jobsched.domain.json_text import loads_strict, size_bytes
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_TIMEOUT_SEC = 840  # one attempt runs inside one worker invocation (15 min, less room to record)
+# A container task (ECS_TASK) runs outside the worker: its timeout may reach a day. The models take
+# up to that; api/mapping.py holds every other target type to MAX_TIMEOUT_SEC (422 naming the field).
+MAX_TASK_TIMEOUT_SEC = tasks.MAX_TIMEOUT_SEC
 # What a long-running target may report (complete's output, heartbeat's progress): stored on the
 # execution item, which DynamoDB caps at 400 KB, and returned in lists of up to 100 executions.
 MAX_REPORT_BYTES = 64 * 1024
@@ -112,8 +116,84 @@ class LambdaTarget(_Model):
     functionArn: str
 
 
+class EcsTaskTarget(_Model):
+    """A container task on Fargate (shared/API.md, "Container tasks"); each field is checked whole
+    (fullmatch), and the overrides it makes against ECS's size limit in api/mapping.py."""
+    type: Literal["ECS_TASK"]
+    cluster: str
+    taskDefinition: str
+    launchType: Literal["FARGATE"] = "FARGATE"
+    subnets: list[str] = Field(min_length=1, max_length=16)
+    securityGroups: list[str] = Field(default_factory=list, max_length=5)
+    assignPublicIp: bool = False
+    container: str
+    command: list[str] = Field(default_factory=list, max_length=tasks.MAX_COMMAND_ITEMS)
+    environment: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str) -> str:
+        if not (tasks.CLUSTER_ARN.fullmatch(value) or tasks.CLUSTER_NAME.fullmatch(value)):
+            raise ValueError("a cluster name (letters, digits, - and _) or a cluster ARN "
+                             "arn:aws:ecs:<region>:<account>:cluster/<name>")
+        return value
+
+    @field_validator("taskDefinition")
+    @classmethod
+    def _task_definition(cls, value: str) -> str:
+        if not tasks.TASK_DEFINITION_ARN.fullmatch(value):
+            raise ValueError("a task definition ARN with its revision: "
+                             "arn:aws:ecs:<region>:<account>:task-definition/<family>:<revision>")
+        return value
+
+    @field_validator("subnets")
+    @classmethod
+    def _subnets(cls, value: list[str]) -> list[str]:
+        for subnet in value:
+            if not tasks.SUBNET.fullmatch(subnet):
+                raise ValueError(f"{subnet[:40]!r} is not a subnet id (subnet-<hex>)")
+        return value
+
+    @field_validator("securityGroups")
+    @classmethod
+    def _security_groups(cls, value: list[str]) -> list[str]:
+        for group in value:
+            if not tasks.SECURITY_GROUP.fullmatch(group):
+                raise ValueError(f"{group[:40]!r} is not a security group id (sg-<hex>)")
+        return value
+
+    @field_validator("container")
+    @classmethod
+    def _container(cls, value: str) -> str:
+        if not tasks.CONTAINER_NAME.fullmatch(value):
+            raise ValueError("a container name of the task definition: 1 to 255 letters, digits, - and _")
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not item or len(item) > tasks.MAX_COMMAND_ITEM_CHARS or "\x00" in item:
+                raise ValueError(f"each item: 1 to {tasks.MAX_COMMAND_ITEM_CHARS} characters, no NUL")
+        return value
+
+    @field_validator("environment")
+    @classmethod
+    def _environment(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > tasks.MAX_ENVIRONMENT:
+            raise ValueError(f"at most {tasks.MAX_ENVIRONMENT} variables")
+        for name, text in value.items():
+            if not tasks.ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name[:64]!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)")
+            if name.upper().startswith(tasks.RESERVED_ENV_PREFIX):
+                raise ValueError(f"{name}: names starting with {tasks.RESERVED_ENV_PREFIX} are set by the scheduler")
+            if len(text) > tasks.MAX_ENV_VALUE_CHARS or "\x00" in text:
+                raise ValueError(f"{name}: a value of at most {tasks.MAX_ENV_VALUE_CHARS} characters, no NUL")
+        return value
+
+
 TargetModel = Annotated[
-    Union[HttpTarget, SqsTarget, SnsTarget, EventBridgeTarget, LambdaTarget], Field(discriminator="type")
+    Union[HttpTarget, SqsTarget, SnsTarget, EventBridgeTarget, LambdaTarget, EcsTaskTarget], Field(discriminator="type")
 ]
 
 
@@ -150,7 +230,7 @@ class StepModel(_Model):
     target: TargetModel
     dependsOn: list[str] = Field(default_factory=list, max_length=100)
     retryPolicy: RetryPolicyModel | None = None
-    timeoutSec: int | None = Field(None, ge=1, le=MAX_TIMEOUT_SEC)
+    timeoutSec: int | None = Field(None, ge=1, le=MAX_TASK_TIMEOUT_SEC)
 
 
 class ExpectModel(_Model):
@@ -184,7 +264,7 @@ class JobRequest(_Model):
     steps: list[StepModel] | None = Field(None, max_length=1000)
     payload: Any = None
     retryPolicy: RetryPolicyModel = Field(default_factory=RetryPolicyModel)
-    timeoutSec: int = Field(300, ge=1, le=MAX_TIMEOUT_SEC)
+    timeoutSec: int = Field(300, ge=1, le=MAX_TASK_TIMEOUT_SEC)
     priority: Literal["HIGH", "NORMAL", "LOW"] = "NORMAL"
     overlapPolicy: Literal["ALLOW", "SKIP"] = "ALLOW"
     misfirePolicy: Literal["RUN_ONCE", "RUN_ALL", "SKIP"] | MisfirePolicyModel = "RUN_ONCE"

@@ -82,6 +82,14 @@ class StepSummary(_Out):
     error: str | None
 
 
+class ContainerTask(_Out):
+    """Container tasks (ECS_TASK): the attempt's task; exit code and reason once it stopped."""
+    taskArn: str
+    exitCode: int | None
+    stoppedReason: str | None
+    logUrl: str | None
+
+
 class Execution(_Out):
     executionId: str
     jobId: str
@@ -115,6 +123,7 @@ class Execution(_Out):
     # Absence alerts: MISSING (no success within expect.successWithinSec; alerted), LATE (a success
     # came after that), NOT_FIRED (a record the check wrote for an occurrence that never fired).
     expectation: Literal["MISSING", "LATE", "NOT_FIRED"] | None = None
+    task: ContainerTask | None = None  # a container task's execution: its current or last task
 
 
 class SigningSecret(_Out):

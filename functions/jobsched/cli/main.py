@@ -274,6 +274,9 @@ def run_command(args, client: Client, out) -> int:
 
             def render() -> None:
                 details(execution, EXECUTION_KEYS, out)
+                if execution.get("task"):  # a container job: its task, exit code and logs
+                    print("task:", file=out)
+                    details(execution["task"], ["taskArn", "exitCode", "stoppedReason", "logUrl"], out)
                 if steps:
                     print("steps:", file=out)
                     table(steps, [("name", "STEP"), ("after", "AFTER"), ("status", "STATUS"), ("attempt", "ATTEMPT"),

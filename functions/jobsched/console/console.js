@@ -661,6 +661,29 @@ async function loadExecution(executionId) {
     if (label === "Status") { dd.id = "execution-status"; dd.className = "state-" + value; }
     details.append(dt, dd);
   }
+  if (e.task) {
+    // A container job: its task, the container's exit code, why it stopped, and its logs.
+    for (const [label, value, id] of [["Task", e.task.taskArn, "execution-task"],
+      ["Exit code", e.task.exitCode, "execution-exit-code"], ["Stopped", e.task.stoppedReason, "execution-stopped"],
+      ["Logs", e.task.logUrl, "execution-logs"]]) {
+      if (value === null || value === undefined) continue;
+      const dt = document.createElement("dt");
+      dt.textContent = label;
+      const dd = document.createElement("dd");
+      dd.id = id;
+      if (label === "Logs" && /^https:\/\//.test(value)) {
+        const link = document.createElement("a");
+        link.href = value;
+        link.rel = "noopener noreferrer";
+        link.target = "_blank";
+        link.textContent = "open the task's logs";
+        dd.appendChild(link);
+      } else {
+        dd.textContent = String(value);  // a local task's output file: shown, not linked
+      }
+      details.append(dt, dd);
+    }
+  }
   const body = $("attempts-table").tBodies[0];
   body.replaceChildren();
   // A run has no attempts of its own: its steps each have theirs.

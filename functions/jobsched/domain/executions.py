@@ -176,6 +176,9 @@ class Execution:
     reported_ok_ms: int | None = None
     expectation_at_ms: int | None = None  # when the check marked it
     alerted_ms: int | None = None  # when its alert went out (a crash before leaves it unset)
+    # Container tasks (ECS_TASK): the running or last attempt's task (taskArn, cluster, container,
+    # deadlineMs, attempt; once stopped exitCode, stoppedReason, stopCode, logUrl).
+    task: dict | None = None
 
     @property
     def late_ms(self) -> int | None:
@@ -224,6 +227,7 @@ class Execution:
             reported_ok_ms=int(item["reportedOkMs"]) if item.get("reportedOkMs") is not None else None,
             expectation_at_ms=int(item["expectationAtMs"]) if item.get("expectationAtMs") is not None else None,
             alerted_ms=int(item["alertedMs"]) if item.get("alertedMs") is not None else None,
+            task=_plain_task(item.get("task")),
         )
 
 
@@ -238,3 +242,12 @@ class AttemptOutcome:
     accepted: bool = False  # a long-running target took the work (HTTP 202): it reports back
     retryable: bool = True  # False: repeating the call would not help (a 4xx other than 408, 429)
     retry_after_ms: int | None = None  # the target asked for this wait (Retry-After on 429, 503)
+    task: dict | None = None  # a container task: the task this attempt started (or ended with)
+
+
+def _plain_task(value: Any) -> dict | None:
+    """The stored task map with its numbers as ints (DynamoDB hands back Decimals)."""
+    if not isinstance(value, dict):
+        return None
+    return {k: int(v) if hasattr(v, "as_integer_ratio") and not isinstance(v, (bool, float)) else v
+            for k, v in value.items()}

@@ -109,6 +109,7 @@ class TargetType(str, Enum):
     SNS = "SNS"
     EVENTBRIDGE = "EVENTBRIDGE"
     LAMBDA = "LAMBDA"
+    ECS_TASK = "ECS_TASK"  # a container task on Fargate (domain/container_tasks.py)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,12 @@ def grant_hint(tenant_id: str) -> str:
     return f"the target must carry the tag {TENANT_TAG_KEY}={tenant_id} (or match targetArnPatterns)"
 
 
+def task_grant_hint(tenant_id: str) -> str:
+    """What an AccessDenied on a container task's call means (infra: grant_container_tasks)."""
+    return (f"the task definition must carry the tag {TENANT_TAG_KEY}={tenant_id} and match the deployment's "
+            "ecsTaskDefinitions, its cluster ecsClusters, and its task and execution roles ecsTaskRoles")
+
+
 # What STS accepts as a session tag value (letters, digits, spaces and _ . : / = + - @, at most 256).
 _TAG_VALUE = re.compile(r"[\w .:/=+\-@]{1,256}")
 

@@ -165,7 +165,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     own = OwnResources(f"{parts.settings.stack_name}-" if parts.settings.stack_name else "",
                        frozenset(url for _, url in parts.settings.lane_urls),
                        OwnEndpoints.parse(parts.settings.own_endpoints),
-                       TargetScope(parts.settings.target_account, parts.settings.target_arn_patterns))
+                       TargetScope(parts.settings.target_account, parts.settings.target_arn_patterns,
+                                   parts.settings.ecs_task_definitions, parts.settings.ecs_clusters))
     service = JobsService(parts.stores, parts.handoff, parts.clock,
                           Quotas(parts.settings.max_active_jobs, parts.settings.max_creates_per_second))
     callbacks = Callbacks(parts.stores, Outcomes(parts.stores, parts.handoff, parts.clock), parts.clock)

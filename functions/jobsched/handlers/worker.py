@@ -16,6 +16,7 @@ from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.adapters.targets import TargetRouter
 from jobsched.domain.dispatch_seal import ForgedDispatch
 from jobsched.handlers.wiring import build, lazy, metrics_for
+from jobsched.service.container_tasks import ContainerTasks, task_log_url
 from jobsched.service.lane_shares import LaneGate
 from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.signing import SigningSecrets
@@ -91,7 +92,9 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
     settings = parts.settings
     lanes = LaneGate(parts.stores.flow, parts.clock, dict(settings.lane_caps), settings.lane_tenant_percent,
                      settings.lane_host_percent) if settings.lane_caps else None
-    worker = Worker(parts.stores, outcomes, invoker, parts.clock, lanes)
+    containers = ContainerTasks(parts.stores, outcomes, parts.clock, calls=getattr(invoker, "task_calls", None),
+                                log_url=task_log_url(env))
+    worker = Worker(parts.stores, outcomes, invoker, parts.clock, lanes, containers)
     pools = [ThreadPoolExecutor(max_workers=BATCH_SIZE, thread_name_prefix="attempt")]
 
     def hand_back(record: SQSRecord, seconds: int, reason: str) -> None:

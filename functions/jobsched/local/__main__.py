@@ -110,6 +110,9 @@ def boot(options: Options, seeded: list[tuple[str, str]], progress=None):
     else:
         demo_key = _dev_key(options.workdir, keys)
         key_lines = [f"  tenant dev: {demo_key}"]
+    tenants = [tenant for tenant, _ in seeded] if seeded else ["dev"]
+    key_lines += ["Container jobs (ECS_TASK, run here as local processes):",
+                  *runtime.grant_container_tasks(tenants)]
     progress("jobsched: keys stored; waiting for the first tick of every segment ...")
     runtime.mark_ready()
     return runtime, key_lines, demo_key

@@ -126,6 +126,9 @@ def serve(port: int, parent_pid: int) -> None:
     if not secret:
         sys.exit(f"the emulator's process needs {CONTROL_SECRET_ENV}: the local stack starts it")
     use_local_aws_env()
+    from jobsched.local.tasks import hold_tasks_running
+
+    hold_tasks_running()  # container tasks stop when their process ends or StopTask says (local/tasks.py)
     control = Control()
     control.server = SerializedServer(port=port, control=control, control_secret=secret).start()
     use_local_aws_env(control.server.url)  # the restore talks to this server

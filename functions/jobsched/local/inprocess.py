@@ -8,7 +8,7 @@ import boto3
 
 from jobsched.domain.schedule import MS_PER_MINUTE
 from jobsched.domain.timers import minute_of
-from jobsched.handlers import api, tick, worker
+from jobsched.handlers import api, task_events, tick, worker
 from jobsched.local.emulator import next_ready_ms
 from jobsched.local.events import (ACCOUNT, REGION, Function, LanePoller, api_gateway_event, api_type, http_response,
                                    json_or_text)
@@ -38,6 +38,9 @@ class InProcessStack:
         self.api = Function("api", api.make_handler(self.envs["api"], clock, self.session))
         self.tick_fn = Function("tick", tick.make_handler(self.envs["tick"], clock, self.session))
         self.worker = Function("worker", worker.make_handler(self.envs["worker"], clock, self.session, invoker))
+        # Container tasks: the function that records a stopped task's end from its ECS event.
+        self.task_events = Function("task_events", task_events.make_handler(self.envs["task_events"], clock,
+                                                                            self.session))
         self.settings = Settings.from_env(self.envs["api"], "api")
         self.stores = build_stores(self.settings, self.session, clock)
         self.sqs = self.session.client("sqs")

@@ -168,6 +168,9 @@ class LaneContainers:
             self.release(container)
 
 
+TASK_POLL_SECONDS = 0.5  # how often the local ECS is looked at for tasks to start, stop or report
+
+
 @dataclass
 class LocalRuntime:
     options: Options
@@ -186,6 +189,8 @@ class LocalRuntime:
     ready: threading.Event = field(default_factory=threading.Event)
     state_path: Path | None = None  # where the emulator's process keeps the state (keep_state)
     _first_tick: threading.Event = field(default_factory=threading.Event)
+    task_runner: object = None  # container tasks as local processes (local/tasks.py)
+    container_setup: dict = field(default_factory=dict)
 
     def mark_ready(self, timeout: float = 120.0) -> None:
         """Call once the keys are stored: waits for the first tick of every segment."""
@@ -211,8 +216,9 @@ class LocalRuntime:
 
         import boto3
 
-        from jobsched.handlers import api, tick, worker
+        from jobsched.handlers import api, task_events, tick, worker
         from jobsched.local import strict_aws
+        from jobsched.local.tasks import LocalTaskRunner, prepare_local_cluster
 
         strict_aws.install()  # before any client is built: every client answers to the layer
 
@@ -252,6 +258,10 @@ class LocalRuntime:
         # host's) containers out of these, as they bound invocations out of the caps on AWS.
         envs = {name: {**env, Env.OWN_ENDPOINTS: own} for name, env in self.stack.envs.items()}
         envs["worker"], caps = local_lanes(envs["worker"], opts.containers_per_lane)
+        # Container tasks run as local processes (local/tasks.py); their output is their log.
+        tasks_root = (opts.workdir / "tasks").resolve()
+        for name in ("worker", "task_events"):
+            envs[name] = {**envs[name], Env.TASK_LOGS_URL: f"file://{tasks_root}/{{taskId}}/output.log"}
         envs = {name: {**env, **opts.env_overrides.get(name, {})} for name, env in envs.items()}
         clock = SystemClock()
         self.settings = Settings.from_env(envs["api"], "api")
@@ -270,12 +280,40 @@ class LocalRuntime:
                 lambda: Function("worker", worker.make_handler(envs["worker"], clock, workers_session)), caps[priority])
             poller = LanePoller(sqs, [url], containers.first())
             self._thread(f"poller-{priority.value.lower()}", self._poll, poller, url, containers)
-        progress("jobsched: starting the API, the ticks and the lane pollers ...")
+        self.functions["task_events"] = Function("task_events", task_events.make_handler(envs["task_events"], clock,
+                                                                                         session))
+        self.task_runner = LocalTaskRunner(session.client("ecs"), self.functions["task_events"].invoke, clock.now_ms,
+                                           root=tasks_root)
+        self.container_setup = prepare_local_cluster(session)
+        progress("jobsched: starting the API, the ticks, the lane pollers and the container task runner ...")
+        self._thread("tasks", self._run_tasks)
         self._thread("api", api_server.serve_forever)
         self._thread("ticks", self._tick_each_minute)
         if announce_ready:
             self._thread("ready", self.mark_ready)
         return self
+
+    def _run_tasks(self) -> None:
+        """Container tasks: start what RunTask started, stop what StopTask stopped, report ends."""
+        while not self._stop.wait(TASK_POLL_SECONDS):
+            try:
+                self.task_runner.poll()
+            except Exception as exc:  # noqa: BLE001 - keep running; report and go on
+                print(f"container tasks: {exc}", file=sys.stderr)
+        self.task_runner.stop_all()
+
+    def grant_container_tasks(self, tenants: list[str]) -> list[str]:
+        """A task definition per tenant, tagged for it (as an operator grants one), for container
+        jobs run as local processes; returns the lines that name them."""
+        import boto3
+
+        from jobsched.local.tasks import register_tenant_definitions
+
+        made = register_tenant_definitions(boto3.session.Session().client("ecs"), tenants)
+        setup = self.container_setup
+        return [f"  tenant {tenant}: taskDefinition {arn}" for tenant, arn in made.items()] + [
+            f"  cluster {setup['cluster']}, subnet {setup['subnet']}, security group {setup['securityGroup']}, "
+            f"container main"]
 
     def _thread(self, name: str, target, *args) -> None:
         threading.Thread(target=target, args=args, name=name, daemon=True).start()

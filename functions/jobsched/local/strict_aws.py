@@ -92,6 +92,7 @@ ACCESS_DENIED = {
     "sqs": ("AccessDenied", 403),
     "sns": ("AuthorizationError", 403),
     "sts": ("AccessDenied", 403),
+    "ecs": ("AccessDeniedException", 400),
 }
 # What STS takes as a session tag (AWS-LIMITS.md §8): key 1-128, value 0-256 characters of these.
 _SESSION_TAG_KEY = re.compile(r"[\w .:/=+\-@]{1,128}")
@@ -422,6 +423,16 @@ class Template:
         return f"arn:aws:{service}:{REGION}:{ACCOUNT}:jobsched-uncreated/{logical}"
 
 
+def _cluster_name(params: dict) -> str:
+    cluster = params.get("cluster") or "default"
+    return cluster.rsplit("/", 1)[-1] if cluster.startswith("arn:") else cluster
+
+
+def _task_definition_arn(value: str) -> str:
+    """RunTask's taskDefinition (an ARN, or family:revision) as the ARN IAM sees."""
+    return value if value.startswith("arn:") else f"arn:aws:ecs:{REGION}:{ACCOUNT}:task-definition/{value}"
+
+
 def _key_names(schema: list[dict]) -> tuple[str, str | None]:
     hash_key = next(k["AttributeName"] for k in schema if k["KeyType"] == "HASH")
     range_key = next((k["AttributeName"] for k in schema if k["KeyType"] == "RANGE"), None)
@@ -709,16 +720,46 @@ class StrictAws:
         """(IAM action, resource) pairs a call needs. A transaction has no action of its own: IAM
         authorizes each of its items by the underlying action (Put → dynamodb:PutItem, ConditionCheck
         → dynamodb:ConditionCheckItem; AWS, "Using IAM with DynamoDB transactions")."""
+        if call.service == "ecs" and call.operation == "RunTask":
+            return self._run_task_actions(call)
         if call.service == "dynamodb" and call.operation in ("TransactWriteItems", "TransactGetItems"):
             return list(dict.fromkeys(
                 (f"dynamodb:{TRANSACTION_ACTIONS[kind]}", self._table_arn(entry["TableName"]))
                 for item in call.params.get("TransactItems", []) for kind, entry in item.items()))
         return [(action, resource) for resource in self._resources_of(call)]
 
+    def _run_task_actions(self, call: _Call) -> list[tuple[str, str]]:
+        """ECS authorizes RunTask on the task definition, ecs:TagResource on the new task when the
+        call tags it (ecs:CreateAction = RunTask), and iam:PassRole for each role the task will
+        use: its task definition's task and execution roles, and those the overrides name."""
+        p = call.params
+        definition = _task_definition_arn(p.get("taskDefinition", ""))
+        pairs = [("ecs:RunTask", definition)]
+        if p.get("tags"):
+            pairs.append(("ecs:TagResource", f"arn:aws:ecs:{REGION}:{ACCOUNT}:task/{_cluster_name(p)}/*"))
+        roles = [(p.get("overrides") or {}).get(k) for k in ("taskRoleArn", "executionRoleArn")]
+        token = _internal.set(True)
+        try:
+            described = self._tag_client("ecs").describe_task_definition(taskDefinition=definition)["taskDefinition"]
+            roles += [described.get("taskRoleArn"), described.get("executionRoleArn")]
+        except ClientError:
+            pass  # no such task definition: ECS answers that, after IAM
+        finally:
+            _internal.reset(token)
+        pairs += [("iam:PassRole", role) for role in dict.fromkeys(r for r in roles if r)]
+        return pairs
+
     @staticmethod
     def _condition_context(call: _Call, principal: str | None = None,
                            principal_tags: dict[str, str] | None = None) -> dict[str, Any]:
         context: dict[str, Any] = {"aws:securetransport": "true", "aws:requestedregion": REGION}
+        if call.service == "ecs":
+            # ECS's keys: the cluster a call acts in; which call creates (and so tags) a resource;
+            # the service a role is passed to (RunTask passes its roles to ECS's tasks).
+            context["ecs:cluster"] = f"arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/{_cluster_name(call.params)}"
+            if call.operation == "RunTask":
+                context["ecs:createaction"] = "RunTask"
+                context["iam:passedtoservice"] = "ecs-tasks.amazonaws.com"
         for key, value in (call.params.get("EncryptionContext") or {}).items():
             context[f"kms:encryptioncontext:{key}".lower()] = value
         if principal:
@@ -745,12 +786,19 @@ class StrictAws:
             _internal.reset(token)
         return {f"aws:resourcetag/{k}".lower(): v for k, v in tags.items()}
 
-    def _read_tags(self, service: str, resource: str, params: dict) -> dict[str, str]:
+    def _tag_client(self, service: str):
         if service not in self._tag_clients:
             import boto3
 
             self._tag_clients[service] = boto3.session.Session().client(service, region_name=REGION)
-        client = self._tag_clients[service]
+        return self._tag_clients[service]
+
+    def _read_tags(self, service: str, resource: str, params: dict) -> dict[str, str]:
+        client = self._tag_client(service)
+        if service == "ecs":
+            if ":task-definition/" not in resource:
+                return {}  # tasks' tags are named by no statement's condition
+            return {t["key"]: t["value"] for t in client.list_tags_for_resource(resourceArn=resource).get("tags", [])}
         if service == "sqs":
             return client.list_queue_tags(QueueUrl=params["QueueUrl"]).get("Tags") or {}
         if service == "sns":
@@ -788,6 +836,14 @@ class StrictAws:
             if name.startswith("arn:"):
                 return [name]
             return [f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"]
+        if service == "ecs":
+            cluster = _cluster_name(p)
+            if call.operation == "ListTasks":  # IAM names the container instances of the cluster
+                return [f"arn:aws:ecs:{REGION}:{ACCOUNT}:container-instance/{cluster}/*"]
+            tasks = p.get("tasks") or ([p["task"]] if p.get("task") else [])
+            if tasks:
+                return [t if t.startswith("arn:") else f"arn:aws:ecs:{REGION}:{ACCOUNT}:task/{cluster}/{t}"
+                        for t in tasks]
         if service == "kms":
             key = p.get("KeyId")
             if key is None and "CiphertextBlob" in p:

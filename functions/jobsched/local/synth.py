@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[3]
 # What the template is made from: the CDK app, the functions' settings and handlers, and the
 # project's CDK settings. The functions' code and the layer change only asset hashes, which the
 # local stack does not use.
-TEMPLATE_INPUTS = ("infra", "functions/jobsched/settings.py", "functions/jobsched/handlers", "cdk.json",
+TEMPLATE_INPUTS = ("infra", "functions/jobsched/settings.py", "functions/jobsched/handlers",
+                   "functions/jobsched/local/synth.py", "cdk.json",
                    "pyproject.toml")
 
 
@@ -30,6 +31,17 @@ def synthesize(outdir: Path, segments: int = 4, allow_private_targets: bool = Tr
     return json.loads((Path(outdir) / "Jobsched.template.json").read_text())
 
 
+# Container tasks locally (local/tasks.py): the emulator's account may run task definitions named
+# "local-*" in the cluster "local", passing roles named "local-task-*", as an operator would grant
+# them with `-c ecsTaskDefinitions=... -c ecsClusters=... -c ecsTaskRoles=...`.
+LOCAL_ACCOUNT = "123456789012"
+LOCAL_CONTAINER_GRANTS = {
+    "ecs_task_definitions": (f"arn:aws:ecs:*:{LOCAL_ACCOUNT}:task-definition/local-*",),
+    "ecs_clusters": (f"arn:aws:ecs:*:{LOCAL_ACCOUNT}:cluster/local",),
+    "ecs_task_roles": (f"arn:aws:iam::{LOCAL_ACCOUNT}:role/local-task-*",),
+}
+
+
 def synthesize_here(outdir: Path, segments: int = 4, allow_private_targets: bool = True) -> dict:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # see local/fake_aws.py
     import aws_cdk as cdk
@@ -43,7 +55,7 @@ def synthesize_here(outdir: Path, segments: int = 4, allow_private_targets: bool
         # as `cdk synth -c profile=NAME` makes them, segments included (it was ignored before).
         config = dataclasses.replace(StackConfig.from_context(app.node), allow_private_targets=allow_private_targets)
     else:
-        config = StackConfig(segments=segments, allow_private_targets=allow_private_targets)
+        config = StackConfig(segments=segments, allow_private_targets=allow_private_targets, **LOCAL_CONTAINER_GRANTS)
     JobschedStack(app, "Jobsched", config=config)
     apply_checks(app)  # cdk-nag: a finding without an acknowledgement fails synthesis
     app.synth()

@@ -486,6 +486,7 @@ class JobsService:
         it is not retried. A run: what has not ended is cancelled (service/runs.py). Safe to
         repeat and to race."""
         execution, job = self._owned(tenant_id, execution_id)  # another tenant's answers 404 here
+        job_of = job
         job = job if job.spec.steps is not None else None  # a job with steps: a run, or one of its steps
         if job is not None and execution.run_id is None:
             if execution.status is not ExecutionStatus.CANCELLED:
@@ -503,7 +504,15 @@ class JobsService:
                 if execution.status is ExecutionStatus.RUNNING:
                     if execution.cancel_requested:
                         return execution
-                    return self._executions.request_cancel(execution.job_id, execution_id, execution.attempt)
+                    requested = self._executions.request_cancel(execution.job_id, execution_id, execution.attempt)
+                    if requested.task is not None:
+                        # A container task reports no heartbeat to answer: the worker stops it now
+                        # (service/container_tasks.py). Crash before the send: its next look at the
+                        # task (RECONCILE_MS at most) sees the request and stops it then.
+                        self._lanes.send([Outgoing(job_of.spec.priority, Dispatch(
+                            DispatchKind.LEASE, tenant_id, execution.job_id, execution_id, self._clock.now_ms(),
+                            job_of.generation, execution.attempt), 0)])
+                    return requested
             except ConditionLost:
                 continue
             if execution.status is ExecutionStatus.CANCELLED:

@@ -92,22 +92,22 @@ class Outcomes:
         try:
             if outcome.ok:
                 self._record_end(job, dispatch, attempt, ExecutionStatus.SUCCEEDED, records, now, None,
-                                 output=outcome.output)
+                                 output=outcome.output, task=outcome.task)
                 self._ended(job, dispatch, ExecutionStatus.SUCCEEDED, now, step)
                 return Outcome.SUCCEEDED
             if retry is None or retry.exhausted(attempt) or job.state is JobState.CANCELLED or not outcome.retryable:
                 self._record_end(job, dispatch, attempt, ExecutionStatus.DEAD, records, now, outcome.error,
-                                 lease_expired_by=lease_expired_by, dead_letter=not step)
+                                 lease_expired_by=lease_expired_by, dead_letter=not step, task=outcome.task)
                 self._ended(job, dispatch, ExecutionStatus.DEAD, now, step, outcome.error)
                 return Outcome.DEAD
             retry_at = now + retry_delay(retry, attempt + 1, self._random(), outcome.retry_after_ms)
             self._record_end(job, dispatch, attempt, ExecutionStatus.FAILED, records, now, outcome.error,
-                             retry_at_ms=retry_at, lease_expired_by=lease_expired_by)
+                             retry_at_ms=retry_at, lease_expired_by=lease_expired_by, task=outcome.task)
         except ConditionLost as lost:
             current = lost.current or {}
             if (current.get("status") == ExecutionStatus.RUNNING.value and int(current.get("attempt", 0)) == attempt
                     and current.get("cancelRequested")):
-                return self.cancel_running(dispatch, attempt, records, outcome.error, job)
+                return self.cancel_running(dispatch, attempt, records, outcome.error, job, task=outcome.task)
             return Outcome.STALE_RESULT  # another attempt holds it now (and its flow-control slot)
         # Crash here: FAILED is recorded with its retryAt; the redelivered message finds it and
         # sends the retry (Worker._claim_lost), so the retry is never lost.
@@ -177,13 +177,13 @@ class Outcomes:
                                                                  scheduled_ms_of(execution_id), job.generation), 0)])
 
     def cancel_running(self, dispatch: Dispatch, attempt: int, records: list[AttemptRecord],
-                       error: str | None = None, job: Job | None = None) -> Outcome:
+                       error: str | None = None, job: Job | None = None, task: dict | None = None) -> Outcome:
         now = self._clock.now_ms()
         cancelled = [AttemptRecord(r.attempt, ExecutionStatus.CANCELLED if r.attempt == attempt else r.status,
                                    r.started_ms, r.finished_ms, r.error) for r in records]
         try:
             self._record_end(job, dispatch, attempt, ExecutionStatus.CANCELLED, cancelled, now,
-                             error or "cancelled on request")
+                             error or "cancelled on request", task=task)
         except ConditionLost:
             return Outcome.STALE_RESULT
         if job is not None and job.spec.steps is not None and step_of(dispatch.execution_id) is not None:

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, ExecutionStatus
-from jobsched.domain.jobs import Job, JobState, OverlapPolicy
+from jobsched.domain.container_tasks import CALL_LEASE_MS
+from jobsched.domain.jobs import Job, JobState, OverlapPolicy, TargetType
+from jobsched.service.container_tasks import ContainerTasks
 from jobsched.domain.hooks import alert_of_hook, hook_of
 from jobsched.service.expectations import CheckOutcome, Expectations
 from jobsched.domain.hooks import summary as hook_summary
@@ -74,8 +76,10 @@ def callback_token_hash(token: str) -> str:
 
 
 class Worker:
-    def __init__(self, stores, outcomes: Outcomes, invoker, clock: Clock, lanes: LaneGate | None = None) -> None:
+    def __init__(self, stores, outcomes: Outcomes, invoker, clock: Clock, lanes: LaneGate | None = None,
+                 containers: ContainerTasks | None = None) -> None:
         self._lanes = lanes  # lane shares (service/lane_shares.py); None: no bound
+        self._containers = containers  # container tasks (ECS_TASK): their record, deadline and cancel
         self._jobs = stores.jobs
         self._executions = stores.executions
         self._outcomes = outcomes
@@ -146,7 +150,10 @@ class Worker:
         # follows the last look at the job; a FIRE is never claimed before its due instant.
         starts_at = max(now, dispatch.due_ms) if dispatch.kind is DispatchKind.FIRE else now
         token = secrets.token_urlsafe(24)
-        lease_until = starts_at + job.spec.timeout_sec * 1000 + LEASE_MARGIN_MS
+        # A container task runs outside the worker: its claim holds the RunTask call only, and its
+        # task's deadline is recorded with the task (service/container_tasks.py).
+        holds_ms = CALL_LEASE_MS if _runs_a_task(job) else job.spec.timeout_sec * 1000
+        lease_until = starts_at + holds_ms + LEASE_MARGIN_MS
         run = job.spec.steps is not None and step_of(dispatch.execution_id) is None
         took_slot = False
         if job.spec.flow_control is not None and not run and hook_of(dispatch.execution_id) is None:
@@ -190,9 +197,19 @@ class Worker:
             # A run: its steps are the work. Crash before its start is marked: see service/runs.py.
             self._runs.start(job, dispatch, claim.attempt)
             return WorkResult(Outcome.RUN_STARTED, claim.attempt, late_ms)
+        if claim.taken_over is not None and _runs_a_task(job) and self._containers is not None:
+            # A container attempt whose worker died may have left a task: it is this attempt's.
+            adopted = self._containers.take_over(job, dispatch, claim.attempt, starts_at, claim.taken_over)
+            if adopted is not None:
+                return WorkResult(adopted, claim.attempt, late_ms)
         # Crash from here until the result is written: SQS redelivers after the visibility
         # timeout, by then the lease has expired, and the next delivery takes over (LOST).
         outcome = self._call(job, dispatch, claim.attempt, token, claim.progress)
+        if outcome.accepted and outcome.task is not None and self._containers is not None:
+            # Crash before the task is recorded: its end event still records the attempt (its
+            # attempt is the execution's), and a redelivery after the claim's lease adopts it.
+            return WorkResult(self._containers.started(job, dispatch, claim.attempt, starts_at, outcome.task),
+                              claim.attempt, late_ms)
         if outcome.accepted:
             deadline = self._clock.now_ms() + job.spec.heartbeat_timeout_sec * 1000
             try:
@@ -315,6 +332,8 @@ class Worker:
         if execution is None or execution.status is not ExecutionStatus.RUNNING or execution.attempt != dispatch.attempt:
             return WorkResult(Outcome.DUPLICATE)
         job = self._jobs.get(dispatch.tenant_id, dispatch.job_id, consistent=True)
+        if execution.task is not None and self._containers is not None:  # a container task: its own checks
+            return WorkResult(self._containers.check(dispatch, execution, job), dispatch.attempt)
         now = self._clock.now_ms()
         if execution.lease_until_ms is not None and execution.lease_until_ms > now:
             self._outcomes.arm_lease_check(dispatch, dispatch.attempt, execution.lease_until_ms, job)
@@ -330,6 +349,10 @@ class Worker:
 def _as_attempt(dispatch: Dispatch, scheduled_ms: int, run: int | None = None) -> Dispatch:
     return Dispatch(DispatchKind.RETRY, dispatch.tenant_id, dispatch.job_id, dispatch.execution_id, scheduled_ms,
                     dispatch.generation, dispatch.attempt, run=run)
+
+
+def _runs_a_task(job: Job) -> bool:
+    return job.spec.target is not None and job.spec.target.type is TargetType.ECS_TASK
 
 
 def _still_wanted(job: Job | None, dispatch: Dispatch) -> bool:

@@ -82,14 +82,16 @@ class ExecutionsStore:
                     # Schedule bounds: the fire's number, in the write the claim makes anyway.
                     + (", #run = :run" if dispatch.run is not None else "")
                     + (", catchUp = :catchup" if dispatch.catch_up else "")
-                    + " REMOVE retryAtMs, accepted"
+                    # A container task: the previous attempt's task is no longer this attempt's.
+                    + " REMOVE retryAtMs, accepted, #task"
                 ),
                 ConditionExpression=(
                     "attribute_not_exists(executionId)"
                     " OR (#st IN (:failed, :pending) AND attempt = :prev)"
                     " OR (#st = :running AND leaseUntilMs < :now)"
                 ),
-                ExpressionAttributeNames={"#st": "status", **({"#run": "run"} if dispatch.run is not None else {})},
+                ExpressionAttributeNames={"#st": "status", "#task": "task",
+                                          **({"#run": "run"} if dispatch.run is not None else {})},
                 ExpressionAttributeValues=values_to_wire({
                     ":running": ExecutionStatus.RUNNING.value,
                     ":failed": ExecutionStatus.FAILED.value,
@@ -149,6 +151,7 @@ class ExecutionsStore:
         retry_at_ms: int | None = None,
         lease_expired_by: int | None = None,
         dead_letter: bool = True,
+        task: dict | None = None,
     ) -> None:
         """Fenced: applies only while this attempt still holds the execution. A retry is not
         scheduled over a cancel request; a LOST verdict only stands if no heartbeat extended the
@@ -180,6 +183,10 @@ class ExecutionsStore:
             # A sparse index: only dead executions carry these, so listing them reads nothing else.
             sets.extend(["deadLetterTenant = :deadPartition", "deadAtMs = :now"])
             values[":deadPartition"] = dead_letter_partition(dispatch.tenant_id, dispatch.execution_id)
+        if task is not None:  # a container task's end: its exit code, reason and log link
+            sets.append("#task = :task")
+            names["#task"] = "task"
+            values[":task"] = task
         if output is not None:
             sets.append("#out = :output")
             names["#out"] = "output"
@@ -197,11 +204,17 @@ class ExecutionsStore:
         except ClientError as exc:
             raise (_condition_lost(exc, "stale attempt") or exc) from exc
 
-    def accept(self, dispatch: Dispatch, attempt: int, lease_until_ms: int) -> None:
+    def accept(self, dispatch: Dispatch, attempt: int, lease_until_ms: int, task: dict | None = None) -> Execution:
         """A long-running target took the work: the attempt stays RUNNING under a lease that its
-        heartbeats extend. Fenced like every write of an attempt."""
-        self._fenced_update(dispatch.job_id, dispatch.execution_id, attempt,
-                            "SET accepted = :yes, leaseUntilMs = :lease", {":yes": True, ":lease": lease_until_ms})
+        heartbeats extend (a container task: until its deadline, with the task it started).
+        Fenced like every write of an attempt; returns the execution as it now is."""
+        if task is None:
+            return self._fenced_update(dispatch.job_id, dispatch.execution_id, attempt,
+                                       "SET accepted = :yes, leaseUntilMs = :lease",
+                                       {":yes": True, ":lease": lease_until_ms})
+        return self._fenced_update(dispatch.job_id, dispatch.execution_id, attempt,
+                                   "SET accepted = :yes, leaseUntilMs = :lease, #task = :task",
+                                   {":yes": True, ":lease": lease_until_ms, ":task": task}, {"#task": "task"})
 
     def heartbeat(self, job_id: str, execution_id: str, attempt: int, progress: Any, lease_until_ms: int,
                   now_ms: int, ok: bool = False) -> Execution:
@@ -220,13 +233,13 @@ class ExecutionsStore:
         return self._fenced_update(job_id, execution_id, attempt, "SET cancelRequested = :yes", {":yes": True})
 
     def _fenced_update(self, job_id: str, execution_id: str, attempt: int, expression: str,
-                       values: dict[str, Any]) -> Execution:
+                       values: dict[str, Any], names: dict[str, str] | None = None) -> Execution:
         try:
             answer = self._table.update_item(
                 Key={"jobId": job_id, "executionId": execution_id},
                 UpdateExpression=expression,
                 ConditionExpression="attempt = :mine AND #st = :running",
-                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeNames={"#st": "status", **(names or {})},
                 ExpressionAttributeValues={**values, ":mine": attempt, ":running": ExecutionStatus.RUNNING.value},
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",

@@ -18,7 +18,8 @@ from jobsched.adapters.targets import (EVENTBRIDGE_MAX_ENTRY_BYTES, SNS_MAX_MESS
 from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job, TargetType
-from jobsched.domain.tenant_tags import TENANT_TAG_KEY, grant_hint, is_taggable
+from jobsched.domain.container_tasks import client_token, container_overrides, started_by, task_tags
+from jobsched.domain.tenant_tags import TENANT_TAG_KEY, grant_hint, is_taggable, task_grant_hint
 from jobsched.domain.trace import trace_context
 
 MAX_OUTPUT_BYTES = 4096
@@ -236,6 +237,8 @@ class AwsTargetInvoker:
                 if answer.get("FunctionError"):
                     return _failed(f"function error: {raw[:200].decode('utf-8', 'replace')}")
                 return _ok(_json_or_none(raw))
+            if kind is TargetType.ECS_TASK:
+                return self._run_task(job, dispatch, attempt)
         except ClientError as exc:
             error = exc.response.get("Error", {})
             code = error.get("Code")
@@ -244,13 +247,80 @@ class AwsTargetInvoker:
             if code in ACCESS_DENIED_CODES:
                 # IAM decides the same way on every retry until someone grants the target: the
                 # execution ends DEAD now, naming the reason, instead of retrying into the same no.
-                return AttemptOutcome(False, ExecutionStatus.FAILED, f"{code}: {error.get('Message')} ({grant_hint(tenant)})",
+                hint = task_grant_hint(tenant) if kind is TargetType.ECS_TASK else grant_hint(tenant)
+                return AttemptOutcome(False, ExecutionStatus.FAILED, f"{code}: {error.get('Message')} ({hint})",
                                       retryable=False)
             return _failed(f"{code}: {error.get('Message')}")
         except BotoCoreError as exc:
             status = ExecutionStatus.TIMED_OUT if "timeout" in type(exc).__name__.lower() else ExecutionStatus.FAILED
             return AttemptOutcome(False, status, str(exc))
         return _failed(f"target type {kind.value} is not an AWS target")
+
+
+    # --- container tasks (ECS_TASK): RunTask, and what the worker asks of a running task -------
+
+    def _ecs(self, job: Job):
+        """The ECS client of the job's tenant session, in its task definition's region."""
+        return self._client("ecs", str(job.spec.target.config["taskDefinition"]), ECS_CALL_TIMEOUT_SEC, job.tenant_id)
+
+    def _run_task(self, job: Job, dispatch: Dispatch, attempt: int) -> AttemptOutcome:
+        """Start the attempt's task. The client token (execution id and attempt) makes a repeated
+        call of this attempt start no second task while ECS keeps the token (24 hours); a task left
+        by an earlier attempt whose worker died is found before this is called
+        (service/container_tasks.py take_over)."""
+        config = job.spec.target.config
+        ecs = self._ecs(job)
+        network = {"awsvpcConfiguration": {"subnets": list(config["subnets"]),
+                                           "securityGroups": list(config.get("securityGroups") or []),
+                                           "assignPublicIp": "ENABLED" if config.get("assignPublicIp") else "DISABLED"}}
+        answer = ecs.run_task(
+            cluster=config["cluster"], taskDefinition=config["taskDefinition"],
+            launchType=config.get("launchType", "FARGATE"), count=1, networkConfiguration=network,
+            overrides=container_overrides(config, job.job_id, dispatch.execution_id, attempt, job.spec.payload),
+            clientToken=client_token(dispatch.execution_id, attempt), startedBy=started_by(dispatch.execution_id),
+            tags=task_tags(dispatch.execution_id, attempt), propagateTags="TASK_DEFINITION")
+        started = answer.get("tasks") or []
+        if not started:
+            # Unplaceable (no capacity, a bad subnet, an image it cannot pull before placement):
+            # this attempt failed with ECS's reason and is retried under the job's policy.
+            reasons = "; ".join(f"{f.get('reason')}{': ' + f['detail'] if f.get('detail') else ''}"
+                                for f in answer.get("failures") or []) or "RunTask started no task"
+            return _failed(f"task not started: {reasons[:500]}")
+        return AttemptOutcome(True, ExecutionStatus.RUNNING, None, None, accepted=True,
+                              task=_task_record(config, started[0]["taskArn"], attempt))
+
+    def tasks_of(self, job: Job, execution_id: str) -> list[dict]:
+        """The execution's tasks of every attempt that ECS still lists (running ones, and stopped
+        ones for a while after they stop), with their tags: found by their startedBy."""
+        config = job.spec.target.config
+        ecs = self._ecs(job)
+        arns: list[str] = []
+        for desired in ("RUNNING", "STOPPED"):
+            arns += ecs.list_tasks(cluster=config["cluster"], startedBy=started_by(execution_id),
+                                   desiredStatus=desired).get("taskArns") or []
+        if not arns:
+            return []
+        return ecs.describe_tasks(cluster=config["cluster"], tasks=arns[:100], include=["TAGS"]).get("tasks") or []
+
+    def describe_task(self, job: Job, task_arn: str) -> dict | None:
+        """One task as ECS tells it now, with its tags (None: ECS no longer knows it)."""
+        answer = self._ecs(job).describe_tasks(cluster=job.spec.target.config["cluster"], tasks=[task_arn],
+                                               include=["TAGS"])
+        return (answer.get("tasks") or [None])[0]
+
+    def stop_task(self, job: Job, task_arn: str, reason: str) -> None:
+        """Ask ECS to stop the task (its containers get SIGTERM, then SIGKILL)."""
+        self._ecs(job).stop_task(cluster=job.spec.target.config["cluster"], task=task_arn, reason=reason[:255])
+
+
+# An ECS call is a control-plane call: answered in well under this, whatever the job's timeout.
+ECS_CALL_TIMEOUT_SEC = 30
+
+
+def _task_record(config: dict, task_arn: str, attempt: int) -> dict:
+    """What the execution keeps of its attempt's task until the task ends."""
+    return {"taskArn": task_arn, "cluster": str(config["cluster"]), "container": str(config["container"]),
+            "attempt": attempt}
 
 
 class _Expired(Exception):

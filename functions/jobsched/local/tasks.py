@@ -1,0 +1,215 @@
+"""Container tasks locally: the emulator's ECS records RunTask's task (moto accepts and keeps it);
+this runner runs the task's command as a local process (there is no Docker here) in a fresh
+working directory with the task's environment, and when the process ends, or the scheduler stops
+the task (StopTask: its timeout or its cancel), delivers the same "ECS Task State Change" event
+ECS would, STOPPED, to the same task_events function. Adapters only: no rule of the scheduler
+lives here (the deadline is the scheduler's own, enforced through StopTask as in AWS)."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from jobsched.local.events import ACCOUNT, REGION
+
+LOCAL_CLUSTER = "local"
+# The exit code ECS reports for a container stopped with SIGKILL after StopTask's SIGTERM grace.
+STOPPED_EXIT_CODE = 137
+STOP_GRACE_SECONDS = 5  # ECS waits 30 s by default (stopTimeout); a local process gets less
+
+
+LOCAL_SUBNET_CIDR = "10.42.1.0/24"
+LOCAL_TASK_ROLE = f"arn:aws:iam::{ACCOUNT}:role/local-task-runner"  # within the local grant (local/synth.py)
+
+
+def prepare_local_cluster(session) -> dict:
+    """What an operator has in an account for container jobs: the cluster "local", a VPC whose
+    subnet and security group the tasks' network interfaces use. Made again at each start (the
+    emulator keeps tables and queues across restarts, not these)."""
+    ecs, ec2 = session.client("ecs"), session.client("ec2")
+    ecs.create_cluster(clusterName=LOCAL_CLUSTER)
+    vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
+    ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock=LOCAL_SUBNET_CIDR)["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="jobsched-local-tasks", Description="container jobs",
+                                      VpcId=vpc)["GroupId"]
+    return {"cluster": LOCAL_CLUSTER, "subnet": subnet, "securityGroup": group}
+
+
+def register_tenant_definitions(ecs, tenants: list[str]) -> dict[str, str]:
+    """One task definition per tenant, "local-<tenant>", tagged jobsched:tenant = the tenant (IAM
+    lets only that tenant's session run it), with one container "main" whose command a job gives."""
+    from jobsched.domain.tenant_tags import TENANT_TAG_KEY
+
+    made = {}
+    for tenant in tenants:
+        family = "local-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in tenant)[:200]
+        made[tenant] = ecs.register_task_definition(
+            family=family, requiresCompatibilities=["FARGATE"], networkMode="awsvpc", cpu="256", memory="512",
+            taskRoleArn=LOCAL_TASK_ROLE,
+            containerDefinitions=[{"name": "main", "image": "local-process", "essential": True, "cpu": 256,
+                                   "memory": 512, "command": ["sh", "-c", "echo no command given"]}],
+            tags=[{"key": TENANT_TAG_KEY, "value": tenant}])["taskDefinition"]["taskDefinitionArn"]
+    return made
+
+
+def hold_tasks_running() -> Callable[[], None]:
+    """moto moves a task one state toward STOPPED at each DescribeTasks; ECS stops a task only when
+    its essential container exits or StopTask is called. In the emulator's process, tasks are kept
+    RUNNING until then; returns what undoes it."""
+    from moto.moto_api import state_manager
+
+    state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10 ** 12})
+    return lambda: state_manager.unset_transition(model_name="ecs::task")
+
+
+def stopped_event(task: dict, exit_code: int | None, stopped_reason: str, stop_code: str,
+                  now_ms: int) -> dict:
+    """The EventBridge event of a task that stopped, as ECS sends it (source aws.ecs, detail-type
+    "ECS Task State Change", the task's fields in detail; no tags). `task` is a DescribeTasks entry."""
+    instant = datetime.fromtimestamp(now_ms / 1000, timezone.utc).isoformat().replace("+00:00", "Z")
+    containers = [{"name": c.get("name"), "containerArn": c.get("containerArn"), "lastStatus": "STOPPED",
+                   "taskArn": task["taskArn"], **({"exitCode": exit_code} if exit_code is not None else {})}
+                  for c in task.get("containers") or [{"name": _container_of(task)}]]
+    return {"version": "0", "id": task["taskArn"].rsplit("/", 1)[-1], "detail-type": "ECS Task State Change",
+            "source": "aws.ecs", "account": ACCOUNT, "time": instant, "region": REGION,
+            "resources": [task["taskArn"]],
+            "detail": {"clusterArn": task.get("clusterArn"), "taskArn": task["taskArn"],
+                       "taskDefinitionArn": task.get("taskDefinitionArn"), "group": task.get("group"),
+                       "startedBy": task.get("startedBy"), "launchType": task.get("launchType"),
+                       "lastStatus": "STOPPED", "desiredStatus": "STOPPED", "overrides": task.get("overrides") or {},
+                       "containers": containers, "stoppedReason": stopped_reason, "stopCode": stop_code,
+                       "stoppedAt": instant, "version": 3}}
+
+
+def _container_of(task: dict) -> str | None:
+    overrides = (task.get("overrides") or {}).get("containerOverrides") or []
+    return overrides[0].get("name") if overrides else None
+
+
+@dataclass
+class _Run:
+    process: subprocess.Popen
+    workdir: Path
+    task: dict
+    stop_reason: str | None = None
+
+
+@dataclass
+class LocalTaskRunner:
+    """Polls the emulator's ECS for RUNNING tasks of the local cluster, runs each once, reports
+    each end. `deliver` is the task_events function's invoke; `ecs` an ECS client of the emulator."""
+
+    ecs: object
+    deliver: Callable[[dict], object]
+    now_ms: Callable[[], int]
+    root: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "jobsched-tasks")
+    cluster: str = LOCAL_CLUSTER
+    runs: dict[str, _Run] = field(default_factory=dict)
+    _seen: set = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def log_path(self, task_id: str) -> Path:
+        return self.root / task_id / "output.log"
+
+    def poll(self) -> None:
+        """One look: start what RunTask started, stop what StopTask stopped, report what ended."""
+        with self._lock:
+            self._start_new()
+            self._stop_stopped()
+            self._report_ended()
+
+    def _start_new(self) -> None:
+        try:
+            arns = self.ecs.list_tasks(cluster=self.cluster, desiredStatus="RUNNING").get("taskArns") or []
+        except Exception:  # noqa: BLE001 - the cluster may not exist yet: nothing to run
+            return
+        fresh = [a for a in arns if a not in self._seen]
+        if not fresh:
+            return
+        for task in self.ecs.describe_tasks(cluster=self.cluster, tasks=fresh).get("tasks") or []:
+            self._seen.add(task["taskArn"])
+            self.runs[task["taskArn"]] = self._run(task)
+
+    def _run(self, task: dict) -> _Run:
+        definition = self.ecs.describe_task_definition(taskDefinition=task["taskDefinitionArn"])["taskDefinition"]
+        container = _container_of(task)
+        spec = next((c for c in definition.get("containerDefinitions") or [] if c.get("name") == container),
+                    (definition.get("containerDefinitions") or [{}])[0])
+        override = next((o for o in (task.get("overrides") or {}).get("containerOverrides") or []
+                         if o.get("name") == container), {})
+        command = override.get("command") or spec.get("command") or []
+        env = {e["name"]: e["value"] for e in spec.get("environment") or []}
+        env.update({e["name"]: e["value"] for e in override.get("environment") or []})
+        task_id = task["taskArn"].rsplit("/", 1)[-1]
+        workdir = self.root / task_id
+        shutil.rmtree(workdir, ignore_errors=True)
+        workdir.mkdir(parents=True)
+        # Only the task's own environment (and a PATH to find its interpreter), as a container has.
+        process_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir), **env}
+        log = open(self.log_path(task_id), "wb")  # noqa: SIM115 - the child writes it; closed at its end
+        try:
+            process = subprocess.Popen(command, cwd=workdir, env=process_env, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        except OSError as exc:  # the command cannot start: as a container that fails to start
+            log.write(f"cannot start {command!r}: {exc}\n".encode())
+            log.close()
+            process = subprocess.Popen(["false"], cwd=workdir)
+            run = _Run(process, workdir, task, stop_reason=f"CannotStartContainerError: {exc}")
+            return run
+        log.close()
+        return _Run(process, workdir, task)
+
+    def _stop_stopped(self) -> None:
+        running = [arn for arn, run in self.runs.items() if run.process.poll() is None]
+        if not running:
+            return
+        for task in self.ecs.describe_tasks(cluster=self.cluster, tasks=running).get("tasks") or []:
+            if task.get("desiredStatus") == "STOPPED":  # StopTask: SIGTERM, then SIGKILL after a grace
+                run = self.runs[task["taskArn"]]
+                run.stop_reason = task.get("stoppedReason") or "Task stopped by user"
+                _terminate(run.process)
+
+    def _report_ended(self) -> None:
+        for arn, run in list(self.runs.items()):
+            code = run.process.poll()
+            if code is None:
+                continue
+            del self.runs[arn]
+            if run.stop_reason and run.stop_reason.startswith("CannotStartContainerError"):
+                event = stopped_event(run.task, None, run.stop_reason, "TaskFailedToStart", self.now_ms())
+            elif run.stop_reason:
+                event = stopped_event(run.task, STOPPED_EXIT_CODE if code < 0 else code, run.stop_reason,
+                                      "UserInitiated", self.now_ms())
+            else:
+                event = stopped_event(run.task, code, "Essential container in task exited", "EssentialContainerExited",
+                                      self.now_ms())
+            try:
+                # ECS's own state: the task is STOPPED (a no-op when StopTask already said so).
+                self.ecs.stop_task(cluster=self.cluster, task=arn, reason=event["detail"]["stoppedReason"])
+            except Exception:  # noqa: BLE001 - the event is what the scheduler reads
+                pass
+            self.deliver(event)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            for run in self.runs.values():
+                _terminate(run.process)
+
+
+def _terminate(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(STOP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    except ProcessLookupError:
+        pass

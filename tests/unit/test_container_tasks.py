@@ -1,0 +1,140 @@
+"""Container tasks (ECS_TASK): the target's validation, RunTask's token, tags and overrides, and
+what a STOPPED task means. Plain Python: no AWS."""
+import json
+
+import pytest
+
+from jobsched.api.mapping import OwnResources, TargetScope, to_spec
+from jobsched.api.models import JobRequest, parse_body
+from jobsched.domain import container_tasks as tasks
+from jobsched.domain.errors import InvalidRequest, UnprocessableRequest
+
+NOW = 1_900_000_000_000
+TASK_DEF = "arn:aws:ecs:us-east-1:123456789012:task-definition/report:3"
+TARGET = {"type": "ECS_TASK", "cluster": "jobs", "taskDefinition": TASK_DEF, "launchType": "FARGATE",
+          "subnets": ["subnet-0abc1234"], "securityGroups": ["sg-0abc1234"], "assignPublicIp": False,
+          "container": "main", "command": ["python3", "-c", "print(1)"], "environment": {"MODE": "full"}}
+
+
+def request(**changes) -> JobRequest:
+    body = {"name": "report", "type": "DELAYED", "delaySeconds": 5, "target": {**TARGET, **changes.pop("target", {})},
+            **changes}
+    return parse_body(JobRequest, json.dumps(body))
+
+
+def problem(exc) -> str:
+    return exc.value.details[0].field
+
+
+def test_a_container_target_is_accepted_with_a_day_long_timeout():
+    spec = to_spec(request(timeoutSec=86_400), NOW)
+    assert spec.target.type.value == "ECS_TASK" and spec.timeout_sec == 86_400
+    assert spec.target.to_item()["taskDefinition"] == TASK_DEF
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"taskDefinition": "arn:aws:ecs:us-east-1:123456789012:task-definition/report"}, "target.taskDefinition"),
+    ({"taskDefinition": TASK_DEF + "\n"}, "target.taskDefinition"),
+    ({"cluster": "jobs/../other"}, "target.cluster"),
+    ({"subnets": ["subnet-0abc1234", "subnet-XYZ"]}, "target.subnets"),
+    ({"subnets": []}, "target.subnets"),
+    ({"securityGroups": ["group-1"]}, "target.securityGroups"),
+    ({"container": "main container"}, "target.container"),
+    ({"command": ["ok", 3]}, "target.command.1"),
+    ({"command": [""]}, "target.command"),
+    ({"environment": {"JOBSCHED_ATTEMPT": "9"}}, "target.environment"),
+    ({"environment": {"jobsched_payload": "x"}}, "target.environment"),
+    ({"environment": {"1BAD": "x"}}, "target.environment"),
+    ({"launchType": "EC2"}, "target.launchType"),
+    ({"image": "nginx"}, "target.image"),
+])
+def test_bad_fields_answer_400_naming_the_field(changes, field):
+    with pytest.raises(InvalidRequest) as exc:
+        request(target=changes)
+    assert problem(exc) == field
+
+
+def test_timeout_over_840_seconds_is_for_container_tasks_only():
+    with pytest.raises(InvalidRequest) as exc:
+        to_spec(parse_body(JobRequest, json.dumps({"name": "h", "type": "DELAYED", "delaySeconds": 5,
+                                                   "target": {"type": "HTTP", "url": "https://example.com/"},
+                                                   "timeoutSec": 841})), NOW)
+    assert problem(exc) == "timeoutSec"
+    with pytest.raises(InvalidRequest) as exc:
+        request(timeoutSec=86_401)
+    assert problem(exc) == "timeoutSec"
+
+
+def test_overrides_that_cannot_fit_even_by_reference_are_refused():
+    big = {f"V{i}": "x" * 200 for i in range(45)}  # about 9,900 characters of environment
+    with pytest.raises(InvalidRequest) as exc:
+        to_spec(request(target={"environment": big}), NOW)
+    assert problem(exc) == "target.environment"
+
+
+def test_only_the_granted_task_definitions_and_clusters_are_accepted():
+    scope = TargetScope("123456789012", (), task_definitions=("arn:aws:ecs:*:123456789012:task-definition/report:*",),
+                        clusters=("arn:aws:ecs:us-east-1:123456789012:cluster/jobs",))
+    own = OwnResources(scope=scope)
+    assert to_spec(request(), NOW, own).target is not None
+    other = "arn:aws:ecs:us-east-1:123456789012:task-definition/admin:1"
+    with pytest.raises(UnprocessableRequest) as exc:
+        to_spec(request(target={"taskDefinition": other}), NOW, own)
+    assert problem(exc) == "target.taskDefinition"
+    with pytest.raises(UnprocessableRequest) as exc:
+        to_spec(request(target={"cluster": "prod"}), NOW, own)
+    assert problem(exc) == "target.cluster"
+    nothing = OwnResources(scope=TargetScope("123456789012", (), task_definitions=(), clusters=()))
+    with pytest.raises(UnprocessableRequest):  # by default a deployment grants none
+        to_spec(request(), NOW, nothing)
+
+
+def test_client_token_is_per_attempt_and_within_64_characters():
+    first, again, second = (tasks.client_token("job_a.0000000000001", 1), tasks.client_token("job_a.0000000000001", 1),
+                            tasks.client_token("job_a.0000000000001", 2))
+    assert first == again != second
+    assert len(first) <= tasks.CLIENT_TOKEN_CHARS and first.isascii()
+    started = tasks.started_by("job_a.0000000000001" + ".step.x" * 20)
+    assert len(started) <= tasks.STARTED_BY_CHARS and started.replace("-", "").isalnum()
+
+
+def test_payload_rides_inline_when_it_fits_and_by_reference_when_not():
+    config = TARGET
+    small = tasks.container_overrides(config, "job_a", "job_a.0000000000001", 2, {"n": 1})
+    [container] = small["containerOverrides"]
+    env = {e["name"]: e["value"] for e in container["environment"]}
+    assert env["JOBSCHED_EXECUTION_ID"] == "job_a.0000000000001" and env["JOBSCHED_ATTEMPT"] == "2"
+    assert json.loads(env["JOBSCHED_PAYLOAD"]) == {"n": 1} and env["MODE"] == "full"
+    assert container["command"] == ["python3", "-c", "print(1)"] and container["name"] == "main"
+    large = tasks.container_overrides(config, "job_a", "job_a.0000000000001", 1, {"blob": "x" * 9000})
+    env = {e["name"]: e["value"] for e in large["containerOverrides"][0]["environment"]}
+    assert "JOBSCHED_PAYLOAD" not in env and env["JOBSCHED_PAYLOAD_REF"] == "/v1/jobs/job_a"
+    assert tasks.overrides_chars(large) <= tasks.MAX_OVERRIDES_CHARS
+
+
+def test_a_stopped_task_is_judged_by_its_containers_exit_code_or_its_reason():
+    def event(exit_code=None, reason="Essential container in task exited", stop_code="EssentialContainerExited"):
+        container = {"name": "main", **({"exitCode": exit_code} if exit_code is not None else {})}
+        return {"taskArn": "arn:aws:ecs:us-east-1:123456789012:task/jobs/abc", "lastStatus": "STOPPED",
+                "stoppedReason": reason, "stopCode": stop_code, "containers": [{"name": "sidecar", "exitCode": 0},
+                                                                               container],
+                "tags": [{"key": "jobsched:executionId", "value": "job_a.1"}, {"key": "jobsched:attempt", "value": "3"}]}
+    ok = tasks.task_end_of(event(0), "main")
+    assert ok.succeeded and ok.error() is None and (ok.execution_id, ok.attempt) == ("job_a.1", 3)
+    failed = tasks.task_end_of(event(2), "main")
+    assert not failed.succeeded and "exited with code 2" in failed.error()
+    unplaced = tasks.task_end_of(event(None, "CannotPullContainerError: no such image", "TaskFailedToStart"), "main")
+    assert unplaced.exit_code is None and "failed to start" in unplaced.error() and "CannotPull" in unplaced.error()
+
+
+def test_the_task_events_function_takes_only_stopped_task_events():
+    from jobsched.handlers.task_events import stopped_detail
+
+    detail = {"taskArn": "arn:aws:ecs:us-east-1:123456789012:task/jobs/abc", "lastStatus": "STOPPED"}
+    event = {"source": "aws.ecs", "detail-type": "ECS Task State Change", "detail": detail}
+    assert stopped_detail(event) is detail
+    assert stopped_detail({**event, "detail": {**detail, "lastStatus": "RUNNING"}}) is None
+    assert stopped_detail({**event, "source": "tenant.app"}) is None  # someone else's event on the bus
+    assert stopped_detail({**event, "detail-type": "ECS Container Instance State Change"}) is None
+    assert stopped_detail({**event, "detail": {"lastStatus": "STOPPED"}}) is None  # no task named
+    assert stopped_detail("not an event") is None
