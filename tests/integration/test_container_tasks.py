@@ -243,17 +243,7 @@ def test_a_task_that_ended_unseen_while_its_worker_was_dead_is_its_attempts_end(
 def test_a_worker_that_dies_after_run_task_starts_no_second_task(ecs_harness):
     harness = ecs_harness
     job = ecs_job(harness, task_definition(harness), timeoutSec=7200)
-    real = harness.router.invoke
-    deaths = []
-
-    def die_after_the_call(*args, **kwargs):
-        outcome = real(*args, **kwargs)
-        if not deaths:
-            deaths.append(outcome)
-            raise ProcessDied("the worker died between RunTask and recording the task")
-        return outcome
-
-    harness.router.invoke = die_after_the_call
+    deaths = die_once_after_run_task(harness)
     harness.advance(6)
     [task] = tasks_of(harness)
     assert deaths and only_execution(harness, job)["task"] is None  # started, never recorded

@@ -44,6 +44,17 @@ def workload(client) -> None:
     client.delete_item(TableName=TABLE, Key=key("t"))
 
 
+def table_client(server):
+    """A client of the emulator's server, and the test's table (key: pk, sk) in it."""
+    client = boto3.session.Session().client("dynamodb", endpoint_url=server.url, region_name="us-east-1")
+    client.create_table(TableName=TABLE, BillingMode="PAY_PER_REQUEST",
+                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                              {"AttributeName": "sk", "AttributeType": "S"}],
+                        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                                   {"AttributeName": "sk", "KeyType": "RANGE"}])
+    return client
+
+
 @pytest.fixture
 def server(monkeypatch):
     served = SerializedServer().start()
@@ -56,12 +67,7 @@ def server(monkeypatch):
 
 
 def billed(server, reports: bool) -> tuple[dict, object]:
-    client = boto3.session.Session().client("dynamodb", endpoint_url=server.url, region_name="us-east-1")
-    client.create_table(TableName=TABLE, BillingMode="PAY_PER_REQUEST",
-                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                              {"AttributeName": "sk", "AttributeType": "S"}],
-                        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
-                                   {"AttributeName": "sk", "KeyType": "RANGE"}])
+    client = table_client(server)
     layer = StrictAws.billing_only({TABLE: ("pk", "sk")}, now_ms=lambda: 0,
                                    peek=lambda table, k: strict_aws._peek_moto(table, k)[1])
     if reports:
@@ -88,12 +94,7 @@ def test_reports_bill_as_the_layers_own_reads_do_without_a_read(server):
 
 
 def test_an_update_past_400_kb_is_undone_and_refused_from_its_report(server):
-    client = boto3.session.Session().client("dynamodb", endpoint_url=server.url, region_name="us-east-1")
-    client.create_table(TableName=TABLE, BillingMode="PAY_PER_REQUEST",
-                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                              {"AttributeName": "sk", "AttributeType": "S"}],
-                        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
-                                   {"AttributeName": "sk", "KeyType": "RANGE"}])
+    client = table_client(server)
     layer = StrictAws.billing_only({TABLE: ("pk", "sk")}, now_ms=lambda: 0,
                                    peek=lambda table, k: strict_aws._peek_moto(table, k)[1])
     layer.use_reports()
@@ -114,12 +115,7 @@ def test_an_update_past_400_kb_is_undone_and_refused_from_its_report(server):
 def test_an_answer_with_a_report_is_still_the_answer_botocore_checks(server):
     """The report is a field of the answer's JSON, and its CRC is redone: botocore, which checks
     DynamoDB's CRC32 header, reads the answer unchanged."""
-    client = boto3.session.Session().client("dynamodb", endpoint_url=server.url, region_name="us-east-1")
-    client.create_table(TableName=TABLE, BillingMode="PAY_PER_REQUEST",
-                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                              {"AttributeName": "sk", "AttributeType": "S"}],
-                        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
-                                   {"AttributeName": "sk", "KeyType": "RANGE"}])
+    client = table_client(server)
     layer = StrictAws.billing_only({TABLE: ("pk", "sk")}, now_ms=lambda: 0)
     layer.use_reports()
     strict_aws.activate(layer)
@@ -167,12 +163,7 @@ def test_binary_keys_and_values_are_reported_and_billed_as_when_read(server):
 
 
 def test_a_key_without_its_sort_key_is_refused_as_dynamodb_refuses_it(server):
-    client = boto3.session.Session().client("dynamodb", endpoint_url=server.url, region_name="us-east-1")
-    client.create_table(TableName=TABLE, BillingMode="PAY_PER_REQUEST",
-                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                              {"AttributeName": "sk", "AttributeType": "S"}],
-                        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
-                                   {"AttributeName": "sk", "KeyType": "RANGE"}])
+    client = table_client(server)
     layer = StrictAws.billing_only({TABLE: ("pk", "sk")}, now_ms=lambda: 0)
     layer.use_reports()
     strict_aws.activate(layer)
