@@ -138,3 +138,54 @@ def test_the_task_events_function_takes_only_stopped_task_events():
     assert stopped_detail({**event, "detail-type": "ECS Container Instance State Change"}) is None
     assert stopped_detail({**event, "detail": {"lastStatus": "STOPPED"}}) is None  # no task named
     assert stopped_detail("not an event") is None
+
+
+def test_a_container_stopped_from_outside_that_exits_0_did_not_succeed():
+    """StopTask, Fargate's retirement or a Spot interruption send SIGTERM; a container that exits 0
+    on it did not finish its work."""
+    def end(stop_code):
+        return tasks.task_end_of({"taskArn": "arn:aws:ecs:us-east-1:123456789012:task/jobs/abc", "lastStatus": "STOPPED",
+                                  "stoppedReason": "stopped", "stopCode": stop_code,
+                                  "containers": [{"name": "main", "exitCode": 0}]}, "main")
+    assert end("EssentialContainerExited").succeeded
+    for stop_code in ("UserInitiated", "SpotInterruption", "TerminationNotice", "ServiceSchedulerInitiated"):
+        assert not end(stop_code).succeeded and "exited with code 0" in end(stop_code).error()
+
+
+def test_overrides_are_counted_as_sent_with_non_ascii_escaped():
+    overrides = {"containerOverrides": [{"name": "main", "environment": [{"name": "P", "value": "é" * 10}]}]}
+    assert tasks.overrides_chars(overrides) == len(json.dumps(overrides, separators=(",", ":")))
+    assert tasks.overrides_chars(overrides) - tasks.overrides_chars({"containerOverrides": [
+        {"name": "main", "environment": [{"name": "P", "value": ""}]}]}) == 60  # \u00e9: six characters each
+
+
+def test_a_task_started_by_an_attempt_that_was_taken_over_is_stopped_unless_it_was_adopted():
+    from types import SimpleNamespace
+
+    from jobsched.domain.errors import ConditionLost
+    from jobsched.service.container_tasks import ContainerTasks
+
+    def started(recorded_task):
+        stopped = []
+
+        class Executions:
+            def accept(self, *args):
+                raise ConditionLost(what="attempt taken over")
+
+            def get(self, job_id, execution_id):
+                return SimpleNamespace(task=recorded_task)
+
+        class Calls:
+            def stop_task(self, job, task_arn, reason):
+                stopped.append(task_arn)
+
+        service = ContainerTasks(SimpleNamespace(jobs=None, executions=Executions()), outcomes=None,
+                                 clock=SimpleNamespace(now_ms=lambda: 0), calls=Calls())
+        job = SimpleNamespace(job_id="job_a", spec=SimpleNamespace(timeout_sec=60))
+        dispatch = SimpleNamespace(execution_id="job_a.1")
+        service.started(job, dispatch, 1, 0, {"cluster": "jobs", "taskArn": "arn:task/jobs/mine"})
+        return stopped
+
+    assert started(None) == ["arn:task/jobs/mine"]  # nobody's task: stopped
+    assert started({"taskArn": "arn:task/jobs/other"}) == ["arn:task/jobs/mine"]
+    assert started({"taskArn": "arn:task/jobs/mine"}) == []  # the takeover adopted it: it runs on

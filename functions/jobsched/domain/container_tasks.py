@@ -6,6 +6,7 @@ STOPPED task. The calls themselves are in store/ecs_tasks.py; docs/architecture.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -96,8 +97,9 @@ def container_overrides(config: dict, job_id: str, execution_id: str, attempt: i
 
 
 def overrides_chars(overrides: dict) -> int:
-    """How ECS counts the overrides: the JSON of the structure, formatting included."""
-    return len(compact(overrides))
+    """How ECS counts the overrides: the JSON of the structure as it is sent (botocore writes
+    non-ASCII characters as \\u escapes, six characters each), formatting included."""
+    return len(json.dumps(overrides, separators=(",", ":"), ensure_ascii=True))
 
 
 # The longest execution id (adapters/targets.py LONGEST_EXECUTION_ID) and attempt an override
@@ -126,7 +128,9 @@ class TaskEnd:
 
     @property
     def succeeded(self) -> bool:
-        return self.exit_code == 0
+        # Exit code 0 of a container that ended by itself: one stopped from outside (StopTask,
+        # Fargate's retirement, a Spot interruption) that exits 0 on SIGTERM did not finish.
+        return self.exit_code == 0 and self.stop_code in (None, "EssentialContainerExited")
 
     def error(self) -> str | None:
         """The attempt's error: the container's exit code, or why the task stopped without one."""

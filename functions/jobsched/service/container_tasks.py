@@ -62,7 +62,12 @@ class ContainerTasks:
             execution = self._executions.accept(dispatch, attempt, deadline + LEASE_MARGIN_MS, record)
         except ConditionLost:
             # The task's end was recorded first (a task that stopped at once), or the attempt was
-            # taken over: nothing of this attempt is left to record.
+            # taken over: nothing of this attempt is left to record. A task the execution does not
+            # name (a worker that stalled and called RunTask after the takeover looked for its
+            # task) is nobody's: it is stopped, so it cannot run beside the attempt that owns it.
+            now = self._executions.get(job.job_id, dispatch.execution_id)
+            if now is None or (now.task or {}).get("taskArn") != task["taskArn"]:
+                self._calls.stop_task(job, task["taskArn"], "jobsched: started by an attempt that was taken over")
             return Outcome.STALE_RESULT
         # Crash here: the task runs and its event records its end; only the deadline's check is
         # missing, and a redelivery after the lease adopts the task (take_over) and arms it.

@@ -162,7 +162,11 @@ class AwsTargetInvoker:
                 # One call per attempt: botocore's own retries would repeat a call that may have
                 # taken effect (a read timeout on a slow function invokes it again). The job's retry
                 # policy decides whether there is another attempt, with its own execution-id-carrying call.
-                config = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5,
+                # ECS is the exception: RunTask carries the attempt's client token, so a repeat
+                # after an answer that was lost (a timeout, a 5xx: ECS may have started the task)
+                # answers the task it started, never a second one; the others only read or stop.
+                attempts = 3 if service == "ecs" else 1
+                config = Config(retries={"mode": "standard", "total_max_attempts": attempts}, connect_timeout=5,
                                 read_timeout=timeout_sec)
                 # From the one session of the container, with the tenant's credentials: the
                 # service's model is loaded once, not once per tenant.
