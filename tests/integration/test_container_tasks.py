@@ -310,3 +310,29 @@ def test_a_completion_hook_cannot_be_a_container_task(ecs_harness):
     status, answer = harness.request("POST", "/v1/jobs", {"name": "x", "type": "DELAYED", "delaySeconds": 5,
                                                           "target": target, "onFailure": target})
     assert status == 422 and answer["error"]["details"][0]["field"] == "onFailure.type"
+
+
+def test_a_task_not_described_yet_is_looked_at_again_not_failed(ecs_harness):
+    """ECS's API is eventually consistent: a task DescribeTasks misses just after its start is
+    looked at again (here it then passes its deadline and is stopped, TIMED_OUT), never ended as
+    unknown while it may run."""
+    harness = ecs_harness
+    job = ecs_job(harness, task_definition(harness), timeoutSec=30)
+    calls = harness.router.task_calls
+    real, missed = calls.describe_task, []
+
+    def not_yet(job_, task_arn):
+        if not missed:
+            missed.append(task_arn)
+            return None
+        return real(job_, task_arn)
+
+    calls.describe_task = not_yet
+    harness.advance(6)
+    [task] = tasks_of(harness)
+    harness.advance(31)  # the deadline's look: not described
+    assert missed and only_execution(harness, job)["status"] == "RUNNING"
+    harness.advance(31)  # looked at again: running past its deadline, stopped
+    stopped = next(t for t in tasks_of(harness) if t["taskArn"] == task["taskArn"])
+    assert stopped["desiredStatus"] == "STOPPED"
+    assert only_execution(harness, job)["attempts"][0]["status"] == "TIMED_OUT"

@@ -44,6 +44,10 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 # A running task's execution is looked at this often (DescribeTasks) until its deadline: an end
 # whose event was lost, or arrived before the task was recorded, is found within this much.
 RECONCILE_MS = 15 * 60_000
+# A task DescribeTasks does not find within this of its attempt's start is looked at again after
+# UNLISTED_RETRY_MS (ECS's API is eventually consistent); later, it is stopped and the attempt ends.
+UNLISTED_GRACE_MS = 120_000
+UNLISTED_RETRY_MS = 30_000
 # The claim of a container attempt holds it this long (the RunTask call, not the task's run): a
 # worker that dies before recording the task leaves it to a redelivery after this, not after the
 # task's whole timeout.

@@ -9,10 +9,12 @@ stops a task past its deadline (TIMED_OUT, retried under the policy), stops a ca
 (CANCELLED), and records the end of a task whose event was lost."""
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
 from jobsched.domain.clock import Clock
-from jobsched.domain.container_tasks import RECONCILE_MS, TaskEnd, console_log_url, task_end_of
+from jobsched.domain.container_tasks import (RECONCILE_MS, UNLISTED_GRACE_MS, UNLISTED_RETRY_MS, TaskEnd,
+                                             console_log_url, task_end_of)
 from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import (AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, Execution,
                                         ExecutionStatus, job_id_of)
@@ -20,6 +22,8 @@ from jobsched.domain.jobs import Job
 from jobsched.service.outcomes import Outcome, Outcomes, as_step_view
 
 LEASE_MARGIN_MS = 60_000  # as the worker's (service/worker.py): a stray redelivery never beats the deadline check
+
+logger = logging.getLogger(__name__)
 
 
 def default_log_url(cluster: str, task_arn: str) -> str:
@@ -180,6 +184,19 @@ class ContainerTasks:
             return self._outcomes.cancel_running(dispatch, execution.attempt, [record], job=job,
                                                  task={**task, "stoppedReason": "cancelled on request"})
         described = self._calls.describe_task(job, task["taskArn"])
+        started_ms = execution.attempt_started_ms or now
+        if described is None and now - started_ms < UNLISTED_GRACE_MS:
+            # ECS's API is eventually consistent: a task just started may not be described yet.
+            self._outcomes.arm_lease_check(dispatch, execution.attempt, now + UNLISTED_RETRY_MS, job)
+            return Outcome.LEASE_EXTENDED
+        if described is None:
+            # Unknown to ECS past the grace: stopped to be sure before the attempt ends (a task ECS
+            # still runs must not run beside the retry); a StopTask of a task it forgot fails, and
+            # that is fine.
+            try:
+                self._calls.stop_task(job, task["taskArn"], "jobsched: the task was not found")
+            except Exception:  # noqa: BLE001 - gone already: the attempt ends all the same
+                logger.info("a task not found could not be stopped", extra={"taskArn": task["taskArn"]})
         if described is None or described.get("lastStatus") == "STOPPED":
             end = task_end_of(described, task.get("container")) if described else TaskEnd(
                 task["taskArn"], execution.execution_id, execution.attempt, None, "ECS no longer knows the task", None)
