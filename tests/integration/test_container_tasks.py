@@ -240,8 +240,24 @@ def test_a_task_that_ended_unseen_while_its_worker_was_dead_is_its_attempts_end(
     assert execution["attempt"] == 2 and execution["attempts"][0]["status"] == "LOST"
 
 
-def test_a_worker_that_dies_after_run_task_starts_no_second_task(ecs_harness):
+@pytest.mark.parametrize("pair_refused", [False, True], ids=["as-emulated", "ecs-refuses-startedBy-with-status"])
+def test_a_worker_that_dies_after_run_task_starts_no_second_task(ecs_harness, monkeypatch, pair_refused):
+    """Also when ECS refuses ListTasks with startedBy and desiredStatus together (its API reference
+    says startedBy must be the only filter): the running task is found by startedBy alone."""
     harness = ecs_harness
+    if pair_refused:
+        from moto.ecs.exceptions import InvalidParameterException
+        from moto.ecs.models import EC2ContainerServiceBackend
+
+        listed = EC2ContainerServiceBackend.list_tasks
+
+        def strict_list_tasks(self, cluster_str=None, container_instance=None, family=None, started_by=None,
+                              service_name=None, desiredStatus=None):
+            if started_by and desiredStatus:
+                raise InvalidParameterException("startedBy must be the only filter")
+            return listed(self, cluster_str, container_instance, family, started_by, service_name, desiredStatus)
+
+        monkeypatch.setattr(EC2ContainerServiceBackend, "list_tasks", strict_list_tasks)
     job = ecs_job(harness, task_definition(harness), timeoutSec=7200)
     deaths = die_once_after_run_task(harness)
     harness.advance(6)

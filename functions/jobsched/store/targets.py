@@ -298,10 +298,19 @@ class AwsTargetInvoker:
         ones for a while after they stop), with their tags: found by their startedBy."""
         config = job.spec.target.config
         ecs = self._ecs(job)
-        arns: list[str] = []
-        for desired in ("RUNNING", "STOPPED"):
-            arns += ecs.list_tasks(cluster=config["cluster"], startedBy=started_by(execution_id),
-                                   desiredStatus=desired).get("taskArns") or []
+        mark = started_by(execution_id)
+        # startedBy alone lists the running ones (ECS's API reference: with startedBy, "it must be
+        # the only filter that you use"; desiredStatus defaults to RUNNING). The stopped ones need
+        # desiredStatus=STOPPED beside it: asked, and if ECS refuses the pair, the takeover goes on
+        # with the running ones (a stopped orphan's end then comes from its event only).
+        arns: list[str] = list(ecs.list_tasks(cluster=config["cluster"], startedBy=mark).get("taskArns") or [])
+        try:
+            arns += ecs.list_tasks(cluster=config["cluster"], startedBy=mark,
+                                   desiredStatus="STOPPED").get("taskArns") or []
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") not in ("InvalidParameterException", "ClientException"):
+                raise
+        arns = list(dict.fromkeys(arns))
         if not arns:
             return []
         return ecs.describe_tasks(cluster=config["cluster"], tasks=arns[:100], include=["TAGS"]).get("tasks") or []
