@@ -1457,8 +1457,12 @@ def _after(client_ref, http_response, parsed, model, context, **_):
 
 
 def _ask_report(request, **_):
+    """Only a call whose bill needs items asks for them: a query, a scan or a whole-item read
+    would have the emulator read its request again under its lock for nothing."""
     layer = _active
-    if layer is not None and layer._reports and request.context.get("strict_aws") is not None:
+    call = request.context.get("strict_aws")
+    if layer is not None and layer._reports and call is not None and \
+            report_keys(call.operation, call.params, layer._primary):
         request.headers[REPORT_HEADER] = "1"
 
 
