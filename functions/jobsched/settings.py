@@ -64,6 +64,19 @@ class Env:
     ECS_CLUSTERS = "ECS_CLUSTERS"
     # Where a container task's logs are linked (`{taskId}` replaced); absent: the ECS console.
     TASK_LOGS_URL = "TASK_LOGS_URL"
+    # Regions (issue 25, domain/ownership.py). REGIONS: the deployment's regions in a fixed order
+    # (a region's place is its number in job ids and segment numbers); absent or one region: the
+    # single-region scheduler, no leases. THIS_REGION: the function's own region (one of REGIONS).
+    # OWNERSHIP_TABLE: the segment leases, a strongly consistent (MRSC) global table, called in
+    # OWNERSHIP_REGION (this region when it holds a replica, else the nearest that does).
+    # LEASE_MS: how long a renewal holds a segment; CLOCK_BOUND_MS: the stated bound on the
+    # difference between two regions' clocks.
+    REGIONS = "REGIONS"
+    THIS_REGION = "THIS_REGION"
+    OWNERSHIP_TABLE = "OWNERSHIP_TABLE"
+    OWNERSHIP_REGION = "OWNERSHIP_REGION"
+    LEASE_MS = "LEASE_MS"
+    CLOCK_BOUND_MS = "CLOCK_BOUND_MS"
 
 
 # Which settings each function reads; the infrastructure test holds the template to this.
@@ -113,6 +126,21 @@ class Settings:
     ecs_task_definitions: tuple[str, ...] | None = None  # container tasks: None when not set
     ecs_clusters: tuple[str, ...] | None = None
     function: str = ""  # api, tick or worker
+    # Regions (Env.REGIONS): empty or one region: single-region, every segment owned, epoch 0.
+    regions: tuple[str, ...] = ()
+    this_region: str = ""
+    ownership_table: str = ""
+    ownership_region: str = ""
+    lease_ms: int = 90_000
+    clock_bound_ms: int = 2_000
+
+    @property
+    def multi_region(self) -> bool:
+        return len(self.regions) > 1
+
+    @property
+    def region_index(self) -> int:
+        return self.regions.index(self.this_region) if self.multi_region else 0
 
     def lane_url(self, priority: Priority) -> str:
         return dict(self.lane_urls)[priority]
@@ -156,7 +184,29 @@ class Settings:
             ecs_task_definitions=_list_or_none(env, Env.ECS_TASK_DEFINITIONS),
             ecs_clusters=_list_or_none(env, Env.ECS_CLUSTERS),
             function=function,
+            **_regions(env),
         )
+
+
+def _regions(env: Mapping[str, str]) -> dict:
+    regions = tuple(r for r in env.get(Env.REGIONS, "").split(",") if r)
+    if len(regions) <= 1:
+        return {"regions": regions, "this_region": regions[0] if regions else ""}
+    if len(set(regions)) != len(regions) or len(regions) > 9:
+        raise SettingsError(f"{Env.REGIONS} must name at most 9 distinct regions, got {env[Env.REGIONS]!r}")
+    this = env.get(Env.THIS_REGION, "")
+    if this not in regions:
+        raise SettingsError(f"{Env.THIS_REGION} must be one of {Env.REGIONS}, got {this!r}")
+    if not env.get(Env.OWNERSHIP_TABLE):
+        raise SettingsError(f"{Env.OWNERSHIP_TABLE} is required with more than one region")
+    lease_ms = _positive(env, Env.LEASE_MS, 90_000)
+    bound_ms = _positive(env, Env.CLOCK_BOUND_MS, 2_000)
+    if lease_ms < 4 * bound_ms or lease_ms < 70_000:
+        raise SettingsError(f"{Env.LEASE_MS} must be at least 70000 (a tick renews each minute) "
+                            f"and at least 4 x {Env.CLOCK_BOUND_MS}, got {lease_ms}")
+    return {"regions": regions, "this_region": this, "ownership_table": env[Env.OWNERSHIP_TABLE],
+            "ownership_region": env.get(Env.OWNERSHIP_REGION) or this, "lease_ms": lease_ms,
+            "clock_bound_ms": bound_ms}
 
 
 def _list_or_none(env: Mapping[str, str], name: str) -> tuple[str, ...] | None:
