@@ -139,6 +139,11 @@ class Settings:
         return len(self.regions) > 1
 
     @property
+    def total_segments(self) -> int:
+        """Every region's block of segments (domain/ownership.py): one block with one region."""
+        return self.segments * max(1, len(self.regions))
+
+    @property
     def region_index(self) -> int:
         return self.regions.index(self.this_region) if self.multi_region else 0
 
@@ -201,8 +206,8 @@ def _regions(env: Mapping[str, str]) -> dict:
         raise SettingsError(f"{Env.OWNERSHIP_TABLE} is required with more than one region")
     lease_ms = _positive(env, Env.LEASE_MS, 90_000)
     bound_ms = _positive(env, Env.CLOCK_BOUND_MS, 2_000)
-    if lease_ms < 4 * bound_ms or lease_ms < 70_000:
-        raise SettingsError(f"{Env.LEASE_MS} must be at least 70000 (a tick renews each minute) "
+    if lease_ms < 4 * bound_ms or lease_ms < 80_000:
+        raise SettingsError(f"{Env.LEASE_MS} must be at least 80000 (a tick renews each minute) "
                             f"and at least 4 x {Env.CLOCK_BOUND_MS}, got {lease_ms}")
     return {"regions": regions, "this_region": this, "ownership_table": env[Env.OWNERSHIP_TABLE],
             "ownership_region": env.get(Env.OWNERSHIP_REGION) or this, "lease_ms": lease_ms,

@@ -13,7 +13,10 @@ def with_(**changes):
 
 
 def test_health_needs_no_key(harness):
-    assert harness.request("GET", "/v1/health", key=None) == (200, {"status": "ok"})
+    # API.md, "Regions": the region and the segments it owns (a single region owns them all).
+    status, body = harness.request("GET", "/v1/health", key=None)
+    assert (status, body["status"], body["region"]) == (200, "ok", "us-east-1")
+    assert body["ownedSegments"] == list(range(harness.settings.segments))
 
 
 @pytest.mark.parametrize("key", [None, "wrong-key"])

@@ -131,5 +131,7 @@ ROUTES: tuple[Route, ...] = (
           "New signing secret (shown once); the previous one keeps signing for graceSec", 201,
           schemas.SigningSecret, RotateSigningSecretRequest, errors=(400, 401, 422)),
     Route("openapi", "GET", "/v1/openapi.json", "This document", 200, None, auth=False, errors=()),
-    Route("health", "GET", "/v1/health", "Liveness", 200, schemas.Health, auth=False, errors=()),
+    Route("health", "GET", "/v1/health",
+          "Liveness; in a multi-region deployment 503 (the same body, status degraded) while this region holds no segment",
+          200, schemas.Health, auth=False, errors=()),
 )

@@ -237,7 +237,11 @@ class CalendarList(_Out):
 
 
 class Health(_Out):
-    status: Literal["ok"]
+    # Regions (API.md): "degraded" (503) when this region holds no segment of a multi-region
+    # deployment, so that DNS health checks send clients to a region that does.
+    status: Literal["ok", "degraded"]
+    region: str
+    ownedSegments: list[int]
 
 
 class ErrorDetail(_Out):

@@ -72,6 +72,9 @@ class Dispatch:
     run: int | None = None
     # Catch-up that does not flood: a missed occurrence released late by its job's catch-up policy.
     catch_up: bool = False
+    # Regions (issue 25): the lease epoch of the job's segment under which the message was sent
+    # (stamped by store/queues.py); 0 in a single-region deployment, and then not written.
+    epoch: int = 0
 
     def to_json(self) -> str:
         body = {
@@ -90,6 +93,8 @@ class Dispatch:
             body["run"] = self.run
         if self.catch_up:
             body["catchUp"] = True
+        if self.epoch:
+            body["epoch"] = self.epoch
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -106,6 +111,7 @@ class Dispatch:
             throttled_from_ms=int(data["throttledFromMs"]) if data.get("throttledFromMs") is not None else None,
             run=int(data["run"]) if data.get("run") is not None else None,
             catch_up=data.get("catchUp") is True,
+            epoch=int(data.get("epoch") or 0),
         )
 
 

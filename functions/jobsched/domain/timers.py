@@ -5,6 +5,7 @@ import hashlib
 from dataclasses import dataclass
 from enum import Enum
 
+from jobsched.domain.ownership import home_index, is_marked
 from jobsched.domain.schedule import MS_PER_MINUTE
 
 # Timers expire through DynamoDB TTL this long after their due instant, never deleted one by one.
@@ -30,9 +31,14 @@ class TimerKind(str, Enum):
 
 
 def segment_of(job_id: str, segments: int) -> int:
-    """Stable across processes and Python versions (unlike hash())."""
-    digest = hashlib.sha256(job_id.encode()).digest()
-    return int.from_bytes(digest[:8], "big") % segments
+    """Stable across processes and Python versions (unlike hash()). In a multi-region deployment
+    the job's home region picks its block of segments (domain/ownership.py); a job id without a
+    home mark is region 0's, so a single-region deployment's segments are unchanged."""
+    home = home_index(job_id)
+    # A marked id hashes without its mark: the segment within a block does not depend on the
+    # home, so a region may choose the home among the blocks it holds (HandOff.home_for).
+    digest = hashlib.sha256((job_id[:-2] if is_marked(job_id) else job_id).encode()).digest()
+    return home * segments + int.from_bytes(digest[:8], "big") % segments
 
 
 def minute_of(ms: int) -> int:

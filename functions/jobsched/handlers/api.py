@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import binascii
 import json
+import os
 import re
 from typing import Any, Mapping
 
@@ -401,7 +402,10 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         return ok(200, openapi_document())
 
     def health():
-        return ok(200, {"status": "ok"})
+        owned = parts.ownership.held()
+        status = "ok" if owned or not parts.ownership.multi_region else "degraded"
+        region = parts.settings.this_region or os.environ.get("AWS_REGION", "")
+        return ok(200 if status == "ok" else 503, {"status": status, "region": region, "ownedSegments": owned})
 
     functions = locals()
     matched = {"route": "unmatched"}

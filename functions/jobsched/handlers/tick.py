@@ -31,7 +31,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     @metrics.log_metrics
     @logger.inject_lambda_context(clear_state=True)
     def handler(event, context):
-        segment = parse_segment(event, parts.settings.segments)
+        segment = parse_segment(event, parts.settings.total_segments)
         started = parts.clock.now_ms()
         remaining = getattr(context, "get_remaining_time_in_millis", None)
         report = ticker.run(segment, remaining)

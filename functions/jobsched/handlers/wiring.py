@@ -8,7 +8,10 @@ from typing import Callable, Mapping
 import boto3
 
 from jobsched.domain.clock import Clock, SystemClock
+from jobsched.domain.ownership import LeaseRules
+from jobsched.domain.timers import segment_of
 from jobsched.service.handoff import HandOff
+from jobsched.service.ownership import Ownership
 from jobsched.settings import Settings
 from jobsched.store.aws import Stores, build_stores
 
@@ -19,6 +22,7 @@ class Components:
     stores: Stores
     clock: Clock
     handoff: HandOff
+    ownership: Ownership  # regions (service/ownership.py): single-region holds every segment
 
 
 def build(env: Mapping[str, str], function: str, clock: Clock | None = None,
@@ -26,8 +30,21 @@ def build(env: Mapping[str, str], function: str, clock: Clock | None = None,
     settings = Settings.from_env(env, function)
     clock = clock or SystemClock()
     stores = build_stores(settings, session, clock)
+    ownership = build_ownership(settings, session, clock)
+    if ownership.multi_region:
+        stores.lanes.epoch_of = lambda job_id: ownership.epoch_for(segment_of(job_id, settings.segments))
     return Components(settings, stores, clock, HandOff(stores, clock, settings.segments,
-                                                       settings.tenant_fires_per_second))
+                                                       settings.tenant_fires_per_second, ownership), ownership)
+
+
+def build_ownership(settings: Settings, session: boto3.session.Session | None, clock: Clock) -> Ownership:
+    """The segment leases of a multi-region deployment, read in the ownership table's region."""
+    if not settings.multi_region:
+        return Ownership.single_region(settings.segments)
+    from jobsched.store.aws import ownership_store
+
+    return Ownership(ownership_store(settings, session), LeaseRules(settings.lease_ms, settings.clock_bound_ms),
+                     settings.regions, settings.this_region, settings.segments, clock)
 
 
 def lazy(make_handler: Callable[..., Callable]) -> Callable:

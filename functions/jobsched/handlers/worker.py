@@ -67,6 +67,7 @@ OUTCOME_METRIC = {
     Outcome.RUN_STARTED: "RunsStarted",
     Outcome.THROTTLED: "Throttled",
     Outcome.LANE_SHARE_HELD: "LaneShareHeld",
+    Outcome.NOT_HELD: "NotHeldRefused",
     Outcome.EXPECTATION_CHECKED: "ExpectationChecks",
     # Absence alerts: one per alert that went out (the deployment's alarm on it: infra alarms).
     Outcome.ABSENCE_ALERTED: "AbsenceAlerts",
@@ -95,6 +96,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
     containers = ContainerTasks(parts.stores, outcomes, parts.clock, calls=getattr(invoker, "task_calls", None),
                                 log_url=task_log_url(env))
     worker = Worker(parts.stores, outcomes, invoker, parts.clock, lanes, containers)
+    worker.regions = parts.handoff  # segment leases (service/ownership.py): single-region acts on all
     pools = [ThreadPoolExecutor(max_workers=BATCH_SIZE, thread_name_prefix="attempt")]
 
     def hand_back(record: SQSRecord, seconds: int, reason: str) -> None:

@@ -9,9 +9,11 @@ from jobsched.domain.catchup import CATCH_UP_SQS_REACH_MS, CatchUpPlan, plan_cat
 from jobsched.domain.clock import Clock
 from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for, scheduled_ms_of
 from jobsched.domain.jobs import Job, MisfirePolicy, Priority
+from jobsched.domain.ownership import marked_job_id
 from jobsched.domain.timers import Timer, TimerKind, is_claimed, minute_of, segment_of
 from jobsched.domain.calendars import EXCLUDED
 from jobsched.service.calendars import CalendarCache
+from jobsched.service.ownership import Ownership
 from jobsched.service.fairness import FairShare
 from jobsched.store.queues import Outgoing
 from jobsched.service.expectations import check_timer
@@ -61,8 +63,10 @@ class HandOffReport:
 
 
 class HandOff:
-    def __init__(self, stores, clock: Clock, segments: int, tenant_fires_per_second: int = 0) -> None:
+    def __init__(self, stores, clock: Clock, segments: int, tenant_fires_per_second: int = 0,
+                 ownership: Ownership | None = None) -> None:
         self._segments = segments
+        self.ownership = ownership or Ownership.single_region(segments)
         self._fair = FairShare(tenant_fires_per_second, segments)
         self._executions = stores.executions
         self._timers = stores.timers
@@ -79,6 +83,24 @@ class HandOff:
 
     def segment_of(self, job_id: str) -> int:
         return segment_of(job_id, self._segments)
+
+    @property
+    def multi_region(self) -> bool:
+        return self.ownership.multi_region
+
+    def home_for(self, job_id: str) -> str:
+        """A new job's id, marked with a home region whose segment for it this region holds now
+        (its own first): its writes and direct dispatch then stay in the region that acts on
+        them. Single-region: the id unchanged."""
+        if not self.multi_region:
+            return job_id
+        this_index, count = self.ownership.region_index, len(self.ownership.regions)
+        order = [this_index] + [i for i in range(count) if i != this_index]
+        for index in order:
+            marked = marked_job_id(job_id, index)
+            if self.ownership.epoch_for(segment_of(marked, self._segments)) is not None:
+                return marked
+        return marked_job_id(job_id, this_index)  # holds none now: its home block's holder runs it
 
     def place(self, timer: Timer, job: Job | None) -> HandOffReport:
         """Write a new timer, then dispatch it directly if a tick already claimed its bucket.

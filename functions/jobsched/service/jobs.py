@@ -108,7 +108,7 @@ class JobsService:
         """Returns the job and whether this call created it (False: an idempotent repeat).
         `request_hash`: the request's body_hash, which an Idempotency-Key's repeat must match."""
         now = self._clock.now_ms()
-        job_id = new_job_id(now)
+        job_id = self._handoff.home_for(new_job_id(now))  # regions: marked with its home
         if idempotency_key:
             earlier = self._jobs.remember_request(tenant_id, "create", idempotency_key, job_id, request_hash,
                                                   now // 1000, IDEMPOTENCY_TTL_SECONDS)

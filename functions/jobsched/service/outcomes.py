@@ -40,6 +40,7 @@ class Outcome(str, Enum):
     LOST = "LOST"  # a long-running attempt missed its heartbeat deadline
     RUN_STARTED = "RUN_STARTED"  # a job with steps: its run's first steps were sent
     THROTTLED = "THROTTLED"  # flow control held it back: sent again for later, no attempt used
+    NOT_HELD = "NOT_HELD"  # regions: its segment's lease has a later epoch (handed off again there)
     LANE_SHARE_HELD = "LANE_SHARE_HELD"  # its tenant or host holds its lane share: later, no attempt used
     EXPECTATION_CHECKED = "EXPECTATION_CHECKED"  # absence alerts: a CHECK found success, or nothing to alert
     ABSENCE_ALERTED = "ABSENCE_ALERTED"  # absence alerts: marked MISSING or NOT_FIRED and alerted, once
@@ -195,7 +196,10 @@ class Outcomes:
         now = self._clock.now_ms()
         retry = Dispatch(DispatchKind.RETRY, dispatch.tenant_id, dispatch.job_id, dispatch.execution_id,
                          dispatch.due_ms, job.generation, attempt, run=dispatch.run)
-        if retry_at_ms - now <= SQS_MAX_DELAY_MS:
+        # Regions: a retry is a timer whatever its backoff, so that it is in the replicated tables
+        # and a region that takes the segment over runs it (a delayed message would stay in the
+        # queues of the region that sent it).
+        if retry_at_ms - now <= SQS_MAX_DELAY_MS and not self._handoff.multi_region:
             # Rounded up to the next whole second: a retry is never early.
             self._lanes.send([Outgoing(job.spec.priority, retry, retry_at_ms + 999)])
             return

@@ -31,6 +31,9 @@ class TickReport:
     buckets: list[int] = field(default_factory=list)
     behind_minutes: int = 0
     out_of_time: bool = False  # stopped inside or before a bucket to stay within the time limit
+    held: bool = True  # regions: False when another region holds the segment (nothing done)
+    epoch: int = 0
+    rewound_to: int | None = None  # regions: this run took the segment and hands off again from here
     handoff: HandOffReport = field(default_factory=HandOffReport)
 
     @property
@@ -47,13 +50,21 @@ class Ticker:
     def run(self, segment: int, remaining_ms: Callable[[], int] | None = None) -> TickReport:
         """Hand off the segment's due buckets. `remaining_ms` is the Lambda context's remaining
         time; without it (tests, tools) the run has no time limit."""
+        grant = self._handoff.ownership.for_tick(segment)
+        if grant is None:  # regions: another region holds it, or the lease store is out of reach
+            return TickReport(segment, held=False)
+        if grant.rewind_minute is not None:
+            # Taken from another region (or after a lapse): what the previous holder handed to its
+            # queues may never run; every timer from its last renewal on is handed off again here
+            # (the claims dedupe what had run).
+            self._stores.watermarks.rewind(segment, grant.rewind_minute, grant.epoch)
         target = minute_of(self._clock.now_ms()) + LOOK_AHEAD_MINUTES
         watermark = self._stores.watermarks.get(segment) or Watermark(segment, None, None)
         if watermark.done_through is None:
             done_through = target - 1 - FIRST_RUN_CATCH_UP_MINUTES
         else:
             done_through = watermark.done_through
-        report = TickReport(segment)
+        report = TickReport(segment, epoch=grant.epoch, rewound_to=grant.rewind_minute)
         slowest_page_ms = 0
         calendars = self._handoff.calendar_cache()  # exclusion calendars: each read once per run
 

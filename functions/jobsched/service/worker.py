@@ -19,6 +19,7 @@ from jobsched.service.expectations import CheckOutcome, Expectations
 from jobsched.domain.hooks import summary as hook_summary
 from jobsched.domain.steps import STEP_ENDED, step_execution_id, step_of
 from jobsched.service.lane_shares import LaneGate
+from jobsched.service.ownership import Verdict
 from jobsched.service.outcomes import Outcome, Outcomes
 
 # A lease outlives the attempt's own timeout by this margin before another worker may take over.
@@ -43,6 +44,11 @@ def early_ms(dispatch: Dispatch, now_ms: int) -> int:
     rounded down) waits before its job is read: 0 when it does not wait."""
     early = dispatch.due_ms - now_ms
     return early if dispatch.kind is DispatchKind.FIRE and 0 < early <= MAX_PRECISION_WAIT_MS else 0
+
+
+# Regions: a message for a segment whose lease lapsed here and was not taken yet comes back this
+# much later (the lease is renewed, or taken elsewhere and the message refused, within a minute).
+NOT_HELD_WAIT_MS = 20_000
 
 
 class ArrivedEarly(Exception):
@@ -89,9 +95,20 @@ class Worker:
         self._clock = clock
         self._expectations = Expectations(stores, clock)  # absence alerts
 
+    regions = None  # the HandOff whose ownership decides, in a multi-region deployment
+
     def process(self, dispatch: Dispatch, job: Job | None | object = UNREAD) -> WorkResult:
         """`job`: the dispatch's job as read (strongly consistent) just before, None if it was not
         found; by default it is read here."""
+        if self.regions is not None and self.regions.multi_region:
+            # Regions (service/ownership.py): act only on a segment this region holds, under the
+            # epoch the message was sent with. A later epoch handed it off again: refused. Not held
+            # now and no later epoch known (a lapse, nobody took it yet): back to the queue.
+            verdict = self.regions.ownership.verdict(self.regions.segment_of(dispatch.job_id), dispatch.epoch)
+            if verdict is Verdict.STALE:
+                return WorkResult(Outcome.NOT_HELD)
+            if verdict is Verdict.WAIT:
+                raise RedeliverLater(dispatch.execution_id, self._clock.now_ms() + NOT_HELD_WAIT_MS)
         if dispatch.kind is DispatchKind.LEASE:
             return self._check_lease(dispatch)
         if dispatch.kind is DispatchKind.SWEEP:

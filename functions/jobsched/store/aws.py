@@ -76,6 +76,16 @@ class Stores:
     alerts: AlertTopic  # absence alerts: the deployment's topic (worker)
 
 
+def ownership_store(settings: Settings, session: boto3.session.Session | None = None):
+    """The ownership table (store/ownership.py), in its own region (OWNERSHIP_REGION)."""
+    from jobsched.store.ownership import OwnershipStore
+
+    session = session or boto3.session.Session()
+    config = _API_CONFIG if settings.function == "api" else _CONFIG
+    return OwnershipStore(session.resource("dynamodb", region_name=settings.ownership_region, config=config),
+                          settings.ownership_table)
+
+
 def build_stores(settings: Settings, session: boto3.session.Session | None = None,
                  clock: Clock | None = None) -> Stores:
     session = session or boto3.session.Session()

@@ -82,6 +82,8 @@ class ExecutionsStore:
                     # Schedule bounds: the fire's number, in the write the claim makes anyway.
                     + (", #run = :run" if dispatch.run is not None else "")
                     + (", catchUp = :catchup" if dispatch.catch_up else "")
+                    # Regions: the lease epoch the claim was made under (service/ownership.py).
+                    + (", leaseEpoch = :epoch" if dispatch.epoch else "")
                     # A container task: the previous attempt's task is no longer this attempt's.
                     + " REMOVE retryAtMs, accepted, #task"
                 ),
@@ -109,6 +111,7 @@ class ExecutionsStore:
                     **({":throttled": throttled_ms} if throttled_ms is not None else {}),
                     **({":run": dispatch.run} if dispatch.run is not None else {}),
                     **({":catchup": True} if dispatch.catch_up else {}),
+                    **({":epoch": dispatch.epoch} if dispatch.epoch else {}),
                 }),
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from botocore.exceptions import ClientError
@@ -55,6 +55,9 @@ class LaneQueues:
         self._urls = lane_urls
         self._clock = clock
         self._dispatch_key = dispatch_key
+        # Regions (service/ownership.py): the epoch each message is sent under, by job id; None
+        # in a single-region deployment (no epoch written).
+        self.epoch_of: Callable[[str], int | None] | None = None
         self._seal: DispatchSeal | None = None
         self._seal_lock = threading.Lock()
         # Kept for the container's life (threads start at the first use, not here).
@@ -121,6 +124,13 @@ class LaneQueues:
             done += len(answer.get("Successful", []))
         return done
 
+    def _stamped(self, dispatch: Dispatch) -> Dispatch:
+        if self.epoch_of is None:
+            return dispatch
+        # Not held here now (None): sent under no epoch; a holder's worker refuses or waits it out
+        # (service/ownership.py Verdict), and the timer behind it is handed off by the holder.
+        return replace(dispatch, epoch=self.epoch_of(dispatch.job_id) or 0)
+
     def _url_of(self, queue_arn: str) -> str | None:
         name = queue_arn.rsplit(":", 1)[-1]
         return next((u for u in self._urls.values() if u.rstrip("/").rsplit("/", 1)[-1] == name), None)
@@ -132,7 +142,7 @@ class LaneQueues:
         entries = {
             str(i): {
                 "Id": str(i),
-                "MessageBody": seal.seal(o.dispatch),
+                "MessageBody": seal.seal(self._stamped(o.dispatch)),
                 "DelaySeconds": delay_seconds(o.visible_at_ms, now),
             }
             for i, o in enumerate(batch)

@@ -28,6 +28,24 @@ class WatermarksStore:
         another tick claimed it already: harmless, dispatch is idempotent."""
         self._raise(segment, "claimedThrough", minute)
 
+    def rewind(self, segment: int, minute: int, epoch: int) -> None:
+        """Regions: a region that took the segment under `epoch` hands it off again from bucket
+        `minute` (never forwards: a segment behind stays where it is). Once per epoch: a replay of
+        the take (or a slower replica's) never moves the watermarks back twice."""
+        current = self.get(segment)
+        done = minute if current is None or current.done_through is None else min(current.done_through, minute)
+        try:
+            self._table.update_item(
+                Key={"segment": segment},
+                UpdateExpression="SET claimedThrough = :m, doneThrough = :m, leaseEpoch = :e "
+                                 "REMOVE positionMinute, positionSk",
+                ConditionExpression="attribute_not_exists(leaseEpoch) OR leaseEpoch < :e",
+                ExpressionAttributeValues={":m": done, ":e": epoch},
+            )
+        except ClientError as exc:
+            if not _condition_lost(exc, "rewind"):
+                raise
+
     def mark_done(self, segment: int, minute: int) -> None:
         self._raise(segment, "doneThrough", minute)
 

@@ -1,0 +1,127 @@
+"""Regions (issue 25; DESIGN.md "Regions"): home regions, global segments, and segment leases.
+
+- **Home region.** A job created in a multi-region deployment carries its home region's number in
+  its id: `job_<12 hex: created ms><18 hex>r<digit>`. Hex never holds an `r`, so an id without the
+  mark (every id of a single-region deployment, and every id made before regions) is read as
+  region 0. Execution ids begin with the job id, so they carry it too and stay unique across
+  regions.
+- **Global segments.** Region i owns, at rest, segments `i * SEGMENTS .. i * SEGMENTS + SEGMENTS-1`:
+  a job's segment is its home's block plus the usual hash. With one region nothing changes.
+- **Leases.** Who may hand off and claim a segment's work is a lease in a strongly consistent store
+  (the ownership table: DynamoDB multi-Region strong consistency): the holding region, an epoch,
+  and the instant it ends. The holder acts only while `now < ends - clock bound` by its own clock;
+  another region may take the segment only once `now >= ends + clock bound` by its own, with the
+  epoch raised by one. With the two clocks within the bound of each other, the holder has stopped
+  before the taker starts: no instant exists at which two regions act on one segment.
+- **Takeover order.** The segment's home region first; after it, the other live regions in the
+  deployment's order from the home on, each waiting one more stagger than the one before it, so
+  that they seldom race (when they do, the conditional write picks one).
+- **Rewind.** The taker hands off again every timer due from the previous holder's last renewal
+  minus REWIND_MS: what the previous holder had handed to its own queues may never run there
+  (its workers refuse a segment they no longer hold). The claims dedupe what had run."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+MS_PER_MINUTE = 60_000
+REGION_MARK = "r"
+_MARKED = re.compile(r"job_[0-9a-f]{30}r[0-9]")
+# A later region in the takeover order waits this much longer than the one before it.
+TAKEOVER_STAGGER_MS = 60_000
+# Re-hand-off window before the previous holder's last renewal: its tick's look-ahead (one
+# minute) and the longest delay it gives a hand-off (two minutes), with a minute's margin.
+REWIND_MS = 4 * MS_PER_MINUTE
+# Heartbeats sit in the ownership table beside the leases, under negative numbers.
+HEARTBEAT_BASE = -1000
+
+
+def marked_job_id(job_id: str, region_index: int) -> str:
+    """A fresh job id (domain/jobs.new_job_id's 36 characters) marked with its home region."""
+    if not 0 <= region_index <= 9:
+        raise ValueError("a region's number is 0..9")
+    return f"{job_id[:34]}{REGION_MARK}{region_index}"
+
+
+def is_marked(job_id: str) -> bool:
+    return _MARKED.fullmatch(job_id) is not None
+
+
+def home_index(job_id: str) -> int:
+    """The home region's number of a job id (0 for an id without the mark)."""
+    return int(job_id[-1]) if _MARKED.fullmatch(job_id) else 0
+
+
+def global_segment(region_index: int, local_segment: int, segments: int) -> int:
+    return region_index * segments + local_segment
+
+
+def home_of_segment(segment: int, segments: int) -> int:
+    return segment // segments
+
+
+def heartbeat_key(region_index: int) -> int:
+    return HEARTBEAT_BASE - region_index
+
+
+@dataclass(frozen=True)
+class Lease:
+    segment: int
+    region: str
+    epoch: int
+    ends_ms: int
+    renewed_ms: int  # the holder's last renewal (or its take)
+
+
+@dataclass(frozen=True)
+class LeaseRules:
+    lease_ms: int
+    clock_bound_ms: int
+
+    def holds(self, lease: Lease | None, region: str, now_ms: int) -> bool:
+        """May `region` act on the lease's segment now, by its own clock?"""
+        return lease is not None and lease.region == region and now_ms < lease.ends_ms - self.clock_bound_ms
+
+    def takeable_from_ms(self, lease: Lease | None) -> int:
+        """The first instant (by the taker's clock) at which the lease may be taken."""
+        return 0 if lease is None else lease.ends_ms + self.clock_bound_ms
+
+    def renewal_due(self, lease: Lease, now_ms: int) -> bool:
+        """The segment's tick renews its lease (once a minute); a second run in the same minute
+        (a catch-up) writes nothing."""
+        return now_ms - lease.renewed_ms >= 20_000
+
+    @property
+    def live_within_ms(self) -> int:
+        """A region counts as live while its heartbeat (written by its tick once a minute) is
+        this recent: shorter than a lease, so that a region whose leases have ended (it stopped
+        renewing) no longer counts as live when they become takeable, and its successors do not
+        wait on it."""
+        return self.lease_ms - 10_000
+
+    def rewind_minute(self, lease: Lease | None, now_ms: int) -> int:
+        """The bucket a taker restarts the segment's hand-off from."""
+        since = lease.renewed_ms if lease is not None else now_ms
+        return (since - REWIND_MS) // MS_PER_MINUTE
+
+
+def takeover_order(segment: int, segments: int, regions: tuple[str, ...]) -> list[str]:
+    """The segment's home region first, then the others in the deployment's order after it."""
+    home = home_of_segment(segment, segments) % len(regions)
+    return [regions[(home + k) % len(regions)] for k in range(len(regions))]
+
+
+def take_wait_ms(segment: int, segments: int, regions: tuple[str, ...], region: str, live: set[str]) -> int | None:
+    """How long after the lease becomes takeable `region` waits before taking it: its place among
+    the live regions of the takeover order, times the stagger (the home, when live, waits 0).
+    None: `region` is not live itself (it must not take while unsure of its own standing)."""
+    if region not in live:
+        return None
+    ahead = 0
+    for candidate in takeover_order(segment, segments, regions):
+        if candidate == region:
+            return ahead * TAKEOVER_STAGGER_MS
+        if candidate in live:
+            ahead += 1
+    return None

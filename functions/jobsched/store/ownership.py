@@ -1,0 +1,122 @@
+"""The ownership table (issue 25; domain/ownership.py): one item per global segment, the lease
+that says which region may hand off and claim its work, and one heartbeat item per region.
+
+In AWS it is a global table with multi-Region strong consistency (MRSC: three Regions, a
+conditional write is checked against every replica, a read with ConsistentRead sees every write
+that succeeded anywhere). MRSC supports neither TTL nor transactions: nothing here relies on them.
+
+Item (largest about 120 bytes, 1 WU a write, 0.5 RU a strongly consistent read):
+    segment (N, partition key; heartbeats: -1000 - region's number), region (S), epoch (N),
+    endsMs (N), renewedMs (N).
+Rates: a lease item is renewed once a minute by its segment's tick (0.017 WU/s a key); all of
+them are read by each worker container at most every LEASE_CACHE_MS (a Scan of a few hundred
+bytes, 0.5 to 2 RU), and by each tick run (a GetItem)."""
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+from jobsched.domain.ownership import Lease, heartbeat_key
+from jobsched.store.dynamo import _condition_lost, plain
+
+
+class OwnershipStore:
+    def __init__(self, dynamodb, table_name: str) -> None:
+        self._table = dynamodb.Table(table_name)
+
+    def get(self, segment: int) -> Lease | None:
+        item = self._table.get_item(Key={"segment": segment}, ConsistentRead=True).get("Item")
+        return _lease(item) if item else None
+
+    def all(self) -> tuple[dict[int, Lease], dict[int, int]]:
+        """Every lease (by segment) and every region's last heartbeat (by region number): one
+        strongly consistent scan of a table of (regions x segments + regions) small items."""
+        leases: dict[int, Lease] = {}
+        beats: dict[int, int] = {}
+        kwargs: dict = {"ConsistentRead": True}
+        while True:
+            page = self._table.scan(**kwargs)
+            for raw in page.get("Items", []):
+                item = plain(raw)
+                segment = int(item["segment"])
+                if segment <= heartbeat_key(0):
+                    beats[heartbeat_key(0) - segment] = int(item["renewedMs"])
+                else:
+                    leases[segment] = _lease(raw)
+            if "LastEvaluatedKey" not in page:
+                return leases, beats
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def beat(self, region_index: int, now_ms: int) -> None:
+        """This region is up and reaches the store (only forwards: a late write never moves it back)."""
+        try:
+            self._table.update_item(Key={"segment": heartbeat_key(region_index)},
+                                    UpdateExpression="SET renewedMs = :now",
+                                    ConditionExpression="attribute_not_exists(renewedMs) OR renewedMs < :now",
+                                    ExpressionAttributeValues={":now": now_ms})
+        except ClientError as exc:
+            if not _condition_lost(exc, "heartbeat"):
+                raise
+
+    def renew(self, lease: Lease, now_ms: int, lease_ms: int) -> Lease | None:
+        """Extend a lease this region holds; None when it no longer holds it (taken meanwhile)."""
+        renewed = Lease(lease.segment, lease.region, lease.epoch, now_ms + lease_ms, now_ms)
+        try:
+            self._table.update_item(
+                Key={"segment": lease.segment},
+                UpdateExpression="SET endsMs = :ends, renewedMs = :now",
+                ConditionExpression="#region = :me AND #epoch = :epoch AND endsMs > :now",
+                ExpressionAttributeNames={"#region": "region", "#epoch": "epoch"},
+                ExpressionAttributeValues={":me": lease.region, ":epoch": lease.epoch, ":ends": renewed.ends_ms,
+                                           ":now": now_ms})
+        except ClientError as exc:
+            if _condition_lost(exc, "lease renewal") is None:
+                raise
+            return None
+        return renewed
+
+    def take(self, segment: int, previous: Lease | None, region: str, now_ms: int, lease_ms: int,
+             clock_bound_ms: int) -> Lease | None:
+        """Take the segment with the next epoch: only if nobody holds it (no lease yet), or the
+        lease read is still the current one and has ended by more than the clock bound. None when
+        another region won the race."""
+        epoch = previous.epoch + 1 if previous else 1
+        taken = Lease(segment, region, epoch, now_ms + lease_ms, now_ms)
+        if previous is None:
+            condition, values = "attribute_not_exists(#seg)", {}
+        else:
+            condition = "#epoch = :old AND endsMs <= :cutoff"
+            values = {":old": previous.epoch, ":cutoff": now_ms - clock_bound_ms}
+        try:
+            self._table.put_item(
+                Item={"segment": segment, "region": region, "epoch": epoch, "endsMs": taken.ends_ms,
+                      "renewedMs": now_ms, "previousRenewedMs": previous.renewed_ms if previous else now_ms},
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#seg": "segment"} if previous is None else {"#epoch": "epoch"},
+                **({"ExpressionAttributeValues": values} if values else {}))
+        except ClientError as exc:
+            if _condition_lost(exc, "lease take") is None:
+                raise
+            return None
+        return taken
+
+    def release(self, lease: Lease, now_ms: int) -> bool:
+        """Give the segment up now (its home region is back, or an operator drains this one): the
+        lease ends at once, so its next taker may start after the clock bound."""
+        try:
+            self._table.update_item(
+                Key={"segment": lease.segment},
+                UpdateExpression="SET endsMs = :now",
+                ConditionExpression="#region = :me AND #epoch = :epoch",
+                ExpressionAttributeNames={"#region": "region", "#epoch": "epoch"},
+                ExpressionAttributeValues={":me": lease.region, ":epoch": lease.epoch, ":now": now_ms})
+        except ClientError as exc:
+            if _condition_lost(exc, "lease release") is None:
+                raise
+            return False
+        return True
+
+
+def _lease(raw: dict) -> Lease:
+    item = plain(raw)
+    return Lease(int(item["segment"]), str(item["region"]), int(item["epoch"]), int(item["endsMs"]),
+                 int(item["renewedMs"]))
