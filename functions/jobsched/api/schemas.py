@@ -58,6 +58,7 @@ class Job(_Out):
     createdAt: str
     updatedAt: str
     version: int
+    region: str  # the job's home region (API.md, "Regions")
 
 
 ExecutionStatusName = Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "LOST", "CANCELLED",

@@ -12,6 +12,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from aws_lambda_powertools.metrics import MetricUnit
 
+from jobsched.domain.ownership import home_index
 from jobsched.api.mapping import OwnResources, TargetScope, execution_to_json, job_to_json, preview_schedule, to_spec
 from jobsched.api.mapping import preview_catch_up  # catch-up that does not flood
 from jobsched.api.mapping import calendar_to_json, preview_excluding
@@ -198,8 +199,13 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     def ok(status: int, body: Any) -> Response:
         return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
 
+    regions = parts.settings.regions or ((parts.settings.this_region or os.environ.get("AWS_REGION", "")),)
+
     def job_body(job) -> dict:
-        return job_to_json(job, now())
+        body = job_to_json(job, now())
+        # API.md, "Regions": the job's home region (its id's mark; the only region with one region).
+        body["region"] = regions[home_index(job.job_id) % len(regions)]
+        return body
 
     def page_body(page, to_json) -> dict:
         """A page stops early (with a cursor to the rest) before its items pass MAX_PAGE_BYTES."""
