@@ -82,6 +82,7 @@ import heapq
 import itertools
 import json
 import random
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -196,6 +197,8 @@ class Replicator:
         self._pending: list[_Replication] = []  # a heap by due time
         self._held: list[_Replication] = []  # due, but its source or destination is cut off
         self._seq = itertools.count()
+        # A function's thread pools may write at once: captures and deliveries take turns.
+        self._lock = threading.RLock()
         self._down: set[str] = set()  # killed: inbound held (outbound dropped or held)
         self._isolated: set[str] = set()  # partitioned with replication=True: both ways held
         self.enabled = True  # False: writes are captured (versions kept) but queued to nobody
@@ -220,6 +223,10 @@ class Replicator:
     def record(self, region: str, logical: str, key: dict) -> None:
         """The item `key` of `logical` was just written in `region`: stamp its new version and
         queue it to every other region."""
+        with self._lock:
+            self._record(region, logical, key)
+
+    def _record(self, region: str, logical: str, key: dict) -> None:
         image = self._read(region, logical, key)
         ref = (logical, _canonical(key))
         now = self._now(region)
@@ -311,6 +318,10 @@ class Replicator:
     def apply_due(self, now_ms: int | None = None) -> int:
         """Apply every replication due by now (the shared clock); returns how many arrived."""
         now = self.clock.now_ms() if now_ms is None else now_ms
+        with self._lock:
+            return self._apply_due(now)
+
+    def _apply_due(self, now: int) -> int:
         arrived = 0
         while self._pending and self._pending[0].due_ms <= now:
             event = heapq.heappop(self._pending)
