@@ -439,8 +439,10 @@ class RegionalStrict:
 
     _reports = False  # the emulator is in-process: the layers read items from moto's backends
 
-    def __init__(self, layers: dict[str, strict_aws.StrictAws], hooks: "RegionsSim | None" = None) -> None:
+    def __init__(self, layers: dict[str, strict_aws.StrictAws], hooks: "RegionsSim | None" = None,
+                 unchecked: Iterable[str] = ()) -> None:
         self.layers = layers
+        self.unchecked = frozenset(unchecked)  # regions whose layer checks no IAM (billing only)
         self.hooks = hooks
 
     def before(self, client, model, params: dict, context: dict) -> None:
@@ -448,7 +450,16 @@ class RegionalStrict:
         if self.hooks is not None:
             self.hooks._before_call(client, region, model, params, context)
         layer = self.layers.get(region)
-        if layer is not None:
+        if layer is None:
+            return
+        if region in self.unchecked:
+            # A billing-only layer has no policies: the call is sized and billed, not authorized.
+            token = strict_aws.current_function.set(None)
+            try:
+                layer.before(client, model, params, context)
+            finally:
+                strict_aws.current_function.reset(token)
+        else:
             layer.before(client, model, params, context)
 
     def after(self, client, http_response, parsed: dict, model, context: dict) -> None:
@@ -555,7 +566,7 @@ class RegionsSim:
                 {ownership_table: ("segment",)}, clock.now_ms,
                 peek=lambda table, key: strict_aws._peek_moto(table, key, ownership_region)[1],
                 region=ownership_region)
-        self.strict = RegionalStrict(layers, hooks=self)
+        self.strict = RegionalStrict(layers, hooks=self, unchecked=(ownership_region,))
         self._previous_layer = previous
         strict_aws.activate(self.strict)
         if keys:
