@@ -10,7 +10,7 @@ from jobsched.domain.schedule import MS_PER_MINUTE
 from jobsched.domain.timers import minute_of
 from jobsched.handlers import api, task_events, tick, worker
 from jobsched.local.emulator import next_ready_ms
-from jobsched.local.events import (ACCOUNT, REGION, Function, LanePoller, api_gateway_event, api_type, http_response,
+from jobsched.local.events import (ACCOUNT, Function, LanePoller, api_gateway_event, api_type, http_response,
                                    json_or_text)
 from jobsched.local import strict_aws
 from jobsched.local.stack import LocalStack
@@ -32,7 +32,8 @@ class InProcessStack:
         self.api_type = api_type(template)  # the events the API function gets: the HTTP API's or the REST API's
         # Every call from here on answers as AWS would (strict_aws): IAM, sizes, capacity per key.
         strict_aws.install()
-        self.strict = strict_aws.StrictAws(template, stack.physical_ids, clock.now_ms)
+        self.region = self.session.region_name
+        self.strict = strict_aws.StrictAws(template, stack.physical_ids, clock.now_ms, region=self.region)
         strict_aws.activate(self.strict)
         self.envs = {name: {**env, **(env_overrides or {}).get(name, {})} for name, env in stack.envs.items()}
         self.api = Function("api", api.make_handler(self.envs["api"], clock, self.session))
@@ -94,6 +95,10 @@ class InProcessStack:
             self.deliver()
             self._skip_quiet_steps(end, step_ms)
 
+    def next_ready_ms(self) -> float | None:
+        """When a message of this stack's lanes next becomes receivable (None: they hold none)."""
+        return next_ready_ms(self.lane_urls, ACCOUNT, self.region)
+
     def _skip_quiet_steps(self, end: int, step_ms: int) -> None:
         """Move the clock over the steps in which nothing could happen: no message of a lane
         becomes receivable and no minute boundary (a tick) falls before the next step. Lambda runs
@@ -101,7 +106,7 @@ class InProcessStack:
         steps kept are the very ones stepping would take (same grid), so what runs, and when, is
         unchanged."""
         now = self.clock.now_ms()
-        ready = next_ready_ms(self.lane_urls, ACCOUNT, REGION)
+        ready = self.next_ready_ms()
         horizon = min(end, (now // MS_PER_MINUTE + 1) * MS_PER_MINUTE)
         if ready is not None:
             # A message is receivable once the clock is past visible_at (moto: now > visible_at).

@@ -553,7 +553,11 @@ class _Call:
 
 class StrictAws:
     def __init__(self, template: dict, physical_ids: dict[str, str], now_ms: Callable[[], int] | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, region: str = REGION) -> None:
+        # The emulator's region whose backend holds this stack (a simulated region of its own,
+        # local/regions.py): the items the layer bills are read there. ARNs keep REGION's name in the
+        # template's policies and in the calls alike, so IAM decides the same in every region.
+        self.region = region
         self.template = _parsed(json.dumps(template, sort_keys=True), json.dumps(physical_ids, sort_keys=True))
         self.now_ms = now_ms or (lambda: int(time.time() * 1000))
         self.limits = limits or Limits()
@@ -567,13 +571,15 @@ class StrictAws:
 
     @classmethod
     def billing_only(cls, tables: dict[str, tuple[str, ...]], now_ms: Callable[[], int] | None = None,
-                     peek: Callable[[str, dict], dict | None] | None = None) -> "StrictAws":
+                     peek: Callable[[str, dict], dict | None] | None = None,
+                     region: str = REGION) -> "StrictAws":
         """Bills capacity per key and refuses what AWS refuses by size, but checks no IAM and
         throttles nothing: for benchmarks whose AWS is answered in-process (bench/instant_aws.py,
         no template, and a clock that stands still over a whole hand-off, so that the ledger's
         "second" is the whole run). `tables`: name → (partition key, sort key); `peek` gives the
         item before a write (none: billed on the item written)."""
         layer = cls.__new__(cls)
+        layer.region = region
         layer.template = _TablesOnly({name: {"": (keys[0], keys[1] if len(keys) > 1 else None)}
                                       for name, keys in tables.items()})
         layer.now_ms = now_ms or (lambda: int(time.time() * 1000))
@@ -790,7 +796,7 @@ class StrictAws:
         if service not in self._tag_clients:
             import boto3
 
-            self._tag_clients[service] = boto3.session.Session().client(service, region_name=REGION)
+            self._tag_clients[service] = boto3.session.Session().client(service, region_name=self.region)
         return self._tag_clients[service]
 
     def _read_tags(self, service: str, resource: str, params: dict) -> dict[str, str]:
@@ -1162,7 +1168,7 @@ class StrictAws:
                 return self._peek_fn(table, key)
             except LookupError:
                 pass  # a table the peek does not hold: read as below
-        found, item = _peek_moto(table, key)
+        found, item = _peek_moto(table, key, self.region)
         if found:
             return item
         token = _internal.set(True)
@@ -1199,7 +1205,7 @@ class StrictAws:
         if self._raw_client is None:
             import boto3
 
-            self._raw_client = boto3.session.Session().client("dynamodb", region_name=REGION)
+            self._raw_client = boto3.session.Session().client("dynamodb", region_name=self.region)
         return self._raw_client
 
     # --- SQS, SNS, EventBridge, KMS ---------------------------------------------------------------
@@ -1401,7 +1407,7 @@ def items_report(operation: str, request: dict) -> Callable[[], list] | None:
     return finish
 
 
-def _peek_moto(table: str, key: dict) -> tuple[bool, dict | None]:
+def _peek_moto(table: str, key: dict, region: str = REGION) -> tuple[bool, dict | None]:
     """(found the table in this process's moto, the item's wire form)."""
     try:
         from moto.dynamodb.models import dynamodb_backends
@@ -1411,11 +1417,12 @@ def _peek_moto(table: str, key: dict) -> tuple[bool, dict | None]:
     from jobsched.local.emulator import EMULATOR_LOCK
 
     with EMULATOR_LOCK:  # moto is not thread-safe: read it as a request would
-        return _peek_locked(dynamodb_backends, DynamoType, table, key)
+        return _peek_locked(dynamodb_backends, DynamoType, table, key, region)
 
 
-def _peek_locked(dynamodb_backends, DynamoType, table: str, key: dict) -> tuple[bool, dict | None]:
-    backend = dynamodb_backends.get(ACCOUNT, {}).get(REGION) if ACCOUNT in dynamodb_backends else None
+def _peek_locked(dynamodb_backends, DynamoType, table: str, key: dict,
+                 region: str = REGION) -> tuple[bool, dict | None]:
+    backend = dynamodb_backends.get(ACCOUNT, {}).get(region) if ACCOUNT in dynamodb_backends else None
     stored = backend.tables.get(table) if backend is not None else None
     if stored is None:
         return False, None

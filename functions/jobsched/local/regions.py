@@ -1,0 +1,780 @@
+"""Several AWS regions in one process, on moto, under one fake clock: the harness of the
+multi-region scenarios (issue 25: five regions, failover with nothing lost, nothing run twice).
+
+Each region runs the whole stack (`InProcessStack`: api, tick, worker, task_events, its lane
+pollers) on the emulator's backends of its own region: moto keeps DynamoDB tables, SQS queues,
+KMS keys and SNS topics per (account, region), so region A's Jobs table and region B's are two
+tables, as two replicas of a global table are. The caller enters `mock_aws()` and
+`emulator_time(clock.now_ms)` (tests/integration/conftest.py does the same for one stack), with
+`serialized_in_process()` wherever threads share the emulator.
+
+What is modelled, from AWS's documentation of DynamoDB global tables ("How DynamoDB global tables
+work", "Global tables - multi-active, multi-Region replication", and the prescriptive guidance
+"Using Amazon DynamoDB global tables"):
+
+- The data tables (every AWS::DynamoDB::Table of the template: Jobs, Timers, Executions,
+  Segments, ApiKeys) are global tables in multi-Region eventual consistency (MREC), the default
+  mode: any replica takes reads and writes; a write is applied in its region at once and
+  replicated to every other replica in the background (`Replicator`). Items are replicated one
+  by one: the items of one transaction or one batch are not replicated together. A conditional
+  write, a transaction's condition and a strongly consistent read are evaluated against the
+  local replica only, so a region can act on a stale copy. Concurrent writes of one item resolve
+  by last writer wins: the write with the later timestamp wins in every replica (equal
+  timestamps: the region later in REGIONS wins, a deterministic tie-break of our own: AWS does
+  not document one). A delete replicates as a delete, and its timestamp is kept (a tombstone),
+  so an older write arriving later does not bring the item back.
+- The segment leases' table (`OWNERSHIP_TABLE`) models a multi-Region strongly consistent (MRSC)
+  table: one copy, in a backend region of its own (`ownership_region`, by default us-east-2, not
+  one of the scheduler's regions), which every region's functions call (OWNERSHIP_REGION): every
+  read and every conditional write sees every other. Key: `segment` (Number), on demand.
+- A region's loss (`kill`): its functions stop (no tick, no poll, its API refuses requests); the
+  writes it made that had not yet left it are lost to the other regions (`lose_unreplicated=True`,
+  what the issue's scenarios assume; AWS's guidance says an MREC region that goes offline
+  propagates them once it is back: `lose_unreplicated=False` holds them until `revive`). Its
+  queues keep their messages. `revive` brings it back with its tables as they were at its death,
+  then the replication it missed arrives (a returning replica catching up).
+- A network partition (`partition`): the region keeps running, but its calls to the ownership
+  table fail as an unreachable endpoint does (botocore's EndpointConnectionError), and, with
+  `replication=True`, its outbound and inbound replication is held until `heal`.
+- Clock skew (`skew_ms`): a region's functions read the shared clock plus its skew (`RegionClock`).
+  The emulator's own time (SQS delays and visibility timeouts) and the ticks' schedule (on each
+  minute boundary of the shared clock, as EventBridge's rules fire on AWS's time) are not skewed;
+  replication timestamps are the writing region's (skewed) time, as a skewed region's writes
+  would be stamped.
+
+What is not modelled:
+- The replication lag's distribution: a fixed lag per pair of regions (`lag_ms`, `pair_lag_ms`)
+  plus a uniform jitter from a seeded random (`jitter_ms`, `seed`); AWS publishes no
+  distribution (it reports ReplicationLatency, typically around a second). Replicated writes are
+  applied on the driver's steps (`advance`'s step_ms grid), not at their exact millisecond.
+- Replicated write units are not billed (the strict layer bills what each region's functions
+  send; AWS bills replicated writes in every replica), nor throttled.
+- How AWS stamps a write's timestamp: here, a region's clock, never below the timestamp of the
+  version it overwrites in its replica (or replicas could diverge forever).
+- PartiQL writes (ExecuteStatement) and TTL deletions are not replicated (the scheduler makes
+  neither: TTL deletes are AWS's background work, which the emulator does not run).
+- The ownership table's own latency and quorum: it is one copy, always available to a region that
+  is not partitioned from it.
+- A write captured between its call and our read of its image by another thread's write of the same
+  item would replicate the later image under the earlier timestamp: `advance` runs everything on
+  one thread, so it does not happen there.
+
+The strict AWS layer (strict_aws) is one process-wide hook: `RegionsSim` activates a dispatcher
+(`RegionalStrict`) that hands each call to the layer of the region whose backend it reaches
+(the client's region): each region's stack has its own StrictAws (its IAM decisions, its bill,
+its throttling), and the ownership table's region a billing-only one (sizes and capacity billed,
+no IAM: the template does not hold that table, so the grant the lease code needs is not checked
+here). The same dispatcher captures each region's successful writes for the replicator and fails
+a partitioned region's calls to the ownership table.
+
+Integration notes for the scheduler's lease code: each function gets REGIONS (comma-separated, in
+order), THIS_REGION, OWNERSHIP_TABLE, OWNERSHIP_REGION, LEASE_MS and CLOCK_BOUND_MS in its
+environment (Settings.regions, .this_region, ...); its clock is the region's RegionClock (the
+`clock` every handler's make_handler takes); a call to the ownership table is recognised as the
+calling region's by the function it is made in (`calling_region`, set around each invocation),
+whatever session or client makes it, and it must name the table by OWNERSHIP_TABLE.
+"""
+from __future__ import annotations
+
+import contextvars
+import copy
+import heapq
+import itertools
+import json
+import random
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import boto3
+from botocore.exceptions import EndpointConnectionError
+
+from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
+from jobsched.domain.schedule import MS_PER_MINUTE
+from jobsched.local import strict_aws
+from jobsched.local.emulator import EMULATOR_LOCK
+from jobsched.local.inprocess import InProcessStack
+from jobsched.local.stack import ACCOUNT
+from jobsched.settings import Env
+
+DEFAULT_OWNERSHIP_REGION = "us-east-2"
+DEFAULT_OWNERSHIP_TABLE = "jobsched-ownership"
+FUNCTIONS = ("api", "tick", "worker", "task_events")
+WRITE_OPERATIONS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
+
+# The region whose function is running (set around each invocation of a region's function): a call
+# it makes to the ownership table, in another region's endpoint, is still that region's call.
+calling_region: contextvars.ContextVar[str | None] = contextvars.ContextVar("regions_sim_calling", default=None)
+
+
+class RegionDown(ConnectionError):
+    """A request to a region that `kill` took down (its API endpoint does not answer)."""
+
+
+class RegionClock:
+    """A region's view of the shared clock: the shared clock plus the region's skew. Its functions
+    read it; sleeping moves the shared clock (a fake clock's sleep does not wait)."""
+
+    def __init__(self, base, skew_ms: int = 0) -> None:
+        self.base = base
+        self.skew_ms = skew_ms
+
+    def now_ms(self) -> int:
+        return self.base.now_ms() + self.skew_ms
+
+    def sleep(self, seconds: float) -> None:
+        self.base.sleep(seconds)
+
+
+@dataclass
+class Fire:
+    """One call a region's worker made to a job's target."""
+    region: str
+    execution_id: str
+    attempt: int
+    at_ms: int  # the shared clock's time (not the region's skewed view)
+    job_id: str
+
+
+@dataclass
+class RecordingInvoker:
+    """A region's target invoker that records every call (a side effect each: nothing is deduped)
+    and answers success; `script` maps a job id to outcomes consumed call by call."""
+    region: str
+    clock: Any
+    calls: list[Fire] = field(default_factory=list)
+    script: dict[str, list[AttemptOutcome]] = field(default_factory=dict)
+
+    def invoke(self, job, dispatch: Dispatch, attempt: int, callback_token: str | None = None,
+               progress=None) -> AttemptOutcome:
+        self.calls.append(Fire(self.region, dispatch.execution_id, attempt, self.clock.now_ms(), job.job_id))
+        planned = self.script.get(job.job_id)
+        return planned.pop(0) if planned else AttemptOutcome(True, ExecutionStatus.SUCCEEDED, None, {"ok": True})
+
+
+# --- Replication ---------------------------------------------------------------------------------
+
+Version = tuple  # (timestamp ms, region rank, sequence): compared as a tuple; the later write wins
+
+
+@dataclass(order=True)
+class _Replication:
+    due_ms: int
+    seq: int
+    src: str = field(compare=False)
+    dst: str = field(compare=False)
+    table: str = field(compare=False)  # logical id
+    key: str = field(compare=False)  # the item's key, canonical JSON of its wire form
+    image: dict | None = field(compare=False)  # the item's new image (wire form); None: deleted
+    version: Version = field(compare=False)
+
+
+class Replicator:
+    """DynamoDB global tables in multi-Region eventual consistency, between the emulator's
+    backends of several regions (see the module's docstring for what is and is not modelled).
+
+    `tables`: region → logical id → physical table name (CloudFormation names each region's
+    tables afresh: tables are matched across regions by logical id). A write captured in a region
+    (`capture`, after it succeeded there) is read from that region's backend and queued to every
+    other region, due after the pair's lag plus jitter; `apply_due` writes what is due straight
+    into the destination's backend (no client: not captured again, not billed), unless an item's
+    version there is already later (last writer wins)."""
+
+    def __init__(self, clock, regions: list[str], tables: dict[str, dict[str, str]], lag_ms: int = 1000,
+                 pair_lag_ms: dict[tuple[str, str], int] | None = None, jitter_ms: int = 0, seed: int = 0,
+                 region_clocks: dict[str, Any] | None = None) -> None:
+        self.clock = clock
+        self.regions = list(regions)
+        self.rank = {r: i for i, r in enumerate(self.regions)}
+        self.tables = tables
+        self.logical = {(r, name): logical for r, names in tables.items() for logical, name in names.items()}
+        self.lag_ms = lag_ms
+        self.pair_lag_ms = dict(pair_lag_ms or {})
+        self.jitter_ms = jitter_ms
+        self.random = random.Random(seed)
+        self.region_clocks = region_clocks or {}
+        self.versions: dict[str, dict[tuple[str, str], Version]] = {r: {} for r in self.regions}
+        self._pending: list[_Replication] = []  # a heap by due time
+        self._held: list[_Replication] = []  # due, but its source or destination is cut off
+        self._seq = itertools.count()
+        # A function's thread pools may write at once: captures and deliveries take turns.
+        self._lock = threading.RLock()
+        self._down: set[str] = set()  # killed: inbound held (outbound dropped or held)
+        self._isolated: set[str] = set()  # partitioned with replication=True: both ways held
+        self.enabled = True  # False: writes are captured (versions kept) but queued to nobody
+        self.captured = 0
+        self.applied = 0
+        self.superseded = 0  # arrived older than the destination's version: discarded (LWW)
+        self.lost = 0  # dropped with their region's loss
+
+    # --- capture --------------------------------------------------------------------------------
+
+    def capture(self, region: str, operation: str, params: dict, parsed: dict) -> int:
+        """Record the items a successful write changed in `region`; returns how many."""
+        changed = 0
+        for table, key in self._written_keys(region, operation, params, parsed):
+            logical = self.logical.get((region, table))
+            if logical is None:
+                continue  # not a replicated table (the ownership table, another stack's)
+            self.record(region, logical, key)
+            changed += 1
+        return changed
+
+    def record(self, region: str, logical: str, key: dict) -> None:
+        """The item `key` of `logical` was just written in `region`: stamp its new version and
+        queue it to every other region."""
+        with self._lock:
+            self._record(region, logical, key)
+
+    def _record(self, region: str, logical: str, key: dict) -> None:
+        image = self._read(region, logical, key)
+        ref = (logical, _canonical(key))
+        now = self._now(region)
+        current = self.versions[region].get(ref)
+        if current is not None and current[0] >= now:
+            now = current[0] + 1  # never below the version it overwrote (see the docstring)
+        version = (now, self.rank[region], next(self._seq))
+        self.versions[region][ref] = version
+        self.captured += 1
+        if not self.enabled:
+            return
+        sent_at = self.clock.now_ms()
+        for dst in self.regions:
+            if dst == region:
+                continue
+            due = sent_at + self.pair_lag_ms.get((region, dst), self.lag_ms)
+            if self.jitter_ms:
+                due += self.random.randint(0, self.jitter_ms)
+            heapq.heappush(self._pending, _Replication(due, next(self._seq), region, dst, logical, ref[1],
+                                                       copy.deepcopy(image), version))
+
+    def _now(self, region: str) -> int:
+        clock = self.region_clocks.get(region)
+        return (clock or self.clock).now_ms()
+
+    def _written_keys(self, region: str, operation: str, params: dict, parsed: dict) -> Iterable[tuple[str, dict]]:
+        if operation in ("UpdateItem", "DeleteItem"):
+            yield _name(params["TableName"]), params["Key"]
+        elif operation == "PutItem":
+            table = _name(params["TableName"])
+            yield table, self._key_of(region, table, params["Item"])
+        elif operation == "BatchWriteItem":
+            unprocessed = {_name(t): [json.dumps(r, sort_keys=True) for r in rs]
+                           for t, rs in (parsed.get("UnprocessedItems") or {}).items()}
+            for table, requests in params.get("RequestItems", {}).items():
+                left = unprocessed.get(_name(table), [])
+                for request in requests:
+                    if json.dumps(request, sort_keys=True) in left:
+                        continue  # not written: the caller sends it again
+                    if "PutRequest" in request:
+                        yield _name(table), self._key_of(region, _name(table), request["PutRequest"]["Item"])
+                    elif "DeleteRequest" in request:
+                        yield _name(table), request["DeleteRequest"]["Key"]
+        elif operation == "TransactWriteItems":
+            for entry in params.get("TransactItems", []):
+                if "Put" in entry:
+                    table = _name(entry["Put"]["TableName"])
+                    yield table, self._key_of(region, table, entry["Put"]["Item"])
+                elif "Update" in entry:
+                    yield _name(entry["Update"]["TableName"]), entry["Update"]["Key"]
+                elif "Delete" in entry:
+                    yield _name(entry["Delete"]["TableName"]), entry["Delete"]["Key"]
+
+    def _table(self, region: str, logical: str):
+        from moto.dynamodb.models import dynamodb_backends
+
+        return dynamodb_backends[ACCOUNT][region].tables[self.tables[region][logical]]
+
+    def _key_of(self, region: str, table: str, item: dict) -> dict:
+        from moto.dynamodb.models import dynamodb_backends
+
+        stored = dynamodb_backends[ACCOUNT][region].tables.get(table)
+        if stored is None:
+            return {}
+        names = [stored.hash_key_attr] + ([stored.range_key_attr] if stored.range_key_attr else [])
+        return {n: item[n] for n in names if n in item}
+
+    def _read(self, region: str, logical: str, key: dict) -> dict | None:
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        with EMULATOR_LOCK:
+            table = self._table(region, logical)
+            hash_key, range_key = _key_types(table, key, DynamoType)
+            item = table.get_item(hash_key, range_key)
+            return item.to_json()["Attributes"] if item is not None else None
+
+    # --- delivery -------------------------------------------------------------------------------
+
+    def _deliverable(self, event: _Replication) -> bool:
+        cut = self._down | self._isolated
+        return event.src not in cut and event.dst not in cut
+
+    def next_due_ms(self) -> int | None:
+        """When the next replication that can be applied is due (None: nothing pending)."""
+        while self._pending and not self._deliverable(self._pending[0]):
+            self._held.append(heapq.heappop(self._pending))
+        return self._pending[0].due_ms if self._pending else None
+
+    def apply_due(self, now_ms: int | None = None) -> int:
+        """Apply every replication due by now (the shared clock); returns how many arrived."""
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        with self._lock:
+            return self._apply_due(now)
+
+    def _apply_due(self, now: int) -> int:
+        arrived = 0
+        while self._pending and self._pending[0].due_ms <= now:
+            event = heapq.heappop(self._pending)
+            if not self._deliverable(event):
+                self._held.append(event)
+                continue
+            self._apply(event)
+            arrived += 1
+        return arrived
+
+    def _apply(self, event: _Replication) -> None:
+        ref = (event.table, event.key)
+        current = self.versions[event.dst].get(ref)
+        if current is not None and current >= event.version:
+            self.superseded += 1
+            return
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        with EMULATOR_LOCK:
+            table = self._table(event.dst, event.table)
+            if event.image is None:
+                hash_key, range_key = _key_types(table, json.loads(event.key), DynamoType)
+                if table.get_item(hash_key, range_key) is not None:
+                    table.delete_item(hash_key, range_key)
+            else:
+                table.put_item(copy.deepcopy(event.image))
+        self.versions[event.dst][ref] = event.version
+        self.applied += 1
+
+    def flush(self) -> int:
+        """Apply everything that can be applied now, whatever its due time (a test's shortcut)."""
+        arrived = 0
+        for event in sorted(self._pending):
+            if self._deliverable(event):
+                self._apply(event)
+                arrived += 1
+        self._pending = [e for e in self._pending if not self._deliverable(e)]
+        heapq.heapify(self._pending)
+        return arrived
+
+    # --- faults ---------------------------------------------------------------------------------
+
+    def region_down(self, region: str, lose_unreplicated: bool = True) -> int:
+        """`region` is lost: what it wrote that has not arrived elsewhere is dropped (or held, with
+        lose_unreplicated=False); what others send it is held. Returns how many writes were lost."""
+        self._down.add(region)
+        if not lose_unreplicated:
+            return 0
+        before = len(self._pending) + len(self._held)
+        self._pending = [e for e in self._pending if e.src != region]
+        self._held = [e for e in self._held if e.src != region]
+        heapq.heapify(self._pending)
+        lost = before - len(self._pending) - len(self._held)
+        self.lost += lost
+        return lost
+
+    def region_up(self, region: str) -> None:
+        self._down.discard(region)
+        self._release()
+
+    def isolate(self, region: str) -> None:
+        self._isolated.add(region)
+
+    def reconnect(self, region: str) -> None:
+        self._isolated.discard(region)
+        self._release()
+
+    def _release(self) -> None:
+        for event in self._held:
+            heapq.heappush(self._pending, event)
+        self._held = []
+
+    def backlog(self) -> dict[tuple[str, str], int]:
+        """(source, destination) → writes queued between them and not yet applied (held included)."""
+        counts: dict[tuple[str, str], int] = {}
+        for event in itertools.chain(self._pending, self._held):
+            counts[(event.src, event.dst)] = counts.get((event.src, event.dst), 0) + 1
+        return counts
+
+
+def _name(table: str) -> str:
+    return table.rsplit("/", 1)[-1] if table.startswith("arn:") else table
+
+
+def _canonical(key: dict) -> str:
+    return json.dumps(key, sort_keys=True)
+
+
+def _key_types(table, key: dict, DynamoType):
+    hash_key = DynamoType(key[table.hash_key_attr])
+    range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+    return hash_key, range_key
+
+
+def _tables_named(params: dict) -> set[str]:
+    names = set()
+    if "TableName" in params:
+        names.add(_name(params["TableName"]))
+    for table in (params.get("RequestItems") or {}):
+        names.add(_name(table))
+    for entry in params.get("TransactItems") or ():
+        for action in entry.values():
+            if isinstance(action, dict) and "TableName" in action:
+                names.add(_name(action["TableName"]))
+    return names
+
+
+# --- The strict layer, per region ------------------------------------------------------------------
+
+class RegionalStrict:
+    """The process's one active strict layer while a RegionsSim runs: each call goes to the
+    StrictAws of the region whose backend it reaches (the client's region); a region without a
+    layer is not checked. `hooks` (the simulation) sees every call too: it may refuse one before
+    it is sent (a partition) and sees the successful ones after (replication)."""
+
+    _reports = False  # the emulator is in-process: the layers read items from moto's backends
+
+    def __init__(self, layers: dict[str, strict_aws.StrictAws], hooks: "RegionsSim | None" = None,
+                 unchecked: Iterable[str] = ()) -> None:
+        self.layers = layers
+        self.unchecked = frozenset(unchecked)  # regions whose layer checks no IAM (billing only)
+        self.hooks = hooks
+
+    def before(self, client, model, params: dict, context: dict) -> None:
+        region = client.meta.region_name
+        if self.hooks is not None:
+            self.hooks._before_call(client, region, model, params, context)
+        layer = self.layers.get(region)
+        if layer is None:
+            return
+        if region in self.unchecked:
+            # A billing-only layer has no policies: the call is sized and billed, not authorized.
+            token = strict_aws.current_function.set(None)
+            try:
+                layer.before(client, model, params, context)
+            finally:
+                strict_aws.current_function.reset(token)
+        else:
+            layer.before(client, model, params, context)
+
+    def after(self, client, http_response, parsed: dict, model, context: dict) -> None:
+        region = client.meta.region_name
+        layer = self.layers.get(region)
+        if layer is not None:
+            layer.after(client, http_response, parsed, model, context)  # may refuse (an item too large)
+        if self.hooks is not None:
+            self.hooks._after_call(region, http_response, parsed, model, context)
+
+    def report(self) -> dict[str, strict_aws.Report]:
+        return {region: layer.report() for region, layer in self.layers.items()}
+
+
+# --- The regions -----------------------------------------------------------------------------------
+
+class RegionStack(InProcessStack):
+    """One region's stack. Its functions run with `calling_region` set to the region."""
+
+    def __init__(self, region: str, template: dict, clock, **kwargs) -> None:
+        self.region_name = region
+        super().__init__(template, clock, session=boto3.session.Session(region_name=region), **kwargs)
+        for function in (self.api, self.tick_fn, self.worker, self.task_events):
+            function._handler = self._in_region(function._handler)
+
+    def _in_region(self, handler: Callable) -> Callable:
+        region = self.region_name
+
+        def run(event, context):
+            token = calling_region.set(region)
+            try:
+                return handler(event, context)
+            finally:
+                calling_region.reset(token)
+        return run
+
+
+class RegionsSim:
+    """`regions` (3-5 in the issue's scenarios; any number ≥ 1) each running the whole stack, the
+    data tables replicated between them (`Replicator`), one ownership table for their leases, one
+    shared clock (`clock`, a FakeClock) that `advance` moves. Call inside `mock_aws()` and
+    `emulator_time(clock.now_ms)`.
+
+    - `lag_ms`, `pair_lag_ms` {(src, dst): ms}, `jitter_ms`, `seed`: replication's lag.
+    - `replicate`: False, every write stays in its region (versions still kept).
+    - `ownership_region`, `ownership_table`: where the leases live (created here).
+    - `lease_ms`, `clock_bound_ms`: handed to every function (LEASE_MS, CLOCK_BOUND_MS).
+    - `keys`: tenant → API key, registered in the first region only (the registration replicates
+      like any write; `register_keys(region, keys)` registers elsewhere); the first key is every
+      region's default for `request`.
+    - `invoker_factory(region, clock) -> invoker`: each region's target invoker (default: a
+      `RecordingInvoker`, on the shared clock).
+    - `segments`: the segment numbers every region's tick is invoked for on each minute boundary
+      (default: 0..SEGMENTS-1 of the template, which is what the tick accepts today; pass
+      range(len(regions) * SEGMENTS) when segments are numbered globally).
+    - `skew_ms` {region: ms}: what each region's functions read is the clock plus this.
+    - `env_overrides` {function: {name: value}}: more environment for every region's functions.
+    - `strict`: False, no strict layer (the calls are still captured for replication)."""
+
+    def __init__(self, template: dict, regions: list[str], clock, lag_ms: int = 1000,
+                 ownership_region: str = DEFAULT_OWNERSHIP_REGION, keys: dict[str, str] | None = None,
+                 invoker_factory: Callable[[str, Any], Any] | None = None, segments: Iterable[int] | None = None,
+                 pair_lag_ms: dict[tuple[str, str], int] | None = None, jitter_ms: int = 0, seed: int = 0,
+                 skew_ms: dict[str, int] | None = None, ownership_table: str = DEFAULT_OWNERSHIP_TABLE,
+                 lease_ms: int = 90_000, clock_bound_ms: int = 2_000, replicate: bool = True,
+                 env_overrides: dict[str, dict[str, str]] | None = None, strict: bool = True,
+                 batch_size: int = 10) -> None:
+        if len(set(regions)) != len(regions) or not regions:
+            raise ValueError(f"regions must be distinct and at least one, got {regions!r}")
+        if ownership_region in regions:
+            raise ValueError("the ownership table's region must not be one of the scheduler's regions")
+        self.clock = clock
+        self.regions = list(regions)
+        self.ownership_region = ownership_region
+        self.ownership_table = ownership_table
+        self.clocks = {r: RegionClock(clock, (skew_ms or {}).get(r, 0)) for r in self.regions}
+        self._dead: set[str] = set()
+        self._ownership_cut: set[str] = set()
+        self.failed_invocations: list[tuple[str, str, int, str]] = []  # (region, function, at_ms, error)
+        self._create_ownership_table()
+        factory = invoker_factory or (lambda region, _clock: RecordingInvoker(region, clock))
+        self.invokers = {r: factory(r, self.clocks[r]) for r in self.regions}
+        self.stacks: dict[str, RegionStack] = {}
+        previous = strict_aws.active()
+        for region in self.regions:
+            env = {Env.REGIONS: ",".join(self.regions), Env.THIS_REGION: region,
+                   Env.OWNERSHIP_TABLE: ownership_table, Env.OWNERSHIP_REGION: ownership_region,
+                   Env.LEASE_MS: str(lease_ms), Env.CLOCK_BOUND_MS: str(clock_bound_ms)}
+            overrides = {name: {**env, **(env_overrides or {}).get(name, {})} for name in FUNCTIONS}
+            # Each stack activates its own layer while it is built (only its own calls are made then).
+            self.stacks[region] = RegionStack(region, template, self.clocks[region], invoker=self.invokers[region],
+                                              batch_size=batch_size, env_overrides=overrides)
+        first = self.stacks[self.regions[0]]
+        self.segments = list(segments) if segments is not None else list(range(first.settings.segments))
+        self.replicator = Replicator(
+            clock, self.regions, {r: self._tables_of(s, template) for r, s in self.stacks.items()}, lag_ms=lag_ms,
+            pair_lag_ms=pair_lag_ms, jitter_ms=jitter_ms, seed=seed, region_clocks=self.clocks)
+        self.replicator.enabled = replicate
+        # What was written while the stacks were built (watermarks, API keys) is where it was
+        # written, and each region wrote its own: replication starts from here.
+        layers = {r: s.strict for r, s in self.stacks.items()} if strict else {}
+        if strict:
+            layers[ownership_region] = strict_aws.StrictAws.billing_only(
+                {ownership_table: ("segment",)}, clock.now_ms,
+                peek=lambda table, key: strict_aws._peek_moto(table, key, ownership_region)[1],
+                region=ownership_region)
+        self.strict = RegionalStrict(layers, hooks=self, unchecked=(ownership_region,))
+        self._previous_layer = previous
+        strict_aws.activate(self.strict)
+        if keys:
+            # Registered in the first region once replication is on: the keys replicate from there.
+            self.register_keys(self.regions[0], keys)
+            for stack in self.stacks.values():
+                stack.default_key = next(iter(keys.values()))
+
+    # --- set-up ---------------------------------------------------------------------------------
+
+    def _create_ownership_table(self) -> None:
+        client = boto3.session.Session(region_name=self.ownership_region).client("dynamodb")
+        client.create_table(TableName=self.ownership_table, BillingMode="PAY_PER_REQUEST",
+                            KeySchema=[{"AttributeName": "segment", "KeyType": "HASH"}],
+                            AttributeDefinitions=[{"AttributeName": "segment", "AttributeType": "N"}])
+
+    @staticmethod
+    def _tables_of(stack: RegionStack, template: dict) -> dict[str, str]:
+        from jobsched.local.stack import STACK_NAME
+
+        cfn = stack.session.client("cloudformation")
+        resources = cfn.describe_stack_resources(StackName=STACK_NAME)["StackResources"]
+        return {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in resources
+                if r["ResourceType"] == "AWS::DynamoDB::Table"}
+
+    def register_keys(self, region: str, keys: dict[str, str]) -> None:
+        from jobsched.service.auth import ApiKeys
+
+        stack = self.stack(region)
+        registry = ApiKeys(stack.stores.api_keys, stack.clock)
+        for tenant, key in keys.items():
+            registry.register(tenant, key)
+
+    # --- access ---------------------------------------------------------------------------------
+
+    def stack(self, region: str) -> RegionStack:
+        return self.stacks[region]
+
+    def table_name(self, region: str, logical_hint: str) -> str:
+        """The physical name, in `region`, of the one data table whose logical id contains the hint
+        ("Jobs", "Timers", "Executions", "Segments", "ApiKeys")."""
+        names = self.replicator.tables[region]
+        found = [logical for logical in names if logical_hint in logical]
+        if len(found) != 1:
+            raise KeyError(f"{logical_hint!r} names {found or 'no table'} of {sorted(names)}")
+        return names[found[0]]
+
+    def client(self, region: str, service: str = "dynamodb"):
+        return self.stacks[region].session.client(service)
+
+    def ownership_client(self, region: str):
+        """A DynamoDB client as `region`'s functions reach the ownership table (for tests; a
+        call through it is the region's only inside `as_region`)."""
+        return self.stacks[region].session.client("dynamodb", region_name=self.ownership_region)
+
+    def as_region(self, region: str):
+        """A context in which calls count as `region`'s (as inside its functions)."""
+        sim = self
+
+        class _As:
+            def __enter__(self):
+                self._token = calling_region.set(region)
+                return sim
+
+            def __exit__(self, *exc):
+                calling_region.reset(self._token)
+        return _As()
+
+    def request(self, region: str, method: str, path: str, body=None, key: str | None = "default", headers=None):
+        if region in self._dead:
+            raise RegionDown(f"{region} is down")
+        return self.stacks[region].request(method, path, body, key, headers)
+
+    def is_live(self, region: str) -> bool:
+        return region not in self._dead
+
+    def live_regions(self) -> list[str]:
+        return [r for r in self.regions if r not in self._dead]
+
+    # --- faults ---------------------------------------------------------------------------------
+
+    def kill(self, region: str, lose_unreplicated: bool = True) -> int:
+        """Take `region` down: its ticks, pollers and API stop; its writes not yet replicated are
+        lost (returns how many); its queues keep their messages."""
+        self._check(region)
+        self._dead.add(region)
+        return self.replicator.region_down(region, lose_unreplicated)
+
+    def revive(self, region: str) -> None:
+        """Bring `region` back with its tables as they were at its death; the replication it missed
+        then arrives (what is due at once, on the next step)."""
+        self._check(region)
+        self._dead.discard(region)
+        self.replicator.region_up(region)
+
+    def partition(self, region: str, ownership: bool = True, replication: bool = False) -> None:
+        self._check(region)
+        if ownership:
+            self._ownership_cut.add(region)
+        if replication:
+            self.replicator.isolate(region)
+
+    def heal(self, region: str) -> None:
+        self._check(region)
+        self._ownership_cut.discard(region)
+        self.replicator.reconnect(region)
+
+    def _check(self, region: str) -> None:
+        if region not in self.stacks:
+            raise KeyError(f"no region {region!r} in {self.regions}")
+
+    # --- the strict layer's hooks ---------------------------------------------------------------
+
+    def _before_call(self, client, region: str, model, params: dict, context: dict) -> None:
+        service = model.service_model.endpoint_prefix
+        if service != "dynamodb":
+            return
+        caller = calling_region.get()
+        if (region == self.ownership_region and caller in self._ownership_cut
+                and self.ownership_table in _tables_named(params)):
+            raise EndpointConnectionError(endpoint_url=client.meta.endpoint_url)
+        if model.name in WRITE_OPERATIONS and region in self.stacks:
+            context["regions_sim"] = (region, model.name, params)
+
+    def _after_call(self, region: str, http_response, parsed: dict, model, context: dict) -> None:
+        captured = context.get("regions_sim")
+        if captured is None or http_response.status_code >= 300:
+            return
+        origin, operation, params = captured
+        self.replicator.capture(origin, operation, params, parsed)
+
+    # --- time -----------------------------------------------------------------------------------
+
+    def tick(self, region: str) -> None:
+        """Invoke `region`'s tick for each of its segments (the EventBridge rules of one minute). A
+        failing invocation is recorded (`failed_invocations`), as Lambda records it, not raised."""
+        stack = self.stacks[region]
+        if not stack.ticks_enabled or region in self._dead:
+            return
+        for segment in self.segments:
+            try:
+                stack.tick_fn.invoke({"segment": segment})
+            except Exception as exc:  # noqa: BLE001 - a failed invocation, as Lambda reports it
+                self.failed_invocations.append((region, "tick", self.clock.now_ms(), repr(exc)))
+
+    def deliver(self) -> int:
+        """Every live region's pollers hand their visible lane messages to its worker."""
+        return sum(self.stacks[r].deliver() for r in self.regions if r not in self._dead)
+
+    def advance(self, seconds: float, step_ms: int = 1000) -> None:
+        """Move the shared clock in steps. On each minute boundary every live region ticks each of
+        `segments`; each step the replication due is applied, then every live region delivers
+        its visible lane messages. Steps in which nothing could happen are skipped (as
+        InProcessStack does), bounded by the next replication due."""
+        end = self.clock.now_ms() + int(seconds * 1000)
+        while self.clock.now_ms() < end:
+            before = self.clock.now_ms()
+            step_to = min(end, before + step_ms)
+            next_minute = (before // MS_PER_MINUTE + 1) * MS_PER_MINUTE
+            if next_minute <= step_to:
+                self.clock.set_ms(next_minute)
+                self.replicator.apply_due()
+                for region in self.regions:
+                    self.tick(region)
+            self.clock.set_ms(max(self.clock.now_ms(), step_to))
+            self.replicator.apply_due()
+            self.deliver()
+            self._skip_quiet_steps(end, step_ms)
+
+    def _skip_quiet_steps(self, end: int, step_ms: int) -> None:
+        now = self.clock.now_ms()
+        horizon = min(end, (now // MS_PER_MINUTE + 1) * MS_PER_MINUTE)
+        for region in self.live_regions():
+            ready = self.stacks[region].next_ready_ms()
+            if ready is not None:
+                horizon = min(horizon, int(ready))
+        due = self.replicator.next_due_ms()
+        if due is not None:
+            horizon = min(horizon, due)
+        skip = (horizon - now - 1) // step_ms
+        if skip > 0:
+            self.clock.set_ms(now + skip * step_ms)
+
+    # --- observation ----------------------------------------------------------------------------
+
+    def fires(self) -> list[Fire]:
+        """Every call any region's target received, in order of time."""
+        calls = [call for invoker in self.invokers.values() for call in getattr(invoker, "calls", [])]
+        return sorted(calls, key=lambda c: c.at_ms)
+
+    def fires_by_execution(self) -> dict[str, list[tuple[str, int, int]]]:
+        """execution id → [(region, attempt, at_ms)], for every call any region's target received."""
+        by_execution: dict[str, list[tuple[str, int, int]]] = {}
+        for region, invoker in self.invokers.items():
+            for call in getattr(invoker, "calls", []):
+                by_execution.setdefault(call.execution_id, []).append((region, call.attempt, call.at_ms))
+        for calls in by_execution.values():
+            calls.sort(key=lambda c: c[2])
+        return by_execution
+
+    def replication_backlog(self) -> dict[tuple[str, str], int]:
+        """(source, destination) → writes queued and not yet applied there (held ones included)."""
+        return self.replicator.backlog()
+
+    def strict_reports(self) -> dict[str, strict_aws.Report]:
+        return self.strict.report()
+
+    def close(self) -> None:
+        """Deactivate the strict layer (restoring the one active before)."""
+        if strict_aws.active() is self.strict:
+            strict_aws.activate(self._previous_layer)
