@@ -56,7 +56,7 @@ class InProcessStack:
         # bucket before the first tick's, which then reads one bucket: a first run's catch-up of
         # ten empty buckets (FIRST_RUN_CATCH_UP_MINUTES) was most of a test's setup.
         first = minute_of(clock.now_ms()) + LOOK_AHEAD_MINUTES
-        for segment in range(self.settings.segments):
+        for segment in range(self.settings.total_segments):
             self.stores.watermarks.claim(segment, first - 1)
             self.stores.watermarks.mark_done(segment, first - 1)
         self.tick_all()
@@ -74,7 +74,7 @@ class InProcessStack:
     def tick_all(self) -> None:
         if not self.ticks_enabled:
             return
-        for segment in range(self.settings.segments):
+        for segment in range(self.settings.total_segments):
             self.tick_fn.invoke({"segment": segment})
 
     def deliver(self) -> int:

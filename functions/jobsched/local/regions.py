@@ -481,9 +481,17 @@ class RegionStack(InProcessStack):
 
     def __init__(self, region: str, template: dict, clock, **kwargs) -> None:
         self.region_name = region
+        # No tick while it is built: only its own strict layer is active then, and a tick's lease
+        # calls reach the ownership table, which that layer does not know (RegionsSim ticks later).
+        self._built = False
         super().__init__(template, clock, session=boto3.session.Session(region_name=region), **kwargs)
+        self._built = True
         for function in (self.api, self.tick_fn, self.worker, self.task_events):
             function._handler = self._in_region(function._handler)
+
+    def tick_all(self) -> None:
+        if self._built:
+            super().tick_all()
 
     def _in_region(self, handler: Callable) -> Callable:
         region = self.region_name
@@ -553,7 +561,7 @@ class RegionsSim:
             self.stacks[region] = RegionStack(region, template, self.clocks[region], invoker=self.invokers[region],
                                               batch_size=batch_size, env_overrides=overrides)
         first = self.stacks[self.regions[0]]
-        self.segments = list(segments) if segments is not None else list(range(first.settings.segments))
+        self.segments = list(segments) if segments is not None else list(range(first.settings.total_segments))
         self.replicator = Replicator(
             clock, self.regions, {r: self._tables_of(s, template) for r, s in self.stacks.items()}, lag_ms=lag_ms,
             pair_lag_ms=pair_lag_ms, jitter_ms=jitter_ms, seed=seed, region_clocks=self.clocks)

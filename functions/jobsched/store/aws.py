@@ -93,7 +93,7 @@ def build_stores(settings: Settings, session: boto3.session.Session | None = Non
     dynamodb = session.resource("dynamodb", config=config)
     client = session.client("dynamodb", config=config)  # wire format, for the hot calls
     sqs = session.client("sqs", config=config)
-    watermarks = WatermarksStore(dynamodb, settings.segments_table)
+    watermarks = WatermarksStore(dynamodb, settings.segments_table, settings.region_index)
     return Stores(
         jobs=JobsStore(dynamodb, settings.jobs_table, client=client,
                        retention_days=settings.execution_retention_days),

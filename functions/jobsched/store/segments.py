@@ -12,8 +12,13 @@ DISPATCH_KEY_ITEM = -1
 
 
 class WatermarksStore:
-    def __init__(self, dynamodb, table_name: str) -> None:
+    def __init__(self, dynamodb, table_name: str, region_index: int = 0) -> None:
         self._table = dynamodb.Table(table_name)
+        # Regions: each region seals its own lane messages (they never leave it) with a key of its
+        # own. One key for all would be made by each region in its own replica at the first use,
+        # and last-writer-wins would then replace all but one: a region's cached key would no
+        # longer open its own messages. Region 0's item is the single-region one.
+        self._key_item = DISPATCH_KEY_ITEM - region_index
 
     def get(self, segment: int) -> Watermark | None:
         item = self._table.get_item(Key={"segment": segment}, ConsistentRead=True).get("Item")
@@ -53,16 +58,16 @@ class WatermarksStore:
         """The key that seals lane messages (domain/dispatch_seal.py): made once, by whichever
         function needs it first (a conditional put, so all converge on one), then only read.
         It lives beside the watermarks: only the stack's own functions may read this table."""
-        item = self._table.get_item(Key={"segment": DISPATCH_KEY_ITEM}, ConsistentRead=True).get("Item")
+        item = self._table.get_item(Key={"segment": self._key_item}, ConsistentRead=True).get("Item")
         if item is None:
             try:
-                self._table.put_item(Item={"segment": DISPATCH_KEY_ITEM, "dispatchKey": secrets.token_hex(32)},
+                self._table.put_item(Item={"segment": self._key_item, "dispatchKey": secrets.token_hex(32)},
                                      ConditionExpression="attribute_not_exists(#seg)",
                                      ExpressionAttributeNames={"#seg": "segment"})
             except ClientError as exc:
                 if not _condition_lost(exc, "dispatch key"):
                     raise
-            item = self._table.get_item(Key={"segment": DISPATCH_KEY_ITEM}, ConsistentRead=True)["Item"]
+            item = self._table.get_item(Key={"segment": self._key_item}, ConsistentRead=True)["Item"]
         return bytes.fromhex(str(item["dispatchKey"]))
 
     def save_position(self, segment: int, minute: int, sort_key: str) -> None:
