@@ -134,6 +134,7 @@ class Fire:
     attempt: int
     at_ms: int  # the shared clock's time (not the region's skewed view)
     job_id: str
+    epoch: int = 0  # the lease epoch the message was sent under (service/ownership.py)
 
 
 @dataclass
@@ -147,7 +148,8 @@ class RecordingInvoker:
 
     def invoke(self, job, dispatch: Dispatch, attempt: int, callback_token: str | None = None,
                progress=None) -> AttemptOutcome:
-        self.calls.append(Fire(self.region, dispatch.execution_id, attempt, self.clock.now_ms(), job.job_id))
+        self.calls.append(Fire(self.region, dispatch.execution_id, attempt, self.clock.now_ms(), job.job_id,
+                               dispatch.epoch))
         planned = self.script.get(job.job_id)
         return planned.pop(0) if planned else AttemptOutcome(True, ExecutionStatus.SUCCEEDED, None, {"ok": True})
 
