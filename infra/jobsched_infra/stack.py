@@ -84,7 +84,9 @@ class JobschedStack(Stack):
         factory = FunctionFactory(self, "Functions", config.layer_dir, common_env)
         # Tenants' signing secrets are encrypted with the stack's key (the API encrypts a new one,
         # the worker decrypts to sign); without a key the table's own encryption keeps them.
-        signing_env = {Env.SIGNING_KEY_ID: storage.key.key_id} if storage.key else {}
+        # With regions, the multi-Region key's id: the same in every region, so a secret encrypted in
+        # one region decrypts in another with that region's replica.
+        signing_env = {Env.SIGNING_KEY_ID: storage.key_id if plan else storage.key.key_id} if storage.key else {}
 
         api_fn = factory.create("Api", "jobsched.handlers.api.handler", {
             Env.API_KEYS_TABLE: storage.api_keys.table_name,
