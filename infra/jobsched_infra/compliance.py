@@ -71,7 +71,8 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
                        "RunTask puts on a task (ecs:CreateAction = RunTask) are allowed on this account's "
                        "tasks only under the condition ecs:cluster in the granted clusters.")
     if isinstance(api, apigw.RestApi):
-        _acknowledge(api, f"AwsSolutions-IAM4[Policy::arn:{partition}:iam::aws:policy/service-role/"
+        # CDK names AWS managed policies with the partition pseudo parameter in every stack.
+        _acknowledge(api, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
                "AmazonAPIGatewayPushToCloudWatchLogs]",
             "API Gateway's account-level logging role (needed for the stage's access and error logs) takes "
                    "this AWS managed policy, which only writes logs.")
