@@ -185,6 +185,12 @@ def build_regions(app, config) -> list:
             env=cdk.Environment(account=account, region=region),
             cross_region_references=kms,
         )
+        if primary is not None and kms:
+            # Strong (CDK's default): the first stack cannot remove the key ARN it exports while a
+            # replica region's stack reads it, which is what the replica keys need.
+            cdk.Annotations.of(stack).acknowledge_warning(
+                "@aws-cdk/core:crossStackReferencesDefaultStrong",
+                "the multi-Region key's ARN is a strong reference on purpose (its replicas depend on it)")
         for earlier in stacks[1:] if region == regions_plan.data_home else []:
             stack.add_stack_dependency(earlier, "the global tables' replicas need this region's replica key")
         stacks.append(stack)

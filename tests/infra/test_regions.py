@@ -277,3 +277,15 @@ def test_without_a_domain_no_dns_and_the_default_ownership_regions(tmp_path):
 def test_a_plan_aws_would_refuse_fails_synthesis_naming_the_setting(regions, ownership, segments, message):
     with pytest.raises(ConfigError, match=message):
         plan(tuple(regions), tuple(ownership), segments)
+
+
+def test_cfn_lint_passes_on_every_regions_template(five, tmp_path):
+    paths = []
+    for name, stack in five.items():
+        path = tmp_path / f"{name}.template.json"
+        path.write_text(json.dumps(stack["template"]))
+        paths.append(str(path))
+    # W3005: the CDK adds a DependsOn on each function's role next to its GetAtt (test_template.py).
+    run = subprocess.run([str(Path(sys.executable).parent / "cfn-lint"), *paths, "--format", "parseable",
+                          "--ignore-checks", "W3005"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
