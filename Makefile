@@ -29,12 +29,16 @@ browser:
 		  (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) || \
 		  (sudo apt-get update -qq && sudo apt-get install -y -qq chromium chromium-driver >/dev/null); }
 
+# CDK_CONTEXT: context for the CDK app, e.g. CDK_CONTEXT="-c regions=us-east-1,eu-west-1,us-west-2"
+# (one stack per region: docs/operations.md, "Five regions").
+CDK_CONTEXT ?=
+
 synth: $(INSTALLED) $(LAYER_STAMP) $(CDK)  ## CloudFormation template into cdk.out/, offline
-	AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet
-	@echo "template: cdk.out/Jobsched.template.json"
+	AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet $(CDK_CONTEXT)
+	@echo "templates: $$(ls cdk.out/*.template.json | tr '\n' ' ')"
 
 deploy: $(INSTALLED) $(LAYER_STAMP) $(CDK)  ## cdk deploy, with your AWS credentials
-	$(CDK) deploy
+	$(CDK) deploy $(CDK_CONTEXT) $(if $(CDK_CONTEXT),--all)
 
 bench: $(INSTALLED) $(LAYER_STAMP)  ## benchmarks that print figures (see docs/performance.md)
 	$(LOCAL_AWS) $(BIN)/python -m bench

@@ -2,7 +2,7 @@
 next to the reason it is acceptable. Everything else is fixed in the constructs."""
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import Acknowledgment, Stack, Token, Validations
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigw2
 from aws_cdk import aws_lambda as lambda_
@@ -22,9 +22,21 @@ def apply_checks(app) -> None:
 
 
 def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], api: apigw.RestApi | apigw2.HttpApi,
-                         targets_role=None, container_grants: tuple[str, ...] = ()) -> None:
+                         targets_role=None, container_grants: tuple[str, ...] = (),
+                         table_names: dict[str, str] | None = None) -> None:
+    # As cdk-nag renders a resolved ARN: literals where the stack has them (a concrete region gives
+    # a literal partition with @aws-cdk/core:enablePartitionLiterals), else the pseudo parameter.
+    partition = "<AWS::Partition>" if Token.is_unresolved(stack.partition) else stack.partition
+    account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
     for name, fn in functions.items():
         role = fn.role
+        for table, table_name in (table_names or {}).items():
+            # Regions: a stack that references the global tables by name (regions.py) names their
+            # indexes by the same pattern, with the name in place of the resource's attribute.
+            _acknowledge(role, f"AwsSolutions-IAM5[Resource::arn:{partition}:dynamodb:{stack.region}:"
+                               f"{account}:table/{table_name}/index/*]",
+                f"The {table} table's only index ({'JobsByState' if table == 'Jobs' else 'DeadLetters'}) "
+                         "in this region's replica; CDK's table grants name indexes with this pattern.")
         _acknowledge(role, "AwsSolutions-IAM5[Resource::*]",
             "X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions "
                    "(active tracing is on for every function); every other statement names its resources.")
@@ -36,9 +48,9 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
                    "API queries for GET /v1/jobs?state=; only the API holds dynamodb:Query on the Jobs "
                    "table, so the other functions' grants name it without being able to read it.")
     if targets_role is not None:
-        for pattern in ("arn:<AWS::Partition>:sqs:*:<AWS::AccountId>:*", "arn:<AWS::Partition>:sns:*:<AWS::AccountId>:*",
-                        "arn:<AWS::Partition>:events:*:<AWS::AccountId>:event-bus/*",
-                        "arn:<AWS::Partition>:lambda:*:<AWS::AccountId>:function:*"):
+        for pattern in (f"arn:{partition}:sqs:*:{account}:*", f"arn:{partition}:sns:*:{account}:*",
+                        f"arn:{partition}:events:*:{account}:event-bus/*",
+                        f"arn:{partition}:lambda:*:{account}:function:*"):
             _acknowledge(targets_role, f"AwsSolutions-IAM5[Resource::{pattern}]",
                 "Job targets are queues, topics, buses and functions that tenants name at run time; the "
                        "targets role gets one send/publish/put/invoke action each, within this account, and "
@@ -52,13 +64,14 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
                        "(ecsTaskDefinitions, ecsTaskRoles; RunTask also needs the task definition tagged "
                        "jobsched:tenant with the session's tenant, and PassRole is to ecs-tasks.amazonaws.com "
                        "only); families and revisions are named by the operator's patterns.")
-        for pattern in ("arn:<AWS::Partition>:ecs:*:<AWS::AccountId>:task/*",
-                        "arn:<AWS::Partition>:ecs:*:<AWS::AccountId>:container-instance/*"):
+        for pattern in (f"arn:{partition}:ecs:*:{account}:task/*",
+                        f"arn:{partition}:ecs:*:{account}:container-instance/*"):
             _acknowledge(targets_role, f"AwsSolutions-IAM5[Resource::{pattern}]",
                 "Task ids are made by ECS at RunTask: DescribeTasks, StopTask, ListTasks and the tags "
                        "RunTask puts on a task (ecs:CreateAction = RunTask) are allowed on this account's "
                        "tasks only under the condition ecs:cluster in the granted clusters.")
     if isinstance(api, apigw.RestApi):
+        # CDK names AWS managed policies with the partition pseudo parameter in every stack.
         _acknowledge(api, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
                "AmazonAPIGatewayPushToCloudWatchLogs]",
             "API Gateway's account-level logging role (needed for the stage's access and error logs) takes "

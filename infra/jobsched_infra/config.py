@@ -76,6 +76,16 @@ class StackConfig:
     ecs_task_definitions: tuple[str, ...] = ()
     ecs_clusters: tuple[str, ...] = ()
     ecs_task_roles: tuple[str, ...] = ()
+    # Regions (issue 25; jobsched_infra/regions.py): `-c regions=a,b,...` (2..9, in a fixed order)
+    # makes one stack per region; empty or one region: the single-region stack, as before.
+    regions: tuple[str, ...] = ()
+    # The segment-lease table's three regions (MRSC, one Region set); empty: three of `regions`.
+    ownership_regions: tuple[str, ...] = ()
+    # The front door (optional, all three or none): one name, latency-routed to the regions' APIs
+    # with a Route 53 health check each; the hosted zone; per region, its ACM certificate's ARN.
+    domain_name: str = ""
+    hosted_zone_id: str = ""
+    certificate_arns: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_sizing(cls, name: str, sizing: Sizing) -> "StackConfig":
@@ -155,7 +165,36 @@ class StackConfig:
             ecs_task_definitions=_arn_list(get("ecsTaskDefinitions", []), "ecsTaskDefinitions", ":task-definition/"),
             ecs_clusters=_arn_list(get("ecsClusters", []), "ecsClusters", ":cluster/"),
             ecs_task_roles=_arn_list(get("ecsTaskRoles", []), "ecsTaskRoles", ":role/"),
+            **_regions(get),
         )
+
+
+def _regions(get) -> dict:
+    from jobsched_infra.regions import parse_regions
+
+    regions = parse_regions(get("regions", ""))
+    ownership = parse_regions(get("ownershipRegions", ""))
+    domain, zone, certificates = get("domainName", ""), get("hostedZoneId", ""), get("certificateArns", "")
+    if (domain or zone or certificates) and not (domain and zone and certificates):
+        raise ConfigError("contexts 'domainName', 'hostedZoneId' and 'certificateArns' go together (or none)")
+    if isinstance(certificates, str):
+        pairs = [item.split("=", 1) for item in certificates.split(",") if item]
+        if not all(len(pair) == 2 for pair in pairs):
+            raise ConfigError("context 'certificateArns' must be region=arn pairs, comma-separated")
+        certificates = dict(pairs)
+    if not isinstance(certificates, dict):
+        raise ConfigError("context 'certificateArns' must map each region to its ACM certificate ARN")
+    if domain:
+        wanted = regions or (os.environ.get("CDK_DEFAULT_REGION", ""),)
+        missing = [r for r in wanted if r not in certificates]
+        if len(regions) <= 1 or missing:
+            raise ConfigError("context 'domainName' needs context 'regions' (2..9) and a certificate in "
+                              f"'certificateArns' for every region (missing: {', '.join(missing) or '-'})")
+        for region, arn in certificates.items():
+            if not (isinstance(arn, str) and arn.startswith("arn:") and f":acm:{region}:" in arn):
+                raise ConfigError(f"context 'certificateArns.{region}' must be an ACM certificate ARN in {region}")
+    return {"regions": regions, "ownership_regions": ownership, "domain_name": domain, "hosted_zone_id": zone,
+            "certificate_arns": tuple(sorted(certificates.items())) if domain else ()}
 
 
 def _arn_list(value, key: str, kind: str) -> tuple[str, ...]:

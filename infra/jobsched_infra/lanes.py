@@ -13,7 +13,8 @@ MAX_RECEIVE_COUNT = 5
 
 
 class Lanes(Construct):
-    def __init__(self, scope: Construct, construct_id: str, worker_timeout: Duration, key: kms.IKey | None = None) -> None:
+    def __init__(self, scope: Construct, construct_id: str, worker_timeout: Duration, key: kms.IKey | None = None,
+                 names: dict[Priority, str] | None = None) -> None:
         super().__init__(scope, construct_id)
         self.queues: dict[Priority, sqs.Queue] = {}
         self.dead_letters: dict[Priority, sqs.Queue] = {}
@@ -33,6 +34,8 @@ class Lanes(Construct):
             self.queues[priority] = sqs.Queue(
                 self,
                 f"{name}Lane",
+                # Named in multi-region mode only (regions.lane_name): another region sends to them.
+                queue_name=(names or {}).get(priority),
                 # AWS's guidance for Lambda consumers: six times the function timeout, room for
                 # the event source mapping to retry a throttled invocation. Once the worker runs
                 # a batch it cuts its records' visibility to what the batch can take

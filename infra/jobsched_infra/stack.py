@@ -23,7 +23,10 @@ from jobsched_infra.compliance import acknowledge_findings
 from jobsched_infra.config import StackConfig
 from jobsched_infra.dashboard import NAMESPACE, Dashboard
 from jobsched_infra.functions import FunctionFactory
+from jobsched_infra.front_door import FrontDoor
 from jobsched_infra.lanes import Lanes
+from jobsched_infra.regions import CLOCK_BOUND_MS, LEASE_MS, RegionPlan, lane_name, table_name
+from jobsched_infra.regions import OWNERSHIP_TABLE as OWNERSHIP
 from jobsched_infra.storage import Storage
 from jobsched_infra.targets import TargetAccess
 from jobsched_infra.task_events import TaskEventsRule
@@ -42,13 +45,29 @@ DDB_QUERY = ["dynamodb:Query"]
 DDB_PUT = ["dynamodb:PutItem"]
 DDB_BATCH_PUT = ["dynamodb:PutItem", "dynamodb:BatchWriteItem"]
 DDB_UPDATE = ["dynamodb:UpdateItem"]
+# The segment leases (ownership table): reads, claims and renewals, and nothing else (no delete).
+DDB_OWNERSHIP = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:Scan",
+                 "dynamodb:BatchGetItem"]
+# Which functions may send to another region's lanes (a non-owner dispatching to the owner): the
+# API (a job's create or trigger reaches any region's API). The tick dispatches only its own
+# segments, the worker retries in its own lanes.
+CROSS_REGION_SENDERS = ("api",)
 
 
 class JobschedStack(Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, plan: RegionPlan | None = None,
+                 primary_key_arn: str | None = None, **kwargs) -> None:
         super().__init__(scope, construct_id, description="jobsched: serverless distributed job scheduler", **kwargs)
-        storage = Storage(self, "Storage", encryption=config.encryption, tables=config.tables)
-        lanes = Lanes(self, "Lanes", worker_timeout=WORKER_TIMEOUT, key=storage.key)
+        # Regions (jobsched_infra/regions.py): `plan` is None for the single-region stack.
+        self.plan = plan
+        storage = Storage(self, "Storage", encryption=config.encryption, tables=config.tables, plan=plan,
+                          primary_key_arn=primary_key_arn)
+        self.storage = storage
+        lanes = Lanes(self, "Lanes", worker_timeout=WORKER_TIMEOUT, key=storage.key,
+                      names={p: lane_name(self.region, p) for p in Priority} if plan else None)
+        # Every region's stack ticks every global segment (region index x SEGMENTS + local segment);
+        # a tick for a segment this region does not hold returns after its lease check.
+        tick_segments = config.segments * (len(plan.regions) if plan else 1)
 
         common_env = {
             Env.JOBS_TABLE: storage.jobs.table_name,
@@ -60,11 +79,14 @@ class JobschedStack(Stack):
             Env.METRICS_NAMESPACE: NAMESPACE,
             Env.TENANT_FIRES_PER_SECOND: str(config.tenant_fires_per_second),
             **{Env.LANE_URL[p]: q.queue_url for p, q in lanes.queues.items()},
+            **(self._region_env(plan) if plan else {}),
         }
         factory = FunctionFactory(self, "Functions", config.layer_dir, common_env)
         # Tenants' signing secrets are encrypted with the stack's key (the API encrypts a new one,
         # the worker decrypts to sign); without a key the table's own encryption keeps them.
-        signing_env = {Env.SIGNING_KEY_ID: storage.key.key_id} if storage.key else {}
+        # With regions, the multi-Region key's id: the same in every region, so a secret encrypted in
+        # one region decrypts in another with that region's replica.
+        signing_env = {Env.SIGNING_KEY_ID: storage.key_id if plan else storage.key.key_id} if storage.key else {}
 
         api_fn = factory.create("Api", "jobsched.handlers.api.handler", {
             Env.API_KEYS_TABLE: storage.api_keys.table_name,
@@ -84,7 +106,7 @@ class JobschedStack(Stack):
         tick_fn = factory.create("Tick", "jobsched.handlers.tick.handler", {
             Env.SERVICE_NAME: "jobsched-tick",
         }, timeout=Duration.seconds(60), memory_mb=TICK_MEMORY_MB,
-            reserved_concurrent_executions=TICK_RESERVED_PER_SEGMENT * config.segments)
+            reserved_concurrent_executions=TICK_RESERVED_PER_SEGMENT * tick_segments)
         worker_fn = factory.create("Worker", "jobsched.handlers.worker.handler", {
             Env.SERVICE_NAME: "jobsched-worker",
             Env.ALLOW_PRIVATE_TARGETS: str(config.allow_private_targets).lower(),
@@ -169,7 +191,10 @@ class JobschedStack(Stack):
         # default, which the rule's retry policy does not cover): the next minute's tick catches
         # up from the watermarks, and a retried one would only overlap it.
         tick_fn.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(60))
-        TickSchedule(self, "TickSchedule", tick_fn, config.segments)
+        TickSchedule(self, "TickSchedule", tick_fn, tick_segments)
+        if plan:
+            self._grant_regions(plan, storage, lanes, {"api": api_fn, "tick": tick_fn, "worker": worker_fn,
+                                                       "task_events": task_events_fn})
 
         api, api_url = self._api(config, api_fn)
 
@@ -177,19 +202,31 @@ class JobschedStack(Stack):
         tables = {"Jobs": storage.jobs, "Timers": storage.timers, "Executions": storage.executions}
         Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
                   tables=tables, api=api)
-        alarms = Alarms(self, "Alarms", segments=config.segments, dead_letters=lanes.dead_letters,
+        alarms = Alarms(self, "Alarms", segments=tick_segments, dead_letters=lanes.dead_letters,
                         functions=functions, tables=tables)
         # Absence alerts: the worker publishes each alert to the deployment's alert topic, and only there.
         worker_fn.add_environment(Env.ALERT_TOPIC_ARN, alarms.alert_topic.topic_arn)
         worker_fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"],
                                                          resources=[alarms.alert_topic.topic_arn]))
         target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values()],
-                               topics=[alarms.topic, alarms.alert_topic], stack=self)
+                               topics=[alarms.topic, alarms.alert_topic], stack=self,
+                               other_queue_arns=self._other_lane_arns(plan) if plan else ())
 
         CfnOutput(self, "ApiUrl", value=api_url, description="Base URL; routes start with /v1")
+        if plan and config.domain_name:
+            door = FrontDoor(self, "FrontDoor", config=config, api=api, stage=self._http_stage,
+                             stage_path="" if config.api == "http" else API_STAGE)
+            CfnOutput(self, "DomainUrl", value=f"https://{config.domain_name}",
+                      description="The deployment's one name: latency-routed to the healthy regions' APIs")
+            CfnOutput(self, "HealthCheckId", value=door.health_check.attr_health_check_id)
+        if plan:
+            CfnOutput(self, "Region", value=self.region, description="This stack's region and its place in REGIONS")
+            CfnOutput(self, "OwnershipTableName", value=table_name(OWNERSHIP))
         CfnOutput(self, "JobsTableName", value=storage.jobs.table_name)
         CfnOutput(self, "ApiKeysTableName", value=storage.api_keys.table_name)
         acknowledge_findings(self, functions, api, targets_role=target_access.role,
+                             table_names={name: table_name(name) for name in ("Jobs", "Executions")}
+                             if plan and self.region != plan.data_home else None,
                              container_grants=(config.ecs_task_definitions + config.ecs_task_roles
                                                if config.ecs_task_definitions and config.ecs_clusters else ()))
         CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
@@ -197,11 +234,45 @@ class JobschedStack(Stack):
         CfnOutput(self, "AlertTopicArn", value=alarms.alert_topic.topic_arn,
                   description="Subscribe to be told when a job's expectation is missed or an occurrence never fired")
 
+    def _region_env(self, plan: RegionPlan) -> dict[str, str]:
+        """What every function of a multi-region stack is told (functions/jobsched/settings.py)."""
+        return {
+            Env.REGIONS: ",".join(plan.regions),
+            Env.THIS_REGION: self.region,
+            Env.OWNERSHIP_TABLE: table_name(OWNERSHIP),
+            Env.OWNERSHIP_REGION: plan.ownership_region(self.region),
+            Env.LEASE_MS: str(LEASE_MS),
+            Env.CLOCK_BOUND_MS: str(CLOCK_BOUND_MS),
+        }
+
+    def _other_lane_arns(self, plan: RegionPlan) -> list[str]:
+        """The other regions' lanes, by their fixed names (regions.lane_name): exact ARNs, no wildcard."""
+        return [self.format_arn(service="sqs", region=region, resource=lane_name(region, priority))
+                for region in plan.regions if region != self.region for priority in Priority]
+
+    def _grant_regions(self, plan: RegionPlan, storage: Storage, lanes: Lanes, functions: dict) -> None:
+        # The leases: in OWNERSHIP_REGION (this region's replica, or a cross-Region call), by ARN.
+        # The tick claims and renews; the API, the worker and the task events function check the
+        # owner (and its epoch) of the segment they write timers and dispatches for.
+        for fn in functions.values():
+            fn.add_to_role_policy(iam.PolicyStatement(actions=DDB_OWNERSHIP, resources=[storage.ownership_arn]))
+        others = self._other_lane_arns(plan)
+        for name in CROSS_REGION_SENDERS:
+            fn = functions[name]
+            fn.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=others))
+            if storage.key is not None:
+                # The other lanes are encrypted with the multi-Region key's replica in their region:
+                # a producer needs data keys from it (SQS SSE). Named key ARNs, the same key id.
+                fn.add_to_role_policy(iam.PolicyStatement(
+                    actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                    resources=[storage.key_arn_in(r) for r in plan.regions if r != self.region]))
+
     def _api(self, config: StackConfig, api_fn) -> tuple:
         """Every path to the function, which authenticates (tenants' Bearer keys, stored hashed;
         callback tokens) and validates bodies itself. `-c api=http` (default): API Gateway's HTTP
         API, $1.00 a million requests; `-c api=rest`: the REST API, $3.50, which adds X-Ray on the
         API hop, a WAF web ACL to attach and execution logs (docs/architecture.md, "The API type")."""
+        self._http_stage = None
         if config.api == "http":
             # Under /aws/vendedlogs/: API Gateway adds a log group it delivers to into the account's
             # one CloudWatch Logs resource policy (5,120 characters) unless the group is named so.
@@ -214,7 +285,7 @@ class JobschedStack(Stack):
             api = apigw2.HttpApi(self, "HttpApi", description="jobsched HTTP API v1", create_default_stage=False,
                                  default_integration=HttpLambdaIntegration(
                                      "Function", api_fn, payload_format_version=apigw2.PayloadFormatVersion.VERSION_1_0))
-            stage = apigw2.HttpStage(self, "HttpStage", http_api=api, stage_name="$default", auto_deploy=True,
+            stage = self._http_stage = apigw2.HttpStage(self, "HttpStage", http_api=api, stage_name="$default", auto_deploy=True,
                                      throttle=apigw2.ThrottleSettings(rate_limit=config.api_rate_limit,
                                                                       burst_limit=config.api_burst_limit))
             # Never request or response bodies: they carry API keys and payloads.

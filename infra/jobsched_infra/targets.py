@@ -100,12 +100,13 @@ class TargetAccess(Construct):
             "lambda": [f"arn:{partition}:lambda:*:{account}:function:*"],
         }
 
-    def deny_own(self, queues: list, topics: list, stack: Stack) -> None:
+    def deny_own(self, queues: list, topics: list, stack: Stack, other_queue_arns=()) -> None:
         """Explicit denies, whatever the tags or the patterns say: a job's target is never one of
         the stack's own queues (lanes and dead-letter queues: the worker sends its own retries to
         the lanes with its own role, never with a tenant's session), functions or topics."""
         statements = [
-            ("sqs:SendMessage", [q.queue_arn for q in queues]),
+            # With regions, the other regions' lanes too (their fixed names: regions.lane_name).
+            ("sqs:SendMessage", [q.queue_arn for q in queues] + list(other_queue_arns)),
             # By name (CloudFormation names them "<stack>-..."): the worker's own ARN in this
             # policy would be a circular dependency.
             ("lambda:InvokeFunction", [stack.format_arn(service="lambda", resource="function",
