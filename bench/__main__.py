@@ -2,7 +2,7 @@
 import importlib
 import sys
 
-ALL = ["sizing", "cpu", "herd", "dispatch", "cost", "scale", "api", "fairness", "lateness", "startup", "flow", "lanes", "e2e"]
+ALL = ["sizing", "cpu", "herd", "dispatch", "cost", "scale", "api", "fairness", "lateness", "startup", "flow", "lanes", "e2e", "regions"]
 
 
 def main() -> None:

@@ -48,10 +48,11 @@ DDB_UPDATE = ["dynamodb:UpdateItem"]
 # The segment leases (ownership table): reads, claims and renewals, and nothing else (no delete).
 DDB_OWNERSHIP = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:Scan",
                  "dynamodb:BatchGetItem"]
-# Which functions may send to another region's lanes (a non-owner dispatching to the owner): the
-# API (a job's create or trigger reaches any region's API). The tick dispatches only its own
-# segments, the worker retries in its own lanes.
-CROSS_REGION_SENDERS = ("api",)
+# Which functions may send to another region's lanes: none. Every region dispatches only segments
+# it holds, into its own lanes: the API marks a new job with a home whose segment it holds
+# (service/handoff.py home_for), the tick hands off held segments, the worker retries through
+# timers. (The lanes keep their fixed names, which such a grant would name.)
+CROSS_REGION_SENDERS: tuple[str, ...] = ()
 
 
 class JobschedStack(Stack):
