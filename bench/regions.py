@@ -4,8 +4,8 @@ a partition from the lease table, and the heal (issue 25).
 Runs the real API, tick and worker of every region on moto under one fake clock
 (`jobsched.local.regions.RegionsSim`: each region its own tables and queues, the data tables
 replicated with a lag and last-writer-wins conflicts as DynamoDB global tables do, one strongly
-consistent ownership table). Recurring jobs (every minute) and one-time jobs are made in every
-region; then one region is killed (its writes not yet replicated are lost), a second is cut off
+consistent ownership table). Recurring jobs (every minute), one-time jobs and a two-step workflow
+(every two minutes) are made in every region; then one region is killed (its writes not yet replicated are lost), a second is cut off
 from the ownership table while it keeps running, and it is healed. Printed: fires lost (an
 occurrence due before the end that no region ran: goal 0), runs twice under one epoch (goal 0),
 repeated target calls across epochs (the documented LOST or unreplicated re-runs, with the same
@@ -109,6 +109,13 @@ def _create(sim, plan: Plan, clock) -> dict[str, dict]:
             assert status == 201, body
             jobs[body["jobId"]] = {"region": region, "recurring": True,
                                    "first": parse_instant(body["nextFireAt"], "nextFireAt")}
+        # A workflow every two minutes: its run starts step A, whose end starts step B.
+        status, body = sim.request(region, "POST", "/v1/jobs", {
+            "name": f"{region}-workflow", "type": "RATE", "schedule": "PT2M",
+            "steps": [{"name": "A", "target": HOOK}, {"name": "B", "target": HOOK, "dependsOn": ["A"]}]}, key=KEY)
+        assert status == 201, body
+        jobs[body["jobId"]] = {"region": region, "recurring": True, "every": 2 * MINUTE, "steps": ("A", "B"),
+                               "first": parse_instant(body["nextFireAt"], "nextFireAt")}
         for i in range(plan.one_time):
             due = start + 150_000 + i * plan.one_time_every_s * 1000 + 137 * (i % 7)
             if due > start + (horizon_s - 150) * 1000:
@@ -131,13 +138,17 @@ def _measure(sim, plan: Plan, jobs: dict[str, dict], end_of_creates: int, outcom
         ran.setdefault(fire.execution_id, []).append(fire)
     expected: list[str] = []
     for job_id, job in jobs.items():
+        dues = []
         if job["recurring"]:
             due = job["first"]
             while due <= cutoff:
-                expected.append(f"{job_id}.{due:013d}")
-                due += MINUTE
+                dues.append(due)
+                due += job.get("every", MINUTE)
         elif job["first"] <= cutoff:
-            expected.append(f"{job_id}.{job['first']:013d}")
+            dues.append(job["first"])
+        for due in dues:  # a workflow's run calls no target: its steps do
+            run_id = f"{job_id}.{due:013d}"
+            expected.extend([f"{run_id}.step.{s}" for s in job["steps"]] if job.get("steps") else [run_id])
     outcome.expected = len(expected)
     outcome.lost = [e for e in expected if e not in ran]
     for execution_id, calls in ran.items():
@@ -158,7 +169,7 @@ def _measure(sim, plan: Plan, jobs: dict[str, dict], end_of_creates: int, outcom
               "after heal": (outcome.events["heal"], cutoff)}
     first_run = {e: min(f.at_ms for f in calls) for e, calls in ran.items()}
     for phase, (start, end) in phases.items():
-        outcome.lateness[phase] = [first_run[e] - scheduled_ms_of(e) for e in expected
+        outcome.lateness[phase] = [first_run[e] - scheduled_ms_of(e) for e in expected if ".step.B" not in e
                                    if e in first_run and start <= scheduled_ms_of(e) < end]
 
 
