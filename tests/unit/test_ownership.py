@@ -157,3 +157,23 @@ def test_an_unreachable_store_acts_on_nothing_once_the_leases_it_knew_have_ended
     assert view["us-east-1"].verdict(0, 1) is Verdict.ACT  # still within its lease by its own clock
     clock.advance_ms(1_000)
     assert view["us-east-1"].verdict(0, 1) is Verdict.WAIT  # stopped before the lease's end
+
+
+@pytest.mark.parametrize("into_minute_ms", [5_000, 50_000])  # early in a minute; less than CACHE_MS before its end
+def test_a_given_back_lease_ends_just_before_a_minute_and_after_every_cached_view_was_read_again(tables, into_minute_ms):
+    from jobsched.service.ownership import CACHE_MS
+
+    start = 1_795_000_020_000  # a minute's start
+    clock = FakeClock(start + into_minute_ms)
+    view = regions_on(tables, clock)
+    held = tables.take(0, None, "eu-west-1", clock.now_ms(), RULES.lease_ms, RULES.clock_bound_ms)
+    assert held is not None
+    tables.beat(0, clock.now_ms())  # us-east-1, the home of segment 0, is live again
+    cached_until = clock.now_ms() + CACHE_MS  # a worker of eu-west-1 read its view just now
+    assert view["eu-west-1"].for_tick(0) is None  # given back: this tick hands nothing off
+    lease = tables.get(0)
+    assert lease.region == "eu-west-1" and lease.ends_ms <= held.ends_ms
+    assert lease.ends_ms % 60_000 == 60_000 - RULES.clock_bound_ms  # just before a minute's ticks
+    assert lease.ends_ms - RULES.clock_bound_ms >= cached_until  # every stale view is read again first
+    clock.set_ms(lease.ends_ms + RULES.clock_bound_ms)  # the next minute's tick of the home
+    assert view["us-east-1"].for_tick(0).epoch == held.epoch + 1

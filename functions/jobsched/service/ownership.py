@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from jobsched.domain.clock import Clock
-from jobsched.domain.ownership import Lease, LeaseRules, take_wait_ms
+from jobsched.domain.ownership import MS_PER_MINUTE, Lease, LeaseRules, take_wait_ms
 
 logger = logging.getLogger(__name__)
 
@@ -143,8 +143,14 @@ class Ownership:
         home = self._regions[segment // self._segments % len(self._regions)]
         if self._rules.holds(lease, self._region, now):
             if home != self._region and self._home_live(home, now):
-                # The home region is back: give the segment back; it takes it after the clock bound.
-                self._store.release(lease, now)
+                # The home region is back: give the segment back. The lease is shortened, which the
+                # views of this region's workers (read up to CACHE_MS ago) do not know yet: it ends
+                # no sooner than CACHE_MS and the clock bound from now, so each of them has read
+                # the new end before the old one could mislead it. And it ends just before a
+                # minute's ticks (by the clock bound), so the home's tick then takes it at once
+                # instead of a minute later. This tick hands nothing off: the home's take hands off
+                # again from this lease's last renewal.
+                self._store.release(lease, min(lease.ends_ms, self._release_end(now)))
                 self._forget(segment)
                 logger.info("lease given back to its home region", extra={"segment": segment, "home": home})
                 return None
@@ -175,6 +181,13 @@ class Ownership:
         logger.warning("segment taken", extra={"segment": segment, "epoch": taken.epoch,
                                                "from": lease.region if lease else None})
         return TickGrant(taken.epoch, self._rules.rewind_minute(lease, now))
+
+    def _release_end(self, now: int) -> int:
+        bound = self._rules.clock_bound_ms
+        end = (now // MS_PER_MINUTE + 1) * MS_PER_MINUTE - bound
+        while end < now + CACHE_MS + bound:
+            end += MS_PER_MINUTE
+        return end
 
     def _home_live(self, home: str, now: int) -> bool:
         _, beats = self._store.all()

@@ -99,16 +99,17 @@ class OwnershipStore:
             return None
         return taken
 
-    def release(self, lease: Lease, now_ms: int) -> bool:
-        """Give the segment up now (its home region is back, or an operator drains this one): the
-        lease ends at once, so its next taker may start after the clock bound."""
+    def release(self, lease: Lease, ends_ms: int) -> bool:
+        """Give the segment up (its home region is back): the lease ends at `ends_ms` (never later
+        than it would have; service/ownership.py picks it), and its next taker may start the clock
+        bound after that."""
         try:
             self._table.update_item(
                 Key={"segment": lease.segment},
-                UpdateExpression="SET endsMs = :now",
+                UpdateExpression="SET endsMs = :ends",
                 ConditionExpression="#region = :me AND #epoch = :epoch",
                 ExpressionAttributeNames={"#region": "region", "#epoch": "epoch"},
-                ExpressionAttributeValues={":me": lease.region, ":epoch": lease.epoch, ":now": now_ms})
+                ExpressionAttributeValues={":me": lease.region, ":epoch": lease.epoch, ":ends": ends_ms})
         except ClientError as exc:
             if _condition_lost(exc, "lease release") is None:
                 raise
