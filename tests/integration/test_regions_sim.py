@@ -215,6 +215,8 @@ def test_a_job_created_in_one_region_fires_there_on_time_with_three_regions(make
     assert [settings[r].regions for r in sim.regions] == [(A, B, C)] * 3
     assert [settings[r].this_region for r in sim.regions] == [A, B, C]
     assert {settings[r].ownership_region for r in sim.regions} == {"us-east-2"}
+    for region in sim.regions:
+        sim.tick(region)  # each region takes its leases: a region holding none takes no create (421)
     billed = {r: _units(report) for r, report in sim.strict_reports().items()}
     due = sim.clock.now_ms() + DUE_IN_MS
     status, job = sim.request(A, "POST", "/v1/jobs", _http_job(due))
@@ -239,6 +241,8 @@ def test_a_job_created_in_one_region_fires_there_on_time_with_three_regions(make
 # are read as forged after the replicas converge (store/segments.py).
 def test_a_job_fires_exactly_once_across_three_regions(make_sim, caplog):
     sim = make_sim(lag_ms=1_000)
+    for region in sim.regions:
+        sim.tick(region)  # each region takes its leases
     due = sim.clock.now_ms() + DUE_IN_MS
     status, job = sim.request(A, "POST", "/v1/jobs", _http_job(due))
     assert status == 201, job
@@ -249,3 +253,20 @@ def test_a_job_fires_exactly_once_across_three_regions(make_sim, caplog):
     assert attempt == 1 and due <= at < due + 1_000
     # No region dropped a message its own tick sealed.
     assert not [r for r in caplog.records if "without a valid seal" in r.getMessage()]
+
+
+def test_a_change_is_decided_in_the_region_that_holds_the_job_and_any_region_reads_it(make_sim):
+    sim = make_sim(lag_ms=1_000)
+    for region in sim.regions:
+        sim.tick(region)
+    status, job = sim.request(A, "POST", "/v1/jobs", _http_job(sim.clock.now_ms() + DUE_IN_MS))
+    assert status == 201 and job["region"] == A
+    sim.advance(3)  # replicated
+    status, seen = sim.request(B, "GET", f"/v1/jobs/{job['jobId']}")
+    assert status == 200 and seen["region"] == A
+    # B holds none of A's segments: a trigger there would be dispatched into B's lanes, whose
+    # workers refuse A's segment; it is refused before anything is written, naming the home.
+    status, body = sim.request(B, "POST", f"/v1/jobs/{job['jobId']}/trigger", {})
+    assert status == 421 and body["error"]["code"] == "WRONG_REGION" and A in body["error"]["message"]
+    status, body = sim.request(A, "POST", f"/v1/jobs/{job['jobId']}/trigger", {})
+    assert status in (201, 202), body

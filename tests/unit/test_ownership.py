@@ -7,7 +7,7 @@ from moto import mock_aws
 
 from jobsched.domain.clock import FakeClock
 from jobsched.domain.jobs import new_job_id
-from jobsched.domain.ownership import (Lease, LeaseRules, TAKEOVER_STAGGER_MS, home_index, marked_job_id,
+from jobsched.domain.ownership import (REWIND_MS, Lease, LeaseRules, TAKEOVER_STAGGER_MS, home_index, marked_job_id,
                                        take_wait_ms, takeover_order)
 from jobsched.domain.timers import segment_of
 from jobsched.service.ownership import Ownership, Verdict
@@ -42,14 +42,21 @@ def test_holder_stops_before_the_end_and_taker_starts_after_it_by_the_clock_boun
     assert not RULES.holds(lease, "eu-west-1", 50_000)
     assert RULES.takeable_from_ms(lease) == 102_000  # starts 2 s after it by the taker's
     # with clocks within the bound, no real instant has both acting: 98,000 + 2,000 <= 102,000 - 2,000
-    assert RULES.rewind_minute(lease, 200_000) == (10_000 - 4 * 60_000) // 60_000
+    assert RULES.rewind_minute(lease, 200_000) == (10_000 - REWIND_MS) // 60_000
+    # a chain of takes: a holder that took it itself less than REWIND_MS before its last renewal
+    # passes on what its own take handed off again from (those messages may be in its queues only)
+    brief = Lease(5, "eu-west-1", 4, ends_ms=400_000, renewed_ms=310_000, taken_ms=250_000, rewind_from_ms=10_000)
+    assert RULES.rewind_minute(brief, 500_000) == (10_000 - REWIND_MS) // 60_000
+    settled = Lease(5, "eu-west-1", 4, ends_ms=2_000_000, renewed_ms=1_910_000, taken_ms=250_000, rewind_from_ms=10_000)
+    assert RULES.rewind_minute(settled, 2_100_000) == (1_910_000 - REWIND_MS) // 60_000
 
 
 def test_takeover_order_starts_at_the_home_and_skips_regions_that_are_down():
     assert takeover_order(18 + 4, 18, REGIONS) == ["eu-west-1", "ap-northeast-1", "us-east-1"]
     everyone = set(REGIONS)
     assert take_wait_ms(22, 18, REGIONS, "eu-west-1", everyone) == 0
-    assert take_wait_ms(22, 18, REGIONS, "us-east-1", everyone) == 2 * TAKEOVER_STAGGER_MS
+    assert take_wait_ms(22, 18, REGIONS, "us-east-1", everyone) is None  # a live home takes its own back alone
+    assert take_wait_ms(22, 18, REGIONS, "us-east-1", {"us-east-1", "ap-northeast-1"}) == TAKEOVER_STAGGER_MS
     # the home (eu-west-1) is down: ap-northeast-1 is first
     assert take_wait_ms(22, 18, REGIONS, "ap-northeast-1", {"ap-northeast-1", "us-east-1"}) == 0
     assert take_wait_ms(22, 18, REGIONS, "us-east-1", {"ap-northeast-1", "us-east-1"}) == TAKEOVER_STAGGER_MS
@@ -177,3 +184,60 @@ def test_a_given_back_lease_ends_just_before_a_minute_and_after_every_cached_vie
     assert lease.ends_ms - RULES.clock_bound_ms >= cached_until  # every stale view is read again first
     clock.set_ms(lease.ends_ms + RULES.clock_bound_ms)  # the next minute's tick of the home
     assert view["us-east-1"].for_tick(0).epoch == held.epoch + 1
+
+
+def test_the_holder_acts_on_any_epoch_and_a_region_whose_lease_was_taken_refuses_its_old_messages(tables):
+    clock = FakeClock(1_795_000_020_000)
+    view = regions_on(tables, clock)
+    assert view["us-east-1"].for_tick(0).epoch == 1
+    # the holder: a message sent before leases (epoch 0) or under its own older epoch is its work
+    assert view["us-east-1"].verdict(0, 0) is Verdict.ACT and view["us-east-1"].verdict(0, 1) is Verdict.ACT
+    # ... but not within the claim margin of the lease's end
+    clock.advance_ms(RULES.lease_ms - RULES.clock_bound_ms - 5_000)
+    assert view["us-east-1"].verdict(0, 1, margin_ms=10_000) is Verdict.WAIT
+    # once taken by another region, the old epoch's messages are refused where they wait
+    clock.advance_ms(60_000)
+    grant = view["ap-northeast-1"].for_tick(0)  # the first live region after the silent home
+    assert grant is not None and grant.epoch == 2
+    assert view["us-east-1"].verdict(0, 1) is Verdict.STALE and view["us-east-1"].verdict(0, 0) is Verdict.STALE
+    assert view["ap-northeast-1"].verdict(0, 1) is Verdict.ACT
+
+
+def test_a_lease_run_out_by_a_late_tick_is_renewed_under_its_epoch_when_nobody_took_it(tables):
+    clock = FakeClock(1_795_000_020_000)
+    view = regions_on(tables, clock)
+    assert view["us-east-1"].for_tick(0).epoch == 1
+    clock.advance_ms(RULES.lease_ms)  # the next tick came 30 s late: the lease ended by its clock
+    assert view["us-east-1"].verdict(0, 1) is Verdict.WAIT
+    grant = view["us-east-1"].for_tick(0)
+    assert grant is not None and grant.epoch == 1 and grant.rewind_minute is None
+    assert view["us-east-1"].verdict(0, 1) is Verdict.ACT
+
+
+def test_a_replicated_write_conflict_is_tried_again():
+    from botocore.exceptions import ClientError
+
+    from jobsched.store.ownership import _Retrying
+
+    calls = []
+
+    class Table:
+        def update_item(self, **kwargs):
+            calls.append(kwargs)
+            if len(calls) < 3:
+                raise ClientError({"Error": {"Code": "ReplicatedWriteConflictException", "Message": "busy"}},
+                                  "UpdateItem")
+            return {"ok": True}
+
+    assert _Retrying(Table(), sleep=lambda s: None).update_item(Key={"segment": 1}) == {"ok": True}
+    assert len(calls) == 3
+    calls.clear()
+
+    class Refused(Table):
+        def update_item(self, **kwargs):
+            calls.append(kwargs)
+            raise ClientError({"Error": {"Code": "ConditionalCheckFailedException", "Message": "no"}}, "UpdateItem")
+
+    with pytest.raises(ClientError):
+        _Retrying(Refused(), sleep=lambda s: None).update_item(Key={"segment": 1})
+    assert len(calls) == 1  # a refused condition is an answer, not a fault

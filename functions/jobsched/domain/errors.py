@@ -43,6 +43,14 @@ class Conflict(DomainError):
     code = "CONFLICT"
 
 
+class WrongRegion(DomainError):
+    """Regions (HTTP 421): this region does not hold the segment the request would act on; the
+    region that does must make the decision (DESIGN.md: no exactly-once decision rests on a
+    replicated write)."""
+
+    code = "WRONG_REGION"
+
+
 class PayloadTooLarge(DomainError):
     code = "PAYLOAD_TOO_LARGE"
 

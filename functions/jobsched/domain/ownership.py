@@ -13,9 +13,9 @@
   another region may take the segment only once `now >= ends + clock bound` by its own, with the
   epoch raised by one. With the two clocks within the bound of each other, the holder has stopped
   before the taker starts: no instant exists at which two regions act on one segment.
-- **Takeover order.** The segment's home region first; after it, the other live regions in the
-  deployment's order from the home on, each waiting one more stagger than the one before it, so
-  that they seldom race (when they do, the conditional write picks one).
+- **Takeover order.** The segment's home region, alone while it is live; otherwise the other live
+  regions in the deployment's order from the home on, each waiting one more stagger than the one
+  before it, so that they seldom race (when they do, the conditional write picks one).
 - **Rewind.** The taker hands off again every timer due from the previous holder's last renewal
   minus REWIND_MS: what the previous holder had handed to its own queues may never run there
   (its workers refuse a segment they no longer hold). The claims dedupe what had run."""
@@ -28,11 +28,13 @@ from dataclasses import dataclass
 MS_PER_MINUTE = 60_000
 REGION_MARK = "r"
 _MARKED = re.compile(r"job_[0-9a-f]{30}r[0-9]")
-# A later region in the takeover order waits this much longer than the one before it.
-TAKEOVER_STAGGER_MS = 60_000
-# Re-hand-off window before the previous holder's last renewal: its tick's look-ahead (one
-# minute) and the longest delay it gives a hand-off (two minutes), with a minute's margin.
-REWIND_MS = 4 * MS_PER_MINUTE
+# A later region in the takeover order waits this much longer than the one before it: two tick
+# periods, as a tick runs anywhere within its minute.
+TAKEOVER_STAGGER_MS = 2 * MS_PER_MINUTE
+# Re-hand-off window before the previous holder's last renewal: the longest delay a message of
+# the holder's may carry with no timer behind it (SQS's 15 minutes: a tenant's fair-share spread,
+# a catch-up release), its tick's look-ahead (one minute), and a minute's margin.
+REWIND_MS = 17 * MS_PER_MINUTE
 # Heartbeats sit in the ownership table beside the leases, under negative numbers.
 HEARTBEAT_BASE = -1000
 
@@ -72,6 +74,8 @@ class Lease:
     epoch: int
     ends_ms: int
     renewed_ms: int  # the holder's last renewal (or its take)
+    taken_ms: int | None = None  # when the holder took it
+    rewind_from_ms: int | None = None  # the instant its take handed off again from (plus REWIND_MS)
 
 
 @dataclass(frozen=True)
@@ -100,10 +104,21 @@ class LeaseRules:
         wait on it."""
         return self.lease_ms - 10_000
 
+    def rewind_from_ms(self, lease: Lease | None, now_ms: int) -> int:
+        """What a taker of `lease` hands off again from (minus REWIND_MS): the previous holder's
+        last renewal; and when that holder took it itself less than REWIND_MS before (a chain of
+        takes), what it handed off again from, which may be in its queues only."""
+        if lease is None:
+            return now_ms
+        since = lease.renewed_ms
+        if lease.rewind_from_ms is not None and lease.taken_ms is not None and \
+                lease.renewed_ms - lease.taken_ms < REWIND_MS:
+            since = min(since, lease.rewind_from_ms)
+        return since
+
     def rewind_minute(self, lease: Lease | None, now_ms: int) -> int:
         """The bucket a taker restarts the segment's hand-off from."""
-        since = lease.renewed_ms if lease is not None else now_ms
-        return (since - REWIND_MS) // MS_PER_MINUTE
+        return (self.rewind_from_ms(lease, now_ms) - REWIND_MS) // MS_PER_MINUTE
 
 
 def takeover_order(segment: int, segments: int, regions: tuple[str, ...]) -> list[str]:
@@ -118,6 +133,9 @@ def take_wait_ms(segment: int, segments: int, regions: tuple[str, ...], region: 
     None: `region` is not live itself (it must not take while unsure of its own standing)."""
     if region not in live:
         return None
+    home = takeover_order(segment, segments, regions)[0]
+    if home in live and region != home:
+        return None  # a live home takes its own segment back: nobody else races it
     ahead = 0
     for candidate in takeover_order(segment, segments, regions):
         if candidate == region:

@@ -12,6 +12,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from aws_lambda_powertools.metrics import MetricUnit
 
+from jobsched.domain.executions import job_id_of
 from jobsched.domain.ownership import home_index
 from jobsched.api.mapping import OwnResources, TargetScope, execution_to_json, job_to_json, preview_schedule, to_spec
 from jobsched.api.mapping import preview_catch_up  # catch-up that does not flood
@@ -39,6 +40,7 @@ from jobsched.domain.stats import WINDOWS_MS
 from jobsched.domain.jobs import JobSpec, JobState
 from jobsched.domain.schedule import format_instant, parse_instant
 from jobsched.domain.errors import (
+    WrongRegion,
     Conflict,
     DomainError,
     FieldProblem,
@@ -84,6 +86,7 @@ HTTP_STATUS = {
     Unauthorized: 401,
     NotFound: 404,
     Conflict: 409,
+    WrongRegion: 421,
     PayloadTooLarge: 413,
     UnprocessableRequest: 422,
     QuotaExceeded: 429,
@@ -416,17 +419,28 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     functions = locals()
     matched = {"route": "unmatched"}
 
-    def named(route_name: str, function):
+    def named(route_name: str, function, method: str = "GET"):
         def call(**path_parameters):
             matched["route"] = route_name
             for name, value in path_parameters.items():
                 if len(value.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
                     raise NotFound(f"no such {'job' if name == 'jobId' else 'calendar' if name == 'name' else 'execution'}")
+            if method != "GET" and parts.ownership.multi_region:
+                held_here(path_parameters.get("jobId") or job_id_of(path_parameters.get("executionId") or ""))
             return function(**path_parameters)
         return call
 
+    def held_here(job_id: str | None) -> None:
+        """Regions: a change to a job or an execution is decided in the region that holds the job's
+        segment now (its claims, timers and dispatches are that region's); any region reads."""
+        if job_id and parts.ownership.epoch_for(parts.handoff.segment_of(job_id)) is None:
+            home = regions[home_index(job_id) % len(regions)]
+            raise WrongRegion(f"this region ({regions[parts.ownership.region_index]}) does not schedule this job "
+                              f"now; send the request to its home region ({home}), or, while that region is "
+                              "down, to the region that took its place (GET /v1/health answers its ownedSegments)")
+
     for route in ROUTES:
-        app.route(route.resolver_path, route.method)(named(route.name, functions[route.name]))
+        app.route(route.resolver_path, route.method)(named(route.name, functions[route.name], route.method))
 
     def console_file(name: str) -> Response:
         """The web console (jobsched/console): no key to load it; it asks for one."""

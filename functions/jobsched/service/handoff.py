@@ -9,6 +9,7 @@ from jobsched.domain.catchup import CATCH_UP_SQS_REACH_MS, CatchUpPlan, plan_cat
 from jobsched.domain.clock import Clock
 from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for, scheduled_ms_of
 from jobsched.domain.jobs import Job, MisfirePolicy, Priority
+from jobsched.domain.errors import WrongRegion
 from jobsched.domain.ownership import marked_job_id
 from jobsched.domain.timers import Timer, TimerKind, is_claimed, minute_of, segment_of
 from jobsched.domain.calendars import EXCLUDED
@@ -100,7 +101,8 @@ class HandOff:
             marked = marked_job_id(job_id, index)
             if self.ownership.epoch_for(segment_of(marked, self._segments)) is not None:
                 return marked
-        return marked_job_id(job_id, this_index)  # holds none now: its home block's holder runs it
+        raise WrongRegion("this region schedules no segment now (it is starting, or cut off from the lease "
+                          "table); send the request to another region")
 
     def place(self, timer: Timer, job: Job | None) -> HandOffReport:
         """Write a new timer, then dispatch it directly if a tick already claimed its bucket.

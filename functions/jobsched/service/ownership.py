@@ -86,16 +86,22 @@ class Ownership:
             lease = self._view(segment, now, fresh=True)
         return lease.epoch if self._rules.holds(lease, self._region, now) else None
 
-    def verdict(self, segment: int, epoch: int) -> Verdict:
+    def verdict(self, segment: int, epoch: int, margin_ms: int = 0) -> Verdict:
+        """ACT when this region holds the segment now (with `margin_ms` to spare before it must
+        stop), whatever epoch the message was sent under: it is the one region acting on the
+        segment, and claims dedupe (a message of its own older epoch, or one sent before leases:
+        epoch 0, is work the holder may need: a take's rewind reaches back only so far). STALE
+        when another region holds it under a later epoch than the message's (that region handed
+        it off again). WAIT otherwise (this region's lease lapsed and nobody took it yet)."""
         if self._store is None:
             return Verdict.ACT
         now = self._clock.now_ms()
         for fresh in (False, True):
             lease = self._view(segment, now, fresh)
-            if lease is not None and lease.epoch > epoch:
-                return Verdict.STALE
-            if lease is not None and lease.epoch == epoch and self._rules.holds(lease, self._region, now):
+            if self._rules.holds(lease, self._region, now + margin_ms):
                 return Verdict.ACT
+            if lease is not None and lease.region != self._region and lease.epoch > epoch:
+                return Verdict.STALE
         return Verdict.WAIT
 
     def held(self) -> list[int]:
@@ -136,11 +142,26 @@ class Ownership:
     def _for_tick(self, segment: int, now: int) -> TickGrant | None:
         if self._beat_ms is None or now - self._beat_ms >= BEAT_EVERY_MS:
             # This region is live (its ticks reach the store): at most one write per tick
-            # container and BEAT_EVERY_MS, from whichever segment's tick runs first.
-            self._store.beat(self._index, now)
-            self._beat_ms = now
+            # container and BEAT_EVERY_MS, from whichever segment's tick runs first. A failed beat
+            # does not keep the lease from being renewed below.
+            try:
+                self._store.beat(self._index, now)
+                self._beat_ms = now
+            except Exception:  # noqa: BLE001
+                logger.warning("the heartbeat could not be written", exc_info=True)
         lease = self._store.get(segment)
         home = self._regions[segment // self._segments % len(self._regions)]
+        if (lease is not None and lease.region == self._region and not self._rules.holds(lease, self._region, now)
+                and now < self._rules.takeable_from_ms(lease)):
+            # A late or failed tick let this region's own lease run out by its clock, but nobody
+            # may have taken it yet: renewed under the same epoch (the store refuses it if a take
+            # came first), its messages stay valid and nothing is handed off again.
+            renewed = self._store.renew(lease, now, self._rules.lease_ms)
+            if renewed is None:
+                self._forget(segment)
+                return None
+            self._remember(renewed)
+            return TickGrant(renewed.epoch)
         if self._rules.holds(lease, self._region, now):
             if home != self._region and self._home_live(home, now):
                 # The home region is back: give the segment back. The lease is shortened, which the
@@ -174,7 +195,8 @@ class Ownership:
         wait = take_wait_ms(segment, self._segments, self._regions, self._region, live)
         if wait is None or now < self._rules.takeable_from_ms(lease) + wait:
             return None
-        taken = self._store.take(segment, lease, self._region, now, self._rules.lease_ms, self._rules.clock_bound_ms)
+        taken = self._store.take(segment, lease, self._region, now, self._rules.lease_ms, self._rules.clock_bound_ms,
+                                 self._rules.rewind_from_ms(lease, now))
         if taken is None:
             return None
         self._remember(taken)

@@ -71,7 +71,11 @@ class Ticker:
         def time_left(more_ms: int = 0) -> bool:
             """Time for another page (and `more_ms` besides) before the reserve."""
             return remaining_ms is None or remaining_ms() >= TIME_RESERVE_MS + 2 * slowest_page_ms + more_ms
-        last = min(target, done_through + MAX_BUCKETS_PER_RUN)
+        # A run that took the segment hands off its whole rewind and the buckets due now at once
+        # (its time budget still stops it): a capped run would leave the bucket due now to the
+        # next minute's run behind a quarter of an hour already handed off once.
+        reach = MAX_BUCKETS_PER_RUN + (target - grant.rewind_minute if grant.rewind_minute is not None else 0)
+        last = min(target, done_through + reach)
         for minute in range(done_through + 1, last + 1):
             # Claim before reading: a writer that reads this claim dispatches directly; one that
             # wrote before it is seen by the consistent query below. (Timers written into the

@@ -49,6 +49,10 @@ def early_ms(dispatch: Dispatch, now_ms: int) -> int:
 # Regions: a message for a segment whose lease lapsed here and was not taken yet comes back this
 # much later (the lease is renewed, or taken elsewhere and the message refused, within a minute).
 NOT_HELD_WAIT_MS = 20_000
+# ... and a claim is made only this long before the region must stop acting on the segment (the
+# claim's botocore retries: 5 attempts of at most 10 s read time-outs would pass it; throttled
+# claims back off within seconds).
+CLAIM_MARGIN_MS = 10_000
 
 
 class ArrivedEarly(Exception):
@@ -198,6 +202,14 @@ class Worker:
     def _claimed(self, job: Job, dispatch: Dispatch, now: int, starts_at: int, token: str, lease_until: int,
                  run: bool, took_slot: bool) -> WorkResult:
         throttled_ms = starts_at - dispatch.throttled_from_ms if dispatch.throttled_from_ms is not None else None
+        if self.regions is not None and self.regions.multi_region and self.regions.ownership.verdict(
+                self.regions.segment_of(dispatch.job_id), dispatch.epoch, CLAIM_MARGIN_MS) is not Verdict.ACT:
+            # Regions: checked again just before the claim (the first look came before the wait for
+            # the due second and the job's read), with a margin for the claim's own retries: a
+            # region claims only well inside its lease, never once a taker may have started.
+            if took_slot:
+                self._flow.give_back(job, dispatch.execution_id)
+            raise RedeliverLater(dispatch.execution_id, self._clock.now_ms() + NOT_HELD_WAIT_MS)
         try:
             claim = self._executions.claim(dispatch, now, lease_until, callback_token_hash(token), started_ms=starts_at,
                                            throttled_ms=throttled_ms)

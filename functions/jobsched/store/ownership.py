@@ -13,15 +13,46 @@ them are read by each worker container at most every LEASE_CACHE_MS (a Scan of a
 bytes, 0.5 to 2 RU), and by each tick run (a GetItem)."""
 from __future__ import annotations
 
+import time
+
 from botocore.exceptions import ClientError
 
 from jobsched.domain.ownership import Lease, heartbeat_key
 from jobsched.store.dynamo import _condition_lost, plain
 
 
+# MRSC answers ReplicatedWriteConflictException when another Region is writing the same item at
+# once; AWS marks it safe to retry (DDB/multi-region-strong-consistency). botocore does not retry
+# it, nor (past its own attempts) a throttle: a tick that gave up on them would let its lease lapse.
+RETRIED_CODES = frozenset({"ReplicatedWriteConflictException", "ThrottlingException",
+                           "ProvisionedThroughputExceededException", "RequestLimitExceeded"})
+ATTEMPTS = 3
+
+
+class _Retrying:
+    """The table, each call tried up to ATTEMPTS times on RETRIED_CODES (50 ms, then 100 ms apart)."""
+
+    def __init__(self, table, sleep=time.sleep) -> None:
+        self._table = table
+        self._sleep = sleep
+
+    def __getattr__(self, name):
+        call = getattr(self._table, name)
+
+        def retrying(**kwargs):
+            for attempt in range(ATTEMPTS):
+                try:
+                    return call(**kwargs)
+                except ClientError as exc:
+                    if exc.response.get("Error", {}).get("Code") not in RETRIED_CODES or attempt == ATTEMPTS - 1:
+                        raise
+                    self._sleep(0.05 * 2 ** attempt)
+        return retrying
+
+
 class OwnershipStore:
-    def __init__(self, dynamodb, table_name: str) -> None:
-        self._table = dynamodb.Table(table_name)
+    def __init__(self, dynamodb, table_name: str, sleep=time.sleep) -> None:
+        self._table = _Retrying(dynamodb.Table(table_name), sleep)
 
     def get(self, segment: int) -> Lease | None:
         item = self._table.get_item(Key={"segment": segment}, ConsistentRead=True).get("Item")
@@ -64,7 +95,9 @@ class OwnershipStore:
             self._table.update_item(
                 Key={"segment": lease.segment},
                 UpdateExpression="SET endsMs = :ends, renewedMs = :now",
-                ConditionExpression="#region = :me AND #epoch = :epoch AND endsMs > :now",
+                # Region and epoch suffice: a take needs the epoch unchanged and the lease ended by
+                # more than the clock bound, and MRSC orders the two writes.
+                ConditionExpression="#region = :me AND #epoch = :epoch",
                 ExpressionAttributeNames={"#region": "region", "#epoch": "epoch"},
                 ExpressionAttributeValues={":me": lease.region, ":epoch": lease.epoch, ":ends": renewed.ends_ms,
                                            ":now": now_ms})
@@ -75,12 +108,12 @@ class OwnershipStore:
         return renewed
 
     def take(self, segment: int, previous: Lease | None, region: str, now_ms: int, lease_ms: int,
-             clock_bound_ms: int) -> Lease | None:
+             clock_bound_ms: int, rewind_from_ms: int | None = None) -> Lease | None:
         """Take the segment with the next epoch: only if nobody holds it (no lease yet), or the
         lease read is still the current one and has ended by more than the clock bound. None when
         another region won the race."""
         epoch = previous.epoch + 1 if previous else 1
-        taken = Lease(segment, region, epoch, now_ms + lease_ms, now_ms)
+        taken = Lease(segment, region, epoch, now_ms + lease_ms, now_ms, now_ms, rewind_from_ms)
         if previous is None:
             condition, values = "attribute_not_exists(#seg)", {}
         else:
@@ -89,7 +122,8 @@ class OwnershipStore:
         try:
             self._table.put_item(
                 Item={"segment": segment, "region": region, "epoch": epoch, "endsMs": taken.ends_ms,
-                      "renewedMs": now_ms, "previousRenewedMs": previous.renewed_ms if previous else now_ms},
+                      "renewedMs": now_ms, "takenMs": now_ms,
+                      "rewindFromMs": rewind_from_ms if rewind_from_ms is not None else now_ms},
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#seg": "segment"} if previous is None else {"#epoch": "epoch"},
                 **({"ExpressionAttributeValues": values} if values else {}))
@@ -120,4 +154,5 @@ class OwnershipStore:
 def _lease(raw: dict) -> Lease:
     item = plain(raw)
     return Lease(int(item["segment"]), str(item["region"]), int(item["epoch"]), int(item["endsMs"]),
-                 int(item["renewedMs"]))
+                 int(item["renewedMs"]), int(item["takenMs"]) if "takenMs" in item else None,
+                 int(item["rewindFromMs"]) if "rewindFromMs" in item else None)

@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from jobsched.domain.clock import Clock
 from jobsched.domain.dispatch_seal import DispatchSeal
+from jobsched.domain.errors import WrongRegion
 from jobsched.domain.executions import Dispatch
 from jobsched.domain.jobs import Priority
 
@@ -127,9 +128,13 @@ class LaneQueues:
     def _stamped(self, dispatch: Dispatch) -> Dispatch:
         if self.epoch_of is None:
             return dispatch
-        # Not held here now (None): sent under no epoch; a holder's worker refuses or waits it out
-        # (service/ownership.py Verdict), and the timer behind it is handed off by the holder.
-        return replace(dispatch, epoch=self.epoch_of(dispatch.job_id) or 0)
+        epoch = self.epoch_of(dispatch.job_id)
+        if epoch is None:
+            # Not held here now: its workers would refuse it (another region holds the segment) or
+            # it would wait for a lease this region may never get back. The caller answers for it
+            # (the API: 421; a worker: its record comes back, and is then refused or run).
+            raise WrongRegion(f"job {dispatch.job_id}'s segment is not held by this region now")
+        return replace(dispatch, epoch=epoch)
 
     def _url_of(self, queue_arn: str) -> str | None:
         name = queue_arn.rsplit(":", 1)[-1]
