@@ -3,6 +3,7 @@ benchmarks run. The same handlers, events and pollers as the local stack."""
 from __future__ import annotations
 
 import json
+from typing import Callable
 
 import boto3
 
@@ -18,6 +19,24 @@ from jobsched.service.auth import ApiKeys
 from jobsched.service.handoff import LOOK_AHEAD_MINUTES
 from jobsched.settings import Env, Settings
 from jobsched.store.aws import build_stores
+
+
+def step_clock(clock, seconds: float, step_ms: int, on_minute: Callable[[], object], on_step: Callable[[], object],
+               skip_quiet: Callable[[int, int], None]) -> None:
+    """Move a fake clock `seconds` on in steps: `on_minute` at each minute boundary (the ticks, as
+    EventBridge's rules run them), `on_step` after each step (deliveries), then `skip_quiet(end,
+    step_ms)` may move the clock over steps in which nothing could happen."""
+    end = clock.now_ms() + int(seconds * 1000)
+    while clock.now_ms() < end:
+        before = clock.now_ms()
+        step_to = min(end, before + step_ms)
+        next_minute = (before // MS_PER_MINUTE + 1) * MS_PER_MINUTE
+        if next_minute <= step_to:
+            clock.set_ms(next_minute)
+            on_minute()
+        clock.set_ms(max(clock.now_ms(), step_to))
+        on_step()
+        skip_quiet(end, step_ms)
 
 
 class InProcessStack:
@@ -83,17 +102,7 @@ class InProcessStack:
     def advance(self, seconds: float, step_ms: int = 1000) -> None:
         """Move the clock in steps; tick every segment on each minute boundary (as the
         EventBridge rules do) and deliver whatever SQS makes visible."""
-        end = self.clock.now_ms() + int(seconds * 1000)
-        while self.clock.now_ms() < end:
-            before = self.clock.now_ms()
-            step_to = min(end, before + step_ms)
-            next_minute = (before // MS_PER_MINUTE + 1) * MS_PER_MINUTE
-            if next_minute <= step_to:
-                self.clock.set_ms(next_minute)
-                self.tick_all()
-            self.clock.set_ms(max(self.clock.now_ms(), step_to))
-            self.deliver()
-            self._skip_quiet_steps(end, step_ms)
+        step_clock(self.clock, seconds, step_ms, self.tick_all, self.deliver, self._skip_quiet_steps)
 
     def next_ready_ms(self) -> float | None:
         """When a message of this stack's lanes next becomes receivable (None: they hold none)."""

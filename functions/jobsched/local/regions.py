@@ -93,7 +93,7 @@ from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.schedule import MS_PER_MINUTE
 from jobsched.local import strict_aws
 from jobsched.local.emulator import EMULATOR_LOCK
-from jobsched.local.inprocess import InProcessStack
+from jobsched.local.inprocess import InProcessStack, step_clock
 from jobsched.local.stack import ACCOUNT
 from jobsched.settings import Env
 
@@ -731,20 +731,16 @@ class RegionsSim:
         `segments`; each step the replication due is applied, then every live region delivers
         its visible lane messages. Steps in which nothing could happen are skipped (as
         InProcessStack does), bounded by the next replication due."""
-        end = self.clock.now_ms() + int(seconds * 1000)
-        while self.clock.now_ms() < end:
-            before = self.clock.now_ms()
-            step_to = min(end, before + step_ms)
-            next_minute = (before // MS_PER_MINUTE + 1) * MS_PER_MINUTE
-            if next_minute <= step_to:
-                self.clock.set_ms(next_minute)
-                self.replicator.apply_due()
-                for region in self.regions:
-                    self.tick(region)
-            self.clock.set_ms(max(self.clock.now_ms(), step_to))
+        def on_minute() -> None:
+            self.replicator.apply_due()
+            for region in self.regions:
+                self.tick(region)
+
+        def on_step() -> None:
             self.replicator.apply_due()
             self.deliver()
-            self._skip_quiet_steps(end, step_ms)
+
+        step_clock(self.clock, seconds, step_ms, on_minute, on_step, self._skip_quiet_steps)
 
     def _skip_quiet_steps(self, end: int, step_ms: int) -> None:
         now = self.clock.now_ms()
