@@ -43,7 +43,7 @@ class Plan:
 
 
 QUICK = Plan(("us-east-1", "us-west-2", "eu-west-1"), recurring=1, one_time=10, one_time_every_s=60,
-             steady_s=120, killed_s=240, partitioned_s=240, healed_s=180)
+             steady_s=60, killed_s=200, partitioned_s=200, healed_s=210)
 FULL = Plan(("us-east-1", "eu-west-1", "ap-northeast-1", "us-west-2", "eu-central-1"), recurring=4,
             one_time=40, one_time_every_s=20, steady_s=180, killed_s=300, partitioned_s=300, healed_s=240)
 
@@ -105,14 +105,17 @@ def _create(sim, plan: Plan, clock) -> dict[str, dict]:
     horizon_s = plan.steady_s + plan.killed_s + plan.partitioned_s + plan.healed_s
     for region in plan.regions:
         for i in range(plan.recurring):
+            # RUN_ALL: every occurrence a failover made late must still run (the default, RUN_ONCE,
+            # runs late occurrences of one job once: a failover may coalesce them, as a late tick does).
             status, body = sim.request(region, "POST", "/v1/jobs", {
-                "name": f"{region}-every-minute-{i}", "type": "RATE", "schedule": "PT1M", "target": HOOK}, key=KEY)
+                "name": f"{region}-every-minute-{i}", "type": "RATE", "schedule": "PT1M", "target": HOOK,
+                "misfirePolicy": "RUN_ALL"}, key=KEY)
             assert status == 201, body
             jobs[body["jobId"]] = {"region": region, "recurring": True,
                                    "first": parse_instant(body["nextFireAt"], "nextFireAt")}
         # A workflow every two minutes: its run starts step A, whose end starts step B.
         status, body = sim.request(region, "POST", "/v1/jobs", {
-            "name": f"{region}-workflow", "type": "RATE", "schedule": "PT2M",
+            "name": f"{region}-workflow", "type": "RATE", "schedule": "PT2M", "misfirePolicy": "RUN_ALL",
             "steps": [{"name": "A", "target": HOOK}, {"name": "B", "target": HOOK, "dependsOn": ["A"]}]}, key=KEY)
         assert status == 201, body
         jobs[body["jobId"]] = {"region": region, "recurring": True, "every": 2 * MINUTE, "steps": ("A", "B"),

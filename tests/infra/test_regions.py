@@ -278,9 +278,12 @@ def test_a_plan_aws_would_refuse_fails_synthesis_naming_the_setting(regions, own
         plan(tuple(regions), tuple(ownership), segments)
 
 
-def test_cfn_lint_passes_on_every_regions_template(five, tmp_path):
+def test_cfn_lint_passes_on_each_kind_of_regions_template(five, tmp_path):
     paths = []
-    for name, stack in five.items():
+    # The first region's (the signing key's primary, the ownership table), a middle one's (a
+    # replica key) and the last one's (the global tables): the others are the middle one's kind.
+    names = list(five)
+    for name, stack in ((n, five[n]) for n in dict.fromkeys([names[0], names[len(names) // 2], names[-1]])):
         path = tmp_path / f"{name}.template.json"
         path.write_text(json.dumps(stack["template"]))
         paths.append(str(path))

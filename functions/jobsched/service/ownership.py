@@ -202,7 +202,10 @@ class Ownership:
         self._remember(taken)
         logger.warning("segment taken", extra={"segment": segment, "epoch": taken.epoch,
                                                "from": lease.region if lease else None})
-        return TickGrant(taken.epoch, self._rules.rewind_minute(lease, now))
+        # The first lease of a segment rewinds nothing: no region held it, so no region's queues
+        # hold messages of it that only a lease could refuse (one sent before leases carries epoch
+        # 0, which the holder runs).
+        return TickGrant(taken.epoch, self._rules.rewind_minute(lease, now) if lease is not None else None)
 
     def _release_end(self, now: int) -> int:
         bound = self._rules.clock_bound_ms
