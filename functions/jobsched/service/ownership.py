@@ -169,12 +169,18 @@ class Ownership:
                 # no sooner than CACHE_MS and the clock bound from now, so each of them has read
                 # the new end before the old one could mislead it. And it ends just before a
                 # minute's ticks (by the clock bound), so the home's tick then takes it at once
-                # instead of a minute later. This tick hands nothing off: the home's take hands off
-                # again from this lease's last renewal.
-                self._store.release(lease, min(lease.ends_ms, self._release_end(now)))
-                self._forget(segment)
+                # instead of a minute later. Until then this region still holds it and hands off
+                # as before (its workers stop by the new end; the home's take hands off again from
+                # this lease's last renewal, so what they leave is not lost).
+                ends = min(lease.ends_ms, self._release_end(now))
+                if ends < lease.ends_ms and not self._store.release(lease, ends):
+                    self._forget(segment)
+                    return None
+                lease = Lease(lease.segment, lease.region, lease.epoch, ends, lease.renewed_ms, lease.taken_ms,
+                              lease.rewind_from_ms)
+                self._remember(lease)
                 logger.info("lease given back to its home region", extra={"segment": segment, "home": home})
-                return None
+                return TickGrant(lease.epoch) if self._rules.holds(lease, self._region, now) else None
             if self._rules.renewal_due(lease, now):
                 renewed = self._store.renew(lease, now, self._rules.lease_ms)
                 if renewed is None:
