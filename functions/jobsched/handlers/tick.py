@@ -54,10 +54,13 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         per_segment.flush_metrics()
         logger.info("tick", extra={"segment": segment, "buckets": report.buckets, "dispatched": handoff.dispatched,
                                    "nextTimers": handoff.next_timers, "stale": handoff.stale,
-                                   "behindMinutes": report.behind_minutes, "outOfTime": report.out_of_time})
+                                   "behindMinutes": report.behind_minutes, "outOfTime": report.out_of_time,
+                                   # regions: held here, under which epoch, and a take's rewind
+                                   "held": report.held, "epoch": report.epoch, "rewoundTo": report.rewound_to})
         return {"segment": segment, "buckets": report.buckets, "dispatched": handoff.dispatched,
                 "nextTimers": handoff.next_timers,
-                "behindMinutes": report.behind_minutes, "outOfTime": report.out_of_time}
+                "behindMinutes": report.behind_minutes, "outOfTime": report.out_of_time,
+                "held": report.held, "epoch": report.epoch, "rewoundTo": report.rewound_to}
 
     return handler
 
