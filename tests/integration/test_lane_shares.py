@@ -10,7 +10,7 @@ from jobsched.domain.jobs import Priority
 from jobsched.domain.lane_shares import format_caps, share_of
 from jobsched.handlers import worker as worker_handler
 from jobsched.local.events import Function, sqs_event
-from jobsched.service.lane_shares import LaneGate
+from jobsched.service.lane_shares import LaneGate, slot_lease
 from jobsched.settings import Env
 from jobsched.store.flow import LANE_HOST_SPACE, LANE_TENANT_SPACE
 
@@ -117,6 +117,24 @@ def test_a_container_takes_one_slot_for_all_its_attempts_of_a_tenant_and_gives_i
         assert all(harness.stores.flow.held("NORMAL", owner, shard, space) == {} for shard in range(limit)), space
 
 
+def test_a_held_slot_is_not_written_again_for_each_later_attempt_within_its_minute(harness):
+    # Given a container holding A's slot for an attempt leased until some instant
+    gate = LaneGate(harness.stores.flow, harness.clock, {Priority.NORMAL: 8}, 50, 0, "one")
+    lease = (harness.clock.now_ms() // 60_000 + 2) * 60_000 + 1
+    first = gate.admit(_job(harness, TENANT_A, SLOW_URL), lease)
+    assert first is not None
+    units = _lane_units(harness)
+    # When more attempts start, each a little later (records due at other sub-second instants)
+    later = [gate.admit(_job(harness, TENANT_A, SLOW_URL), lease + step) for step in (250, 500, 59_998)]
+    # Then none of them writes: the slot's lease is already on the minute that covers them
+    assert all(admission is not None for admission in later)
+    assert _lane_units(harness) == units
+    # and one that outlasts that minute extends it once
+    assert gate.admit(_job(harness, TENANT_A, SLOW_URL), lease + 60_000) is not None
+    assert _lane_units(harness) == units + 1
+    assert harness.stores.flow.held("NORMAL", TENANT_A, 0, LANE_TENANT_SPACE) == {"one": slot_lease(lease + 60_000)}
+
+
 def test_a_slot_of_a_container_that_died_comes_back_after_its_lease(harness):
     # Given a lane of 2 (share 1) whose one slot for A is held by a container that then died
     caps = {Priority.NORMAL: 2}
@@ -126,7 +144,9 @@ def test_a_slot_of_a_container_that_died_comes_back_after_its_lease(harness):
     alive = LaneGate(harness.stores.flow, harness.clock, caps, 50, 0, "alive")
     # Then another container is held back while the lease lasts, and admitted once it has ended
     assert alive.admit(_job(harness, TENANT_A, SLOW_URL), lease + 90_000) is None
-    harness.clock.set_ms(lease + 1)
+    # (the slot's lease is the attempt's, rounded up to the minute: no write for each new record)
+    assert harness.stores.flow.held("NORMAL", TENANT_A, 0, LANE_TENANT_SPACE) == {"dead": slot_lease(lease)}
+    harness.clock.set_ms(slot_lease(lease) + 1)
     admitted = alive.admit(_job(harness, TENANT_A, SLOW_URL), lease + 90_000)
     assert admitted is not None
     # and another tenant is never held back by A's slot

@@ -9,7 +9,8 @@ per host, on the first of its attempts for it, and gives it back when its last o
 attempts in between cost no write.
 
 Slots are flow control's bounded slot maps (store/flow.py), keyed by container id instead of
-execution id, with the lease of the container's longest attempt in flight: a container that dies
+execution id, with the lease of the container's longest attempt in flight (rounded up to the
+minute, so that later attempts seldom write it again): a container that dies
 holding one leaves a lease that the next taker finding the map full reclaims. The excess is held
 back by the caller (service/flow.py FlowGate.hold_back: sent again with a growing delay, its
 message deleted, no attempt used), so a saturated tenant's records leave their invocation at once
@@ -33,6 +34,16 @@ logger = logging.getLogger(__name__)
 # a crowd arriving at once costs each map one failed write per container, not one per record.
 FULL_MEMO_MS = 1_000
 MEMO_LIMIT = 10_000  # entries; cleared when passed
+# A slot's lease is its container's longest attempt in flight rounded up to this grid: the records
+# of a batch (and of the batches after it) start at different instants, and an exact lease grew with
+# each of them, one write per record. On the grid a held slot is extended at most once a minute; a
+# dead container's slot comes back at most this much later.
+SLOT_LEASE_GRID_MS = 60_000
+
+
+def slot_lease(lease_until_ms: int) -> int:
+    """The lease a slot is taken or extended with for an attempt leased until `lease_until_ms`."""
+    return -(-lease_until_ms // SLOT_LEASE_GRID_MS) * SLOT_LEASE_GRID_MS
 LOCK_STRIPES = 64  # above a batch's ten threads: records of different bounds seldom wait
 
 
@@ -85,6 +96,7 @@ class LaneGate:
     def admit(self, job: Job, lease_until_ms: int) -> Admission | None:
         """The slots this attempt needs (its tenant's, its host's), or None when one of them is
         saturated (what it took meanwhile is given back)."""
+        lease_until_ms = slot_lease(lease_until_ms)
         admission = Admission()
         for bound in self.bounds(job):
             try:
