@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import boto3
 
 from bench.common import NO_QUOTAS, emulator, machine, print_table, template, use_local_aws
+from jobsched.handlers.worker import LOG_LATE_MS
 from jobsched.sizing import TICK_MEMORY_MB, segments_for
 
 PRICE_DATE = "2026-11-24"
@@ -124,6 +125,10 @@ class LogMeter(io.TextIOBase):
             self.bytes[service] += len(line.encode()) + 1
             if isinstance(doc, dict) and "_aws" not in doc:
                 self.bytes[f"{service}:lines"] += len(line.encode()) + 1  # log lines, not EMF metrics
+                if doc.get("message") == "attempt" and doc.get("outcome") == "SUCCEEDED" and (
+                        doc.get("lateMs") or 0) <= LOG_LATE_MS:
+                    # measured with every attempt logged; the deployed percent is applied in the bill
+                    self.bytes[f"{service}:attempt_ok"] += len(line.encode()) + 1
             for directive in (doc.get("_aws") or {}).get("CloudWatchMetrics", []) if isinstance(doc, dict) else []:
                 for dims in directive.get("Dimensions", []):
                     for metric in directive.get("Metrics", []):
@@ -224,6 +229,13 @@ class Scenario:
     create_gap_ms: int  # between creates
     fire_minutes: int
     expect: bool = False  # absence alerts: each fire checked at its deadline (expect.successWithinSec)
+    tenants: int = 1  # jobs created round robin by this many tenants (lane shares: a slot per tenant a batch)
+
+    def keys(self) -> dict[str, str]:
+        return {"bench": "bench-key"} if self.tenants == 1 else {f"bench{t}": f"bench-key-{t}" for t in range(self.tenants)}
+
+    def key(self, i: int) -> str:
+        return "bench-key" if self.tenants == 1 else f"bench-key-{i % self.tenants}"
 
     def body(self, i: int) -> dict:
         body = {"name": f"c{i}", "target": {"type": "HTTP", "url": "http://127.0.0.1:9/x"}, "payload": {"i": i}}
@@ -250,8 +262,22 @@ class Measured:
     metrics: set
     template: dict
 
+    @property
+    def attempt_log_percent(self) -> int:
+        """The percent of succeeded attempts the deployed worker logs (its ATTEMPT_LOG_PERCENT)."""
+        from jobsched.settings import Env
+
+        for resource in self.template["Resources"].values():
+            variables = resource.get("Properties", {}).get("Environment", {}).get("Variables", {})
+            if resource["Type"] == "AWS::Lambda::Function" and Env.ATTEMPT_LOG_PERCENT in variables:
+                return int(variables[Env.ATTEMPT_LOG_PERCENT])
+        return 100
+
 
 IDLE_MINUTES = 3
+# Every attempt line is measured (the deployed sampling keeps 1 % of the succeeded ones: too few to
+# size at the bench's counts); the bill applies the template's percent to the succeeded ones.
+EVERY_ATTEMPT_LOGGED = {**NO_QUOTAS, "worker": {"ATTEMPT_LOG_PERCENT": "100"}}
 
 
 def measure(scenario: Scenario, idle_minutes: int = IDLE_MINUTES) -> Measured:
@@ -265,8 +291,8 @@ def measure(scenario: Scenario, idle_minutes: int = IDLE_MINUTES) -> Measured:
         session = boto3.session.Session(region_name="us-east-1")
         meter.attach(session)
         tpl = template()
-        stack = InProcessStack(tpl, clock, invoker=NoopTarget(), session=session, keys={"bench": "bench-key"},
-                               env_overrides=NO_QUOTAS)
+        stack = InProcessStack(tpl, clock, invoker=NoopTarget(), session=session, keys=scenario.keys(),
+                               env_overrides=EVERY_ATTEMPT_LOGGED)
         env = stack.envs["worker"]
         from jobsched.settings import Env
         meter.tables = {env[Env.JOBS_TABLE]: "Jobs", env[Env.TIMERS_TABLE]: "Timers",
@@ -280,7 +306,7 @@ def measure(scenario: Scenario, idle_minutes: int = IDLE_MINUTES) -> Measured:
         meter.take_logs()
         meter.phase = "create"
         for i in range(scenario.jobs):
-            status, answer = stack.request("POST", "/v1/jobs", scenario.body(i))
+            status, answer = stack.request("POST", "/v1/jobs", scenario.body(i), key=scenario.key(i))
             assert status == 201, answer
             clock.advance_ms(scenario.create_gap_ms)
         meter.take_logs()
@@ -373,6 +399,7 @@ def per_execution_counts(m: Measured, rate: float) -> dict:
         out[f"inv_{fn}"] = mix(lambda t, fn=fn: t.invocations[fn])
         out[f"log_{fn}"] = mix(lambda t, fn=fn: t.log_bytes[fn])
         out[f"loglines_{fn}"] = mix(lambda t, fn=fn: t.log_bytes[f"{fn}:lines"])
+    out["attempt_ok_worker"] = mix(lambda t: t.log_bytes["worker:attempt_ok"])
     out["inv_tick"] = tick_runs_per_execution  # a tick run is fixed; its timers are in its duration
     tables = sorted({k[1] for t in (m.fire, m.create, m.idle) for k in t.units})
     for table in tables:
@@ -396,6 +423,7 @@ class WhatIf:
     pitr: bool = True
     wait: bool = True
     info_lines: bool = True
+    attempt_log_percent: int | None = None  # None: the template's
 
 
 def bill(m: Measured, rate: float, provisioned: bool = False, what_if: WhatIf = WhatIf()) -> dict[str, float]:
@@ -449,8 +477,10 @@ def bill(m: Measured, rate: float, provisioned: bool = False, what_if: WhatIf = 
     containers = max(1.0, rate * batch_s / records)
     kms_per_s = (LANES * (2 * 3 + 1) + 5 * 3 * containers) / KMS_REUSE_S
     lines["KMS requests"] = kms_per_s / rate * MILLION / 10_000 * price("kms_request")
+    percent = m.attempt_log_percent if what_if.attempt_log_percent is None else what_if.attempt_log_percent
+    unsampled = c["attempt_ok_worker"] * (1 - percent / 100) if what_if.info_lines else 0.0
     log_bytes = sum(c[f"log_{fn}"] - (0 if what_if.info_lines else c[f"loglines_{fn}"])
-                    for fn in ("api", "tick", "worker")) \
+                    for fn in ("api", "tick", "worker")) - unsampled \
         + requests * (PLATFORM_LOG_BYTES + 3 * EVENT_OVERHEAD_BYTES) + c["creates"] * ACCESS_LOG_BYTES
     log_gb = log_bytes * MILLION / GB
     lines["CloudWatch Logs ingestion"] = log_gb * price("logs_ingest_gb")
@@ -512,14 +542,14 @@ def main(argv: list[str] | None = None) -> None:
                      f"{calls['worker'] / n:.2f}", f"{calls['tick'] / n:.2f}", f"{calls['esm'] / n:.2f}",
                      f"{sum(v for (t, k), v in units.items() if k == 'write') / n:.2f}",
                      f"{sum(v for (t, k), v in units.items() if k == 'read') / n:.2f}",
-                     f"{m.fire.log_bytes['worker'] / n:.0f}",
+                     f"{(m.fire.log_bytes['worker'] - (1 - m.attempt_log_percent / 100) * m.fire.log_bytes['worker:attempt_ok']) / n:.0f}",
                      f"{sum(v for (f, s, o), v in m.create.calls.items() if f == 'api') / m.scenario.jobs:.2f}",
                      f"{sum(v for (f, t, k), v in m.create.units.items() if k == 'write') / m.scenario.jobs:.2f}",
                      f"{m.create.log_bytes['api'] / m.scenario.jobs:.0f}",
                      " ".join(f"{t}:{b:.0f}" for t, b in m.stored_bytes.items())))
     print_table("Measured per execution (fire: ticks and worker; create: per created job)", rows,
                 ("scenario", "executions", "records/batch", "worker calls", "tick calls", "ESM calls",
-                 "fire WU", "fire RU", "worker log B", "create calls", "create WU", "create log B",
+                 "fire WU", "fire RU", "worker log B (as deployed)", "create calls", "create WU", "create log B",
                  "stored B per execution"))
     idle = first.idle
     print(f"\nA tick run with nothing due: {sum(v for (f, s, o), v in idle.calls.items() if f == 'tick') / max(first.idle_tick_runs, 1):.1f} "
@@ -547,6 +577,8 @@ def main(argv: list[str] | None = None) -> None:
               ("execution retention 7 days (not 30)", WhatIf(retention_days=7), "history readable 7 days"),
               ("PITR off", WhatIf(pitr=False), "restore to a point in the last 35 days"),
               ("no wait for the due second", WhatIf(wait=False), "sub-second precision: calls up to 1 s early"),
+              ("every attempt logged (-c attemptLogPercent=100; 1 as deployed)", WhatIf(attempt_log_percent=100),
+               "nothing: the line of each succeeded attempt"),
               ("no INFO log lines (metrics kept)", WhatIf(info_lines=False), "the per-attempt and per-create lines")]
     rows = []
     for label, what_if, gives in levers:
@@ -574,6 +606,28 @@ def main(argv: list[str] | None = None) -> None:
           f"free tiers not subtracted.")
     if not quick or "--expect" in (argv or sys.argv[1:]):  # `--quick --expect`: with the quick plans
         expectation_overhead(measured["recurring, full batches"], quick)
+    if not quick or "--tenants" in (argv or sys.argv[1:]):
+        tenants_overhead(measured["recurring, full batches"], quick)
+
+
+def tenants_overhead(plain: Measured, quick: bool, tenants: int = 10) -> None:
+    """Lane shares with many tenants: the scenarios above have one tenant, whose batch of ten records
+    costs one slot take and give-back per bound. The same recurring jobs created by `tenants`
+    tenants put records of several tenants in a batch, each with its own slot."""
+    base = plain.scenario
+    many = measure(Scenario(f"{base.name}, {tenants} tenants", base.kind, base.jobs, base.create_gap_ms,
+                            base.fire_minutes, tenants=tenants), 1 if quick else IDLE_MINUTES)
+    rows = []
+    for m in (plain, many):
+        n = max(m.executions, 1)
+        jobs_wu = sum(v for (f, t, k), v in m.fire.units.items() if k == "write" and t == "Jobs") / n
+        all_wu = sum(v for (f, t, k), v in m.fire.units.items() if k == "write") / n
+        rows.append((m.scenario.name, m.scenario.tenants, f"{n / max(m.fire.invocations['worker'], 1):.1f}",
+                     f"{jobs_wu:.2f}", f"{all_wu:.2f}", f"{bill(m, 10_000.0)['total']:.3f}",
+                     f"{bill(m, 10_000.0, True)['total']:.3f}"))
+    print_table("Lane shares and tenants: the same recurring jobs, one tenant or several (per execution)", rows,
+                ("scenario", "tenants", "records/batch", "fire WU on Jobs (lane slots)", "fire WU",
+                 "USD/million on-demand", f"USD/million provisioned@{PROVISIONED_UTILIZATION:.0%}"))
 
 
 def expectation_overhead(plain: Measured, quick: bool) -> None:

@@ -47,6 +47,9 @@ class Env:
     LANE_CAPS = "LANE_CAPS"
     LANE_TENANT_PERCENT = "LANE_TENANT_PERCENT"
     LANE_HOST_PERCENT = "LANE_HOST_PERCENT"
+    # Percent of succeeded attempts the worker writes its "attempt" log line for (every other
+    # outcome, and every attempt more than a second late, is always logged); 100 when unset.
+    ATTEMPT_LOG_PERCENT = "ATTEMPT_LOG_PERCENT"
     # The role the worker assumes per tenant, with the tenant's session tag, to call AWS targets
     # (infra/jobsched_infra/targets.py); a target is reachable only when tagged with the tenant.
     TARGETS_ROLE_ARN = "TARGETS_ROLE_ARN"
@@ -119,6 +122,7 @@ class Settings:
     lane_caps: tuple[tuple[Priority, int], ...] = ()  # empty: no lane shares
     lane_tenant_percent: int = 0
     lane_host_percent: int = 0
+    attempt_log_percent: int = 100
     targets_role_arn: str = ""
     target_account: str = ""
     target_arn_patterns: tuple[str, ...] = ()
@@ -182,6 +186,7 @@ class Settings:
             lane_caps=_lane_caps(env),
             lane_tenant_percent=_percent(env, Env.LANE_TENANT_PERCENT),
             lane_host_percent=_percent(env, Env.LANE_HOST_PERCENT),
+            attempt_log_percent=_percent(env, Env.ATTEMPT_LOG_PERCENT, "100"),
             targets_role_arn=env.get(Env.TARGETS_ROLE_ARN, ""),
             target_account=env.get(Env.TARGET_ACCOUNT, ""),
             target_arn_patterns=tuple(p for p in env.get(Env.TARGET_ARN_PATTERNS, "").split(",") if p),
@@ -229,8 +234,8 @@ def _lane_caps(env: Mapping[str, str]) -> tuple[tuple[Priority, int], ...]:
         raise SettingsError(f"{Env.LANE_CAPS}: {exc}") from None
 
 
-def _percent(env: Mapping[str, str], name: str) -> int:
-    value = env.get(name) or "0"
+def _percent(env: Mapping[str, str], name: str, default: str = "0") -> int:
+    value = env.get(name) or default
     if not (value.isascii() and value.isdigit()) or int(value) > 100:
         raise SettingsError(f"{name} must be a percent 0..100, got {value!r}")
     return int(value)

@@ -115,6 +115,7 @@ class JobschedStack(Stack):
             Env.LANE_CAPS: format_caps(dict(config.lane_max_concurrency)),
             Env.LANE_TENANT_PERCENT: str(config.lane_tenant_percent),
             Env.LANE_HOST_PERCENT: str(config.lane_host_percent),
+            Env.ATTEMPT_LOG_PERCENT: str(config.attempt_log_percent),
             **signing_env,
         }, timeout=WORKER_TIMEOUT, memory_mb=WORKER_MEMORY_MB,
             reserved_concurrent_executions=config.worker_reserved_concurrency or None)

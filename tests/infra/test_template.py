@@ -108,6 +108,8 @@ def test_concurrency_is_isolated_between_api_tick_and_lanes(template):
     settings = Settings.from_env(worker_env | {name: "x" for name in FUNCTION_ENV["worker"] if name not in worker_env}
                                  | {Env.SEGMENTS: "1"}, "worker")
     assert settings.lane_caps and settings.lane_tenant_percent == 50
+    # One succeeded attempt in a hundred gets its log line (every other outcome always does)
+    assert worker_env[Env.ATTEMPT_LOG_PERCENT] == "1" and settings.attempt_log_percent == 1
 
 
 def _targets_role(template):

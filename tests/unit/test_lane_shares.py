@@ -20,7 +20,8 @@ def test_caps_are_matched_to_their_true_end(text):
 
 
 @pytest.mark.parametrize("name,value", [(Env.LANE_TENANT_PERCENT, "101"), (Env.LANE_HOST_PERCENT, "-1"),
-                                        (Env.LANE_TENANT_PERCENT, "5\n"), (Env.LANE_CAPS, "NORMAL=x")])
+                                        (Env.LANE_TENANT_PERCENT, "5\n"), (Env.LANE_CAPS, "NORMAL=x"),
+                                        (Env.ATTEMPT_LOG_PERCENT, "100\n"), (Env.ATTEMPT_LOG_PERCENT, "0.5")])
 def test_bad_lane_settings_name_the_variable(name, value):
     env = {Env.JOBS_TABLE: "j", Env.TIMERS_TABLE: "t", Env.EXECUTIONS_TABLE: "e", Env.SEGMENTS_TABLE: "s",
            Env.LANE_URL[Priority.HIGH]: "h", Env.LANE_URL[Priority.NORMAL]: "n", Env.LANE_URL[Priority.LOW]: "l",
