@@ -46,7 +46,8 @@ def env(segments: int = SEGMENTS) -> dict[str, str]:
     env = {Env.JOBS_TABLE: "Jobs", Env.TIMERS_TABLE: "Timers", Env.EXECUTIONS_TABLE: "Executions",
            Env.SEGMENTS_TABLE: "Segments", Env.API_KEYS_TABLE: "ApiKeys", Env.SEGMENTS: str(segments),
            Env.ALLOW_PRIVATE_TARGETS: "true", Env.EXECUTION_RETENTION_DAYS: "30",
-           Env.TARGETS_ROLE_ARN: "arn:aws:iam::123456789012:role/targets", Env.TARGET_ACCOUNT: "123456789012"}
+           Env.TARGETS_ROLE_ARN: "arn:aws:iam::123456789012:role/targets", Env.TARGET_ACCOUNT: "123456789012",
+           Env.ATTEMPT_LOG_PERCENT: "1"}  # as deployed (infra's attemptLogPercent)
     for priority, variable in Env.LANE_URL.items():
         env[variable] = QUEUE_URL.format(LANES[priority.value])
     return env
@@ -103,8 +104,9 @@ class _Sink(io.StringIO):
 
 @contextlib.contextmanager
 def lambda_logging() -> Iterator[None]:
-    """The functions log at INFO, as deployed (one line per tick and per attempt), to stdout, as
-    in Lambda; here the lines go nowhere (formatting them still counts)."""
+    """The functions log at INFO, as deployed (one line per tick, and per attempt at the deployed
+    attemptLogPercent: see env()), to stdout, as in Lambda; here the lines go nowhere (formatting
+    them still counts)."""
     import jobsched.handlers.tick  # noqa: F401 - creates the loggers
     import jobsched.handlers.worker  # noqa: F401
 

@@ -140,8 +140,9 @@ def test_the_strict_layer_reads_no_item_itself_the_emulator_reports_them(local_s
     peeks = after.get("peek", 0) - before.get("peek", 0)
     gets = after.get("GetItem", 0) - before.get("GetItem", 0)
     assert peeks == 0 and gets <= 2, (peeks, gets)  # the API's own reads: its key, the watermark
-    # Billed all the same: the job, its two index entries, the quota counters, the timer.
-    assert sum(use.write_units for use in runtime.strict.ledger.partitions.values()) - billed >= 6
+    # Billed all the same: the job, its two index entries, the quota counter (one item counts both
+    # quotas), the timer (at least: a tick may write meanwhile).
+    assert sum(use.write_units for use in runtime.strict.ledger.partitions.values()) - billed >= 5
 
 
 def test_health_fails_when_the_emulator_does_not_answer(local_stack):

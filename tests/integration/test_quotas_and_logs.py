@@ -93,7 +93,7 @@ def test_a_busy_tenants_counters_are_sharded_and_still_exact_within_the_shard_co
     # 1,000 creates a second: the per-second counter in 2 shards, the active-jobs counter in 4
     # (each written about 500 times a second at most), 3 places each for a quota of 10.
     quotas = Quotas(max_active_jobs=10, max_creates_per_second=1000)
-    assert (quotas.rate_shards, quotas.active_shards) == (2, 4)
+    assert quotas.active_shards == 4
     limited = limited_api(harness, MAX_ACTIVE_JOBS=10, MAX_CREATES_PER_SECOND=1000)
     created = []
     for _ in range(20):
@@ -167,8 +167,79 @@ def test_giving_back_more_than_is_counted_stops_at_zero(harness):
     from .harness import TENANT_A
 
     store = harness.stores.jobs
-    assert store.take_quota(TENANT_A, "probe", 10) and store.take_quota(TENANT_A, "probe", 10)
+    assert store.take_create_place(TENANT_A, "probe", 10, 100, 10)[0] is None
+    assert store.take_create_place(TENANT_A, "probe", 10, 100, 10)[0] is None
     store.give_back_quota(TENANT_A, "probe", 5)
     assert quota_items(harness, TENANT_A)["quota#probe"] == 0
     store.give_back_quota(TENANT_A, "probe")
     assert quota_items(harness, TENANT_A)["quota#probe"] == 0
+
+
+def _quota_writes(harness, session):
+    """The UpdateItems of quota items made through `session`, with whether each succeeded."""
+    writes = []
+
+    def sent(params, **_):
+        key = params.get("Key", {}).get("jobId")
+        if str(key.get("S") if isinstance(key, dict) else key).startswith("quota#"):
+            writes.append(params["UpdateExpression"])
+
+    session.events.register("provide-client-params.dynamodb.UpdateItem", sent)
+    return writes
+
+
+def test_a_create_counts_both_quotas_in_one_write_to_one_item(harness):
+    import boto3
+
+    from .harness import TENANT_A
+
+    session = boto3.session.Session(region_name="us-east-1")
+    writes = _quota_writes(harness, session)
+    api_fn = Function("api", api.make_handler(harness.envs["api"], harness.clock, session))
+    # A create in a second of its own: one write, which starts the item's second
+    assert call(api_fn, "POST", "/v1/jobs", BODY)[0] == 201
+    assert writes == ["ADD used :one SET sec = :sec, secUsed = :one"]
+    # Three more in that same second: one write each, counted in it
+    for _ in range(3):
+        assert call(api_fn, "POST", "/v1/jobs", BODY)[0] == 201
+    assert writes[1:] == ["ADD used :one, secUsed :one"] * 3
+    item = harness.session.resource("dynamodb").Table(harness.settings.jobs_table).get_item(
+        Key={"tenantId": TENANT_A, "jobId": "quota#active"}, ConsistentRead=True)["Item"]
+    assert (item["used"], item["secUsed"], item["sec"]) == (4, 4, harness.clock.now_ms() // 1000)
+    # and no counter item of its own for the second any more
+    assert set(quota_items(harness, TENANT_A)) == {"quota#active"}
+    # A later second starts again at one, with one write
+    harness.clock.advance_ms(1000)
+    del writes[:]
+    assert call(api_fn, "POST", "/v1/jobs", BODY)[0] == 201
+    assert writes == ["ADD used :one SET sec = :sec, secUsed = :one"]
+
+
+def test_the_active_jobs_quota_and_the_rate_are_told_apart_when_one_item_counts_both(harness):
+    limited = limited_api(harness, MAX_ACTIVE_JOBS=2, MAX_CREATES_PER_SECOND=5)
+    assert [call(limited, "POST", "/v1/jobs", BODY)[0] for _ in range(2)] == [201, 201]
+    status, body = call(limited, "POST", "/v1/jobs", BODY)
+    assert status == 429 and "2 jobs that have not ended" in body["error"]["message"]
+    harness.clock.advance_ms(1000)
+    status, body = call(limited, "POST", "/v1/jobs", BODY)
+    assert status == 429 and "2 jobs that have not ended" in body["error"]["message"]
+    limited = limited_api(harness, MAX_ACTIVE_JOBS=100, MAX_CREATES_PER_SECOND=2)
+    assert [call(limited, "POST", "/v1/jobs", BODY)[0] for _ in range(2)] == [201, 201]  # this second's two
+    status, body = call(limited, "POST", "/v1/jobs", BODY)
+    assert (status, body["error"]["message"].startswith("more than 2 jobs created in one second")) == (429, True)
+
+
+def test_an_item_a_second_ahead_counts_the_create_in_its_second_and_holds_its_rate(harness):
+    from .harness import TENANT_A
+
+    store = harness.stores.jobs
+    # Another API container, its clock a second ahead, counted 2 creates in second 101
+    assert store.take_create_place(TENANT_A, "skew", 100, 101, 2) == (None, 101)
+    assert store.take_create_place(TENANT_A, "skew", 100, 101, 2) == (None, 101)
+    # This container, in second 100, counts against that later second: full
+    assert store.take_create_place(TENANT_A, "skew", 100, 100, 2) == ("rate", 101)
+    assert store.take_create_place(TENANT_A, "skew", 100, 100, 2, new_second_first=True) == ("rate", 101)
+    # In second 102 it starts again, whichever write it tries first
+    assert store.take_create_place(TENANT_A, "skew", 100, 102, 2) == (None, 102)
+    assert store.take_create_place(TENANT_A, "skew", 100, 102, 2, new_second_first=True) == (None, 102)
+    assert quota_items(harness, TENANT_A)["quota#skew"] == 4

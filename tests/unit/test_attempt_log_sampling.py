@@ -22,7 +22,7 @@ def test_a_succeeded_attempt_over_a_second_late_is_always_logged():
 @pytest.mark.parametrize("percent", [1, 10, 50])
 def test_successes_are_sampled_at_about_the_percent_and_by_execution_id(percent):
     logged = [i for i in IDS if logs_attempt(Outcome.SUCCEEDED, i, 20, percent)]
-    assert abs(len(logged) / len(IDS) - percent / 100) < 0.01 + percent / 400
+    assert 0.5 * percent / 100 <= len(logged) / len(IDS) <= 1.5 * percent / 100
     # The choice is the execution's, not the attempt's: the same id is logged every time
     assert logged == [i for i in IDS if logs_attempt(Outcome.SUCCEEDED, i, None, percent)]
 

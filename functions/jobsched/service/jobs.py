@@ -29,7 +29,7 @@ from jobsched.service.handoff import HandOff
 from jobsched.store.jobs import name_prefix as name_prefix_of
 from jobsched.store.jobs import tag_prefix
 from jobsched.service.outcomes import Outcomes
-from jobsched.store.dynamo import Page, decode_cursor, encode_cursor, sharded_counter
+from jobsched.store.dynamo import Page, decode_cursor, encode_cursor
 from jobsched.store.jobs import active_counter
 from jobsched.store.queues import Outgoing
 
@@ -51,28 +51,26 @@ def body_hash(body: object) -> str:
 
 # One counter item takes at most ~1,000 writes a second in DynamoDB; a shard is given half that.
 QUOTA_SHARD_WRITES_PER_SECOND = 500
+SECONDS_MEMO_LIMIT = 10_000  # entries of JobsService._seconds; cleared when passed
 
 
 @dataclass(frozen=True)
 class Quotas:
     """A tenant's quotas, and how their counters are sharded so that no single item is written on
-    every create or every completion of a busy tenant. A counter of limit L in K shards holds
-    ceil(L / K) in each; a take that finds its shard full tries the others, so a request is refused
-    only when every shard is full: at most K - 1 more than L are ever admitted, never fewer. With the
-    default 50 creates a second both counters are one item each, as they always were."""
+    every create or every completion of a busy tenant. Both quotas are counted in the same items
+    (store/jobs.py, take_create_place): a shard holds its places among the tenant's jobs that have
+    not ended and its places among this second's creates, so a create is one write, not two. A
+    limit L over K shards gives each shard ceil(L / K); a take that finds its shard full tries the
+    others, so a request is refused only when every shard is full: at most K - 1 more than L are
+    ever admitted, never fewer. With the default 50 creates a second there is one item."""
 
     max_active_jobs: int = 100_000
     max_creates_per_second: int = 50
 
     @property
-    def rate_shards(self) -> int:
-        """The per-second create counter is written once per create."""
-        return _shards(self.max_creates_per_second, self.max_creates_per_second)
-
-    @property
     def active_shards(self) -> int:
-        """The active-jobs counter is written on every create and every end of a job (a one-time
-        job ends as fast as it is created)."""
+        """A shard is written on every create and every end of a job (a one-time job ends as fast
+        as it is created)."""
         return _shards(2 * self.max_creates_per_second, self.max_active_jobs)
 
 
@@ -101,6 +99,9 @@ class JobsService:
         self._handoff = handoff
         self._clock = clock
         self._runs = Outcomes(stores, handoff, clock).runs
+        # The second each quota item last counted, as this container saw it: a create tries the
+        # write that fits it first (a new second, or one more in the same second).
+        self._seconds: dict[tuple[str, str], int] = {}
 
     # --- jobs ------------------------------------------------------------------------------
     def create(self, tenant_id: str, spec: JobSpec, request_hash: str,
@@ -140,29 +141,31 @@ class JobsService:
         return job, True
 
     def _take_create_quotas(self, tenant_id: str, job_id: str, now_ms: int) -> int:
-        """Take a place in both counters; returns the active-jobs shard taken."""
+        """Take a place in both quotas (one write to one shard's item); returns the shard taken."""
         second = now_ms // 1000
         quotas = self._quotas
-        rate = self._take_sharded(tenant_id, job_id, quotas.rate_shards, quotas.max_creates_per_second,
-                                  lambda k: sharded_counter(f"creates#{second}", k), second + 120)
-        if rate is None:
-            raise QuotaExceeded(f"more than {quotas.max_creates_per_second} jobs created in one second; "
-                                "slow down and retry")
-        shard = self._take_sharded(tenant_id, job_id, quotas.active_shards, quotas.max_active_jobs, active_counter)
-        if shard is None:
-            raise QuotaExceeded(f"the tenant has {quotas.max_active_jobs} jobs that have not ended (the "
-                                "quota); cancel some or ask for a higher quota")
-        return shard
-
-    def _take_sharded(self, tenant_id: str, job_id: str, shards: int, limit: int, name, expires_at=None) -> int | None:
-        """One place in a counter of `shards` shards: the job's own shard first, then the others."""
-        per_shard = -(-limit // shards)
+        shards = quotas.active_shards
+        active_limit = -(-quotas.max_active_jobs // shards)
+        rate_limit = -(-quotas.max_creates_per_second // shards)
         first = segment_of(job_id, shards)  # the same stable hash that places the job's timers
+        refusals = set()
         for step in range(shards):
             shard = (first + step) % shards
-            if self._jobs.take_quota(tenant_id, name(shard), per_shard, expires_at=expires_at):
+            counter = active_counter(shard)
+            refused, counted = self._jobs.take_create_place(
+                tenant_id, counter, active_limit, second, rate_limit,
+                new_second_first=self._seconds.get((tenant_id, counter)) != second)
+            if len(self._seconds) > SECONDS_MEMO_LIMIT:
+                self._seconds.clear()
+            self._seconds[(tenant_id, counter)] = counted
+            if refused is None:
                 return shard
-        return None
+            refusals.add(refused)
+        if refusals == {"active"}:
+            raise QuotaExceeded(f"the tenant has {quotas.max_active_jobs} jobs that have not ended (the "
+                                "quota); cancel some or ask for a higher quota")
+        raise QuotaExceeded(f"more than {quotas.max_creates_per_second} jobs created in one second; "
+                            "slow down and retry")
 
     def get(self, tenant_id: str, job_id: str) -> Job:
         job = self._jobs.get(tenant_id, job_id, consistent=True) if job_id.startswith("job_") else None

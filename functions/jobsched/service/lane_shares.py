@@ -44,6 +44,8 @@ SLOT_LEASE_GRID_MS = 60_000
 def slot_lease(lease_until_ms: int) -> int:
     """The lease a slot is taken or extended with for an attempt leased until `lease_until_ms`."""
     return -(-lease_until_ms // SLOT_LEASE_GRID_MS) * SLOT_LEASE_GRID_MS
+
+
 LOCK_STRIPES = 64  # above a batch's ten threads: records of different bounds seldom wait
 
 

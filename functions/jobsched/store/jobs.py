@@ -361,23 +361,52 @@ class JobsStore:
             return str(lost.current["resultId"]), str(lost.current["bodyHash"])
 
     # --- tenant quotas: counters beside the tenant's jobs (sort keys "quota#...") -------------
-    def take_quota(self, tenant_id: str, counter: str, limit: int, expires_at: int | None = None) -> bool:
-        """Add one to a counter if it stays within `limit`; False when it would not."""
-        expression = "ADD used :one"
-        values: dict[str, Any] = {":one": 1, ":limit": limit}
-        if expires_at is not None:
-            expression += " SET expiresAt = :expires"
-            values[":expires"] = expires_at
-        try:
-            self._table.update_item(Key={"tenantId": tenant_id, "jobId": f"{QUOTA_PREFIX}{counter}"},
-                                    UpdateExpression=expression,
-                                    ConditionExpression="attribute_not_exists(used) OR used < :limit",
-                                    ExpressionAttributeValues=values)
-            return True
-        except ClientError as exc:
-            if _condition_lost(exc, "quota"):
-                return False
-            raise
+    def take_create_place(self, tenant_id: str, counter: str, active_limit: int, second: int, rate_limit: int,
+                          new_second_first: bool = False) -> tuple[str | None, int]:
+        """One create counted in one item for both quotas: a place among the tenant's jobs that
+        have not ended (`used` < `active_limit`) and one among this second's creates (`secUsed` <
+        `rate_limit` while `sec` is this second; a later second starts again at one). Returns (None,
+        the second counted) when taken, else ("active" or "rate", the second): the quota that
+        refused. One write when the item's second is the one guessed (`new_second_first`: the
+        item is expected to hold an earlier second); a wrong guess costs a failed write more. An
+        item whose second is later than `second` (another API container's clock is ahead) counts
+        this create in that second."""
+        key = {"tenantId": tenant_id, "jobId": f"{QUOTA_PREFIX}{counter}"}
+        attempts = ("new", "same") if new_second_first else ("same", "new")
+        for _ in range(3):
+            for attempt in attempts:
+                try:
+                    if attempt == "same":
+                        self._table.update_item(
+                            Key=key, UpdateExpression="ADD used :one, secUsed :one",
+                            ConditionExpression="(attribute_not_exists(used) OR used < :alimit) AND sec = :sec "
+                                                "AND secUsed < :rlimit",
+                            ExpressionAttributeValues={":one": 1, ":alimit": active_limit, ":sec": second,
+                                                       ":rlimit": rate_limit},
+                            ReturnValuesOnConditionCheckFailure="ALL_OLD")
+                    else:
+                        self._table.update_item(
+                            Key=key, UpdateExpression="ADD used :one SET sec = :sec, secUsed = :one",
+                            ConditionExpression="(attribute_not_exists(used) OR used < :alimit) AND "
+                                                "(attribute_not_exists(sec) OR sec < :sec)",
+                            ExpressionAttributeValues={":one": 1, ":alimit": active_limit, ":sec": second},
+                            ReturnValuesOnConditionCheckFailure="ALL_OLD")
+                    return None, second
+                except ClientError as exc:
+                    lost = _condition_lost(exc, "quota")
+                    if not lost:
+                        raise
+                current = lost.current or {}
+                if int(current.get("used", 0)) >= active_limit:
+                    return "active", second
+                counted = current.get("sec")
+                if counted is not None and int(counted) > second:
+                    second = int(counted)  # a container ahead of this one started a later second
+                if counted is not None and int(counted) >= second and int(current.get("secUsed", 0)) >= rate_limit:
+                    return "rate", second
+                # Otherwise the other attempt fits what the item holds: it is tried next.
+            attempts = ("same", "new")
+        return "rate", second  # the item kept changing under three rounds of creates: busy, refused
 
     def give_back_quota(self, tenant_id: str, counter: str, count: int = 1) -> None:
         """Subtract `count` places, never below zero."""
