@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
                 ("type", "creates", "p50 ms", "p99 ms", "creates/s", "in emulator", "calls per create"))
     print("\nA DELAYED job due within three minutes also reads the segment's watermark (direct dispatch "
           "check) and may send its dispatch; a CRON job due tomorrow writes its job and timer only. Both "
-          "take two quota counters (creates this second, jobs not ended).")
+          "take a place in the tenant's quota counter (one item counts creates this second and jobs not ended).")
 
 
 if __name__ == "__main__":

@@ -243,3 +243,47 @@ def test_an_item_a_second_ahead_counts_the_create_in_its_second_and_holds_its_ra
     assert store.take_create_place(TENANT_A, "skew", 100, 102, 2) == (None, 102)
     assert store.take_create_place(TENANT_A, "skew", 100, 102, 2, new_second_first=True) == (None, 102)
     assert quota_items(harness, TENANT_A)["quota#skew"] == 4
+
+
+def test_a_container_whose_clock_lags_counts_its_create_in_the_items_later_second_in_two_writes(harness):
+    from .harness import TENANT_A
+
+    store = harness.stores.jobs
+    assert store.take_create_place(TENANT_A, "lag", 100, 101, 2) == (None, 101)  # a container ahead
+    writes = []
+    update = store._table.update_item
+
+    def counted(**kwargs):
+        writes.append(kwargs["UpdateExpression"])
+        return update(**kwargs)
+
+    store._table.update_item = counted
+    try:
+        # Its own second (100) is behind the item's (101), which has room for one more: admitted there
+        assert store.take_create_place(TENANT_A, "lag", 100, 100, 2) == (None, 101)
+        assert len(writes) == 2  # the guess for second 100 failed; the next write counted it in 101
+        # and once 101 is full, refused for the rate without trying a new second
+        del writes[:]
+        assert store.take_create_place(TENANT_A, "lag", 100, 100, 2) == ("rate", 101)
+        assert len(writes) == 1
+    finally:
+        store._table.update_item = update
+    assert quota_items(harness, TENANT_A)["quota#lag"] == 2
+
+
+def test_with_one_shard_full_of_jobs_and_another_of_this_seconds_creates_the_429_names_the_rate(harness):
+    from jobsched.service.jobs import Quotas
+
+    from .harness import TENANT_A
+
+    assert Quotas(max_active_jobs=4, max_creates_per_second=500).active_shards == 2  # 2 places, 250 a second each
+    table = harness.session.resource("dynamodb").Table(harness.settings.jobs_table)
+    second = harness.clock.now_ms() // 1000
+    table.put_item(Item={"tenantId": TENANT_A, "jobId": "quota#active", "used": 2})
+    table.put_item(Item={"tenantId": TENANT_A, "jobId": "quota#active#1", "used": 0, "sec": second, "secUsed": 250})
+    limited = limited_api(harness, MAX_ACTIVE_JOBS=4, MAX_CREATES_PER_SECOND=500)
+    status, body = call(limited, "POST", "/v1/jobs", BODY)
+    assert status == 429 and body["error"]["message"].startswith("more than 500 jobs created in one second")
+    # The next second shard 1 has room again
+    harness.clock.advance_ms(1000)
+    assert call(limited, "POST", "/v1/jobs", BODY)[0] == 201

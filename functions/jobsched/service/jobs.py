@@ -152,9 +152,12 @@ class JobsService:
         for step in range(shards):
             shard = (first + step) % shards
             counter = active_counter(shard)
+            # The second this container last saw on the item: a later one than its own clock's (a
+            # container ahead started it) is counted in; an earlier one, or none, is a new second.
+            seen = self._seconds.get((tenant_id, counter))
             refused, counted = self._jobs.take_create_place(
-                tenant_id, counter, active_limit, second, rate_limit,
-                new_second_first=self._seconds.get((tenant_id, counter)) != second)
+                tenant_id, counter, active_limit, max(second, seen or 0), rate_limit,
+                new_second_first=seen is None or seen < second)
             if len(self._seconds) > SECONDS_MEMO_LIMIT:
                 self._seconds.clear()
             self._seconds[(tenant_id, counter)] = counted

@@ -372,41 +372,42 @@ class JobsStore:
         item whose second is later than `second` (another API container's clock is ahead) counts
         this create in that second."""
         key = {"tenantId": tenant_id, "jobId": f"{QUOTA_PREFIX}{counter}"}
-        attempts = ("new", "same") if new_second_first else ("same", "new")
-        for _ in range(3):
-            for attempt in attempts:
-                try:
-                    if attempt == "same":
-                        self._table.update_item(
-                            Key=key, UpdateExpression="ADD used :one, secUsed :one",
-                            ConditionExpression="(attribute_not_exists(used) OR used < :alimit) AND sec = :sec "
-                                                "AND secUsed < :rlimit",
-                            ExpressionAttributeValues={":one": 1, ":alimit": active_limit, ":sec": second,
-                                                       ":rlimit": rate_limit},
-                            ReturnValuesOnConditionCheckFailure="ALL_OLD")
-                    else:
-                        self._table.update_item(
-                            Key=key, UpdateExpression="ADD used :one SET sec = :sec, secUsed = :one",
-                            ConditionExpression="(attribute_not_exists(used) OR used < :alimit) AND "
-                                                "(attribute_not_exists(sec) OR sec < :sec)",
-                            ExpressionAttributeValues={":one": 1, ":alimit": active_limit, ":sec": second},
-                            ReturnValuesOnConditionCheckFailure="ALL_OLD")
-                    return None, second
-                except ClientError as exc:
-                    lost = _condition_lost(exc, "quota")
-                    if not lost:
-                        raise
-                current = lost.current or {}
-                if int(current.get("used", 0)) >= active_limit:
-                    return "active", second
-                counted = current.get("sec")
-                if counted is not None and int(counted) > second:
-                    second = int(counted)  # a container ahead of this one started a later second
-                if counted is not None and int(counted) >= second and int(current.get("secUsed", 0)) >= rate_limit:
+        attempt = "new" if new_second_first else "same"
+        for _ in range(4):
+            try:
+                if attempt == "same":
+                    self._table.update_item(
+                        Key=key, UpdateExpression="ADD used :one, secUsed :one",
+                        ConditionExpression="(attribute_not_exists(used) OR used < :alimit) AND sec = :sec "
+                                            "AND secUsed < :rlimit",
+                        ExpressionAttributeValues={":one": 1, ":alimit": active_limit, ":sec": second,
+                                                   ":rlimit": rate_limit},
+                        ReturnValuesOnConditionCheckFailure="ALL_OLD")
+                else:
+                    self._table.update_item(
+                        Key=key, UpdateExpression="ADD used :one SET sec = :sec, secUsed = :one",
+                        ConditionExpression="(attribute_not_exists(used) OR used < :alimit) AND "
+                                            "(attribute_not_exists(sec) OR sec < :sec)",
+                        ExpressionAttributeValues={":one": 1, ":alimit": active_limit, ":sec": second},
+                        ReturnValuesOnConditionCheckFailure="ALL_OLD")
+                return None, second
+            except ClientError as exc:
+                lost = _condition_lost(exc, "quota")
+                if not lost:
+                    raise
+            # The item as the condition saw it decides: the quota that refused, or the write that fits.
+            current = lost.current or {}
+            if int(current.get("used", 0)) >= active_limit:
+                return "active", second
+            counted = current.get("sec")
+            if counted is not None and int(counted) >= second:
+                second = int(counted)  # this second, or a later one another container's clock started
+                if int(current.get("secUsed", 0)) >= rate_limit:
                     return "rate", second
-                # Otherwise the other attempt fits what the item holds: it is tried next.
-            attempts = ("same", "new")
-        return "rate", second  # the item kept changing under three rounds of creates: busy, refused
+                attempt = "same"
+            else:
+                attempt = "new"  # the item holds an earlier second, or none: this create starts one
+        return "rate", second  # the item changed under four writes in a row: busy now, refused
 
     def give_back_quota(self, tenant_id: str, counter: str, count: int = 1) -> None:
         """Subtract `count` places, never below zero."""
