@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import boto3
 
 from bench.common import NO_QUOTAS, emulator, machine, print_table, template, use_local_aws
-from jobsched.handlers.worker import LOG_LATE_MS
+from jobsched.handlers.worker import logs_attempt
 from jobsched.sizing import TICK_MEMORY_MB, segments_for
 
 PRICE_DATE = "2026-11-24"
@@ -125,8 +125,7 @@ class LogMeter(io.TextIOBase):
             self.bytes[service] += len(line.encode()) + 1
             if isinstance(doc, dict) and "_aws" not in doc:
                 self.bytes[f"{service}:lines"] += len(line.encode()) + 1  # log lines, not EMF metrics
-                if doc.get("message") == "attempt" and doc.get("outcome") == "SUCCEEDED" and (
-                        doc.get("lateMs") or 0) <= LOG_LATE_MS:
+                if doc.get("message") == "attempt" and not _always_logged(doc):
                     # measured with every attempt logged; the deployed percent is applied in the bill
                     self.bytes[f"{service}:attempt_ok"] += len(line.encode()) + 1
             for directive in (doc.get("_aws") or {}).get("CloudWatchMetrics", []) if isinstance(doc, dict) else []:
@@ -137,6 +136,23 @@ class LogMeter(io.TextIOBase):
 
     def flush(self) -> None:
         self.through.flush()
+
+
+def _always_logged(doc: dict) -> bool:
+    """Whether the worker logs this attempt line whatever its sampling percent (its own rule)."""
+    from jobsched.service.outcomes import Outcome
+
+    try:
+        outcome = Outcome(doc.get("outcome"))
+    except ValueError:
+        return True
+    return logs_attempt(outcome, str(doc.get("executionId") or ""), doc.get("lateMs"), 0)
+
+
+def deployed_log_bytes(tally: "Tally", percent: int) -> float:
+    """The worker's log bytes of a tally (every attempt logged) as deployed: only `percent` of the
+    sampled attempt lines kept."""
+    return tally.log_bytes["worker"] - (1 - percent / 100) * tally.log_bytes["worker:attempt_ok"]
 
 
 @dataclass
@@ -264,14 +280,15 @@ class Measured:
 
     @property
     def attempt_log_percent(self) -> int:
-        """The percent of succeeded attempts the deployed worker logs (its ATTEMPT_LOG_PERCENT)."""
+        """The percent of succeeded attempts the deployed worker logs (its ATTEMPT_LOG_PERCENT; the
+        function's own default, 100, when the template does not set it)."""
         from jobsched.settings import Env
 
         for resource in self.template["Resources"].values():
             variables = resource.get("Properties", {}).get("Environment", {}).get("Variables", {})
-            if resource["Type"] == "AWS::Lambda::Function" and Env.ATTEMPT_LOG_PERCENT in variables:
-                return int(variables[Env.ATTEMPT_LOG_PERCENT])
-        return 100
+            if resource["Type"] == "AWS::Lambda::Function" and variables.get(Env.SERVICE_NAME) == "jobsched-worker":
+                return int(variables.get(Env.ATTEMPT_LOG_PERCENT, 100))
+        raise LookupError("the template has no worker function")
 
 
 IDLE_MINUTES = 3
@@ -399,7 +416,7 @@ def per_execution_counts(m: Measured, rate: float) -> dict:
         out[f"inv_{fn}"] = mix(lambda t, fn=fn: t.invocations[fn])
         out[f"log_{fn}"] = mix(lambda t, fn=fn: t.log_bytes[fn])
         out[f"loglines_{fn}"] = mix(lambda t, fn=fn: t.log_bytes[f"{fn}:lines"])
-    out["attempt_ok_worker"] = mix(lambda t: t.log_bytes["worker:attempt_ok"])
+    out["attempt_ok_worker"] = mix(lambda t: t.log_bytes["worker:attempt_ok"])  # lines the deployed percent samples
     out["inv_tick"] = tick_runs_per_execution  # a tick run is fixed; its timers are in its duration
     tables = sorted({k[1] for t in (m.fire, m.create, m.idle) for k in t.units})
     for table in tables:
@@ -542,7 +559,7 @@ def main(argv: list[str] | None = None) -> None:
                      f"{calls['worker'] / n:.2f}", f"{calls['tick'] / n:.2f}", f"{calls['esm'] / n:.2f}",
                      f"{sum(v for (t, k), v in units.items() if k == 'write') / n:.2f}",
                      f"{sum(v for (t, k), v in units.items() if k == 'read') / n:.2f}",
-                     f"{(m.fire.log_bytes['worker'] - (1 - m.attempt_log_percent / 100) * m.fire.log_bytes['worker:attempt_ok']) / n:.0f}",
+                     f"{deployed_log_bytes(m.fire, m.attempt_log_percent) / n:.0f}",
                      f"{sum(v for (f, s, o), v in m.create.calls.items() if f == 'api') / m.scenario.jobs:.2f}",
                      f"{sum(v for (f, t, k), v in m.create.units.items() if k == 'write') / m.scenario.jobs:.2f}",
                      f"{m.create.log_bytes['api'] / m.scenario.jobs:.0f}",
