@@ -25,7 +25,9 @@ CLIENT_THREADS = 16  # `--client`: enough connections for the tenant's 50 create
 
 def print_emulator_time(stats: dict) -> None:
     """The emulator process's time: its lock held, per AWS operation, and the state snapshots'."""
-    print(f"emulator lock held {stats['busySeconds']:.0f} s of the run (in its own process)")
+    requests = sum(stats["requestsByOperation"].values())
+    print(f"emulator lock held {stats['busySeconds']:.0f} s of the run (in its own process), {requests} requests "
+          f"over {stats.get('connectionsOpened', '?')} connections")
     spent, counts = stats["busyByOperation"], stats["requestsByOperation"]
     top = sorted(spent.items(), key=lambda item: -item[1])[:8]
     print("  by operation: " + ", ".join(f"{op} {seconds:.1f} s ({counts[op]} requests)" for op, seconds in top))

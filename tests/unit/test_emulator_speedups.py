@@ -339,3 +339,74 @@ def test_a_handlers_methods_are_listed_once_and_answer_as_before():
     first = core_responses.method_names_from_class(DynamoHandler)
     first.clear()  # a caller changing its list changes no other caller's
     assert core_responses.method_names_from_class(DynamoHandler) == listed_each_time(DynamoHandler)
+
+
+def test_the_walk_of_each_pass_visits_and_replaces_nodes_as_moto_s_own(monkeypatch):
+    """Every pass of the validator, over the functions' own update expressions, gives the same
+    tree through the faster walk as through moto's recursive one (which the patch leaves in place)."""
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+    from moto.dynamodb.parsing import ast_nodes, validators
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    emulator.speed_up_moto()
+
+    class Table:
+        table_key_attrs = ["k"]
+        attr = []
+        attribute_keys = ["k"]
+
+    item = Item(hash_key=DynamoType({"S": "a"}), range_key=None,
+                attrs={"k": {"S": "a"}, "attempt": {"N": "2"}, "attempts": {"L": [{"S": "x"}]},
+                       "used": {"N": "3"}, "slots": {"M": {"e1": {"N": "5"}}}})
+    names = {"#st": "status", "#ex": "e1"}
+    values = {":running": {"S": "RUNNING"}, ":zero": {"N": "0"}, ":one": {"N": "1"}, ":lease": {"N": "9"},
+              ":emp": {"L": []}, ":a": {"L": [{"S": "y"}]}, ":minus": {"N": "-1"}}
+    expressions = ["SET #st = :running, attempt = if_not_exists(attempt, :zero) + :one REMOVE retryAtMs",
+                   "SET #st = :running, attempts = list_append(if_not_exists(attempts, :emp), :a)",
+                   "SET slots.#ex = if_not_exists(slots.#ex, :lease)", "REMOVE slots.#ex", "ADD used :minus",
+                   "ADD used :one SET attempt = attempt - :one"]
+
+    def tree(node):  # a tree as plain values: node types, leaf values, other leaves by type and fields
+        children = getattr(node, "children", None)
+        if children is not None:
+            return (type(node).__name__, tuple(tree(child) for child in children))
+        if " object at 0x" in repr(node):
+            return (type(node).__name__, tuple(sorted((k, repr(v)) for k, v in vars(node).items() if k != "parent")))
+        return repr(node)
+
+    def passes(expression):
+        validator = validators.UpdateExpressionValidator(UpdateExpressionParser.make(expression), names,
+                                                         values, item, Table())
+        trees, node = [], validator.node_to_validate
+        for processor in validator.processors:
+            node = processor.traverse(node)
+            trees.append(tree(node))
+        return trees
+
+    for expression in expressions:
+        fast = passes(expression)
+        monkeypatch.setattr(ast_nodes.DepthFirstTraverser, "traverse",
+                            lambda self, node: self.traverse_node_recursively(node))
+        assert passes(expression) == fast, expression
+        monkeypatch.undo()
+
+
+def test_request_ids_are_52_letters_and_digits_from_moto_s_generator():
+    import string
+
+    import moto.core.responses as core_responses
+    from moto.moto_api._internal import mock_random
+
+    emulator.speed_up_moto()
+    headers = {}
+    first = core_responses.gen_amzn_requestid_long(headers)
+    assert headers == {"x-amzn-requestid": first}
+    assert len(first) == 52 and set(first) <= set(string.ascii_letters + string.digits)
+    assert len({core_responses.gen_amzn_requestid_long() for _ in range(100)}) == 100
+    mock_random.seed(7)
+    seeded = core_responses.gen_amzn_requestid_long()
+    mock_random.seed(7)
+    try:
+        assert core_responses.gen_amzn_requestid_long() == seeded  # moto's seeding still repeats them
+    finally:
+        mock_random.seed()  # back to unseeded for whatever runs next

@@ -140,6 +140,7 @@ def speed_up_moto() -> None:
     _speed_up_condition_lexing()
     _speed_up_update_copies()
     _speed_up_action_lookup()
+    _speed_up_request_ids()
     moto.backends._jobsched_fast = True
 
 
@@ -180,7 +181,11 @@ def _speed_up_update_validation(parse) -> None:
     - three passes depend only on the expression, its attribute names and the table's keys, not on
       the item (clause counts, overlapping paths, no update of a key), and two of them look at every
       sub-expression's clauses again at every level: an expression that passed them is not checked
-      again (the kept expression tree is the key, so a new expression is checked as before)."""
+      again (the kept expression tree is the key, so a new expression is checked as before);
+    - each pass walked the tree through two method calls per node (the walk and a hook for each
+      child that only one processor uses), looking up its node types at every node: the walk is one
+      local function per pass, the types looked up once, the hook called only where it exists (the
+      same nodes in the same order, each replaced in its parent as before)."""
     import copy
     import pickle
 
@@ -225,6 +230,34 @@ def _speed_up_update_validation(parse) -> None:
 
     ast_nodes.DepthFirstTraverser.nodes_to_be_processed = nodes_to_be_processed
     ast_nodes.DepthFirstTraverser.process = process
+
+    Node = ast_nodes.Node
+    no_hook = ast_nodes.DepthFirstTraverser.pre_processing_of_child
+
+    def traverse(self, root):
+        types = self.nodes_to_be_processed()
+        hook = None if type(self).pre_processing_of_child is no_hook else self.pre_processing_of_child
+        processed = self.process
+
+        def walk(node, child_id):
+            if isinstance(node, Node):
+                parent = node.parent
+                children = node.children
+                if children is not None:
+                    for i, child in enumerate(children):
+                        if hook is not None:
+                            hook(node, i)
+                        walk(child, i)
+                if isinstance(node, types):
+                    node = processed(node)
+                    node.parent = parent
+                    if parent:
+                        parent.children[child_id] = node
+            return node
+
+        return walk(root, -1)
+
+    ast_nodes.DepthFirstTraverser.traverse = traverse
 
     expression_only = (validators.ActionCountValidator, validators.OverlappingPathsValidator,
                        validators.UpdateHashRangeKeyValidator)
@@ -320,6 +353,26 @@ def _speed_up_update_copies() -> None:
 
     responses.DynamoHandler.update_item = handle_update
     models.DynamoDBBackend.update_item = update_item
+
+
+def _speed_up_request_ids() -> None:
+    """Every answer's request id (52 letters and digits) was drawn one character at a time, 52
+    calls of moto's random generator (3 % of a request's time in the emulator): one draw of 52
+    from the same generator, the same alphabet (seeding moto's generator still repeats them)."""
+    import string
+
+    import moto.core.responses as core_responses
+    from moto.moto_api._internal import mock_random
+
+    alphabet = string.ascii_letters + string.digits
+
+    def gen_amzn_requestid_long(headerdict=None) -> str:
+        request_id = "".join(mock_random.choices(alphabet, k=52))
+        if isinstance(headerdict, dict):
+            headerdict.update({"x-amzn-requestid": request_id})
+        return request_id
+
+    core_responses.gen_amzn_requestid_long = gen_amzn_requestid_long
 
 
 def _speed_up_condition_lexing() -> None:
@@ -428,22 +481,194 @@ def with_items_report(app, environ: dict, start_response, operation: str) -> lis
     return [payload]
 
 
+# The AWS protocols the emulator answers without moto's Flask app: the functions' hot calls.
+# Each is one handler class, routed by the request's X-Amz-Target alone.
+DIRECT_TARGETS = {"DynamoDB_20120810": ("moto.dynamodb.responses", "DynamoHandler"),
+                  "AmazonSQS": ("moto.sqs.responses", "SQSResponse")}
+
+
+def direct_dispatch(app):
+    """moto's server app, with DynamoDB's and SQS's JSON requests handed straight to the handler
+    class that moto's Flask app would route them to, as moto's own Flask view does it
+    (`convert_to_flask_response`): the same request class, the same call, the same answer. Flask's
+    routing, request context and CORS wrapping cost about a quarter of such a request's time in
+    the emulator (docs/performance.md, "The local stack's emulator"); every other request still
+    goes through the app."""
+    import importlib
+
+    from botocore.exceptions import ClientError
+    from moto.moto_api import recorder
+    from moto.moto_server.werkzeug_app import BackendRequest
+    from werkzeug.wrappers import Response
+
+    handlers = {prefix: getattr(importlib.import_module(module), name)
+                for prefix, (module, name) in DIRECT_TARGETS.items()}
+
+    def dispatch(environ, start_response):
+        handler = handlers.get(environ.get("HTTP_X_AMZ_TARGET", "").split(".", 1)[0])
+        if handler is None or environ.get("REQUEST_METHOD") != "POST":
+            return app(environ, start_response)
+        request = BackendRequest(environ)
+        recorder._record_request(request)
+        try:
+            result = handler.dispatch(request, request.raw_url, dict(request.headers))
+        except ClientError as exc:
+            result = 400, {}, exc.response["Error"]["Message"]
+        status, headers, content = result if len(result) == 3 else (200, {}, result)
+        return Response(response=content, status=status, headers=headers)(environ, start_response)
+
+    return dispatch
+
+
+def _read_chunked(rfile) -> bytes:
+    body = bytearray()
+    while True:
+        size = int(rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
+        if size == 0:
+            while rfile.readline() not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+            return bytes(body)
+        body += rfile.read(size)
+        rfile.readline()
+
+
+class KeepAliveWsgiServer:
+    """A WSGI server for loopback that keeps each client's connection open between requests
+    (HTTP/1.1), a thread per connection. werkzeug's development server answers every request
+    with `Connection: close`, so each AWS call of the local stack opened a connection and the
+    emulator started a thread for it: about a quarter of a call's time on both sides (bench
+    lateness). The whole request body is read before the app runs (botocore sends a length) and
+    each answer goes out in one write, its length set, with Nagle's algorithm off."""
+
+    def __init__(self, host: str, port: int, app) -> None:
+        import io
+        import socket
+        import sys
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import unquote, urlsplit
+
+        connections: set = set()
+        self._connections = connections
+        self.connections_opened = 0  # over the server's life: a client that keeps its connection opens one
+        self._connections_lock = threading.Lock()
+        guard = self._connections_lock
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def setup(self) -> None:
+                super().setup()
+                with guard:
+                    connections.add(self.connection)
+                    outer.connections_opened += 1
+
+            def finish(self) -> None:
+                with guard:
+                    connections.discard(self.connection)
+                try:
+                    super().finish()
+                except OSError:
+                    pass
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _answer(self) -> None:
+                if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                    body = _read_chunked(self.rfile)
+                else:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    body = self.rfile.read(length) if length > 0 else b""
+                url = urlsplit(self.path)
+                environ = {
+                    "wsgi.version": (1, 0), "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(body),
+                    "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": False,
+                    "wsgi.run_once": False, "REQUEST_METHOD": self.command, "SCRIPT_NAME": "",
+                    "PATH_INFO": unquote(url.path).encode("utf-8").decode("latin-1"),
+                    "QUERY_STRING": url.query, "REQUEST_URI": self.path, "RAW_URI": self.path,
+                    "REMOTE_ADDR": self.client_address[0], "REMOTE_PORT": self.client_address[1],
+                    "SERVER_NAME": self.server.server_address[0], "SERVER_PORT": str(self.server.server_address[1]),
+                    "SERVER_PROTOCOL": self.request_version, "CONTENT_LENGTH": str(len(body)),
+                }
+                for name, value in self.headers.items():
+                    if "_" in name:
+                        continue  # as werkzeug: X_Foo must not pass for X-Foo
+                    name = name.upper().replace("-", "_")
+                    if name == "CONTENT_TYPE":
+                        environ[name] = value
+                    elif name not in ("CONTENT_LENGTH", "TRANSFER_ENCODING"):
+                        key = "HTTP_" + name
+                        environ[key] = f"{environ[key]},{value}" if key in environ else value
+                answered: list = []
+
+                def start_response(status, headers, exc_info=None):
+                    answered[:] = [status, headers]
+
+                try:
+                    result = app(environ, start_response)
+                    try:
+                        payload = b"".join(result)
+                    finally:
+                        if hasattr(result, "close"):
+                            result.close()
+                    status, headers = answered
+                except Exception as exc:  # noqa: BLE001 - answer 500 and drop the connection
+                    payload = f"emulator error: {type(exc).__name__}: {exc}".encode()
+                    status, headers = "500 INTERNAL SERVER ERROR", [("Content-Type", "text/plain")]
+                    self.close_connection = True
+                code, _, reason = status.partition(" ")
+                self.send_response_only(int(code), reason)
+                for name, value in headers:
+                    if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                if self.close_connection:
+                    self.send_header("Connection", "close")
+                self._headers_buffer.append(b"\r\n" + (payload if self.command != "HEAD" else b""))
+                self.flush_headers()
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _answer
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            block_on_close = False
+
+        self._server = Server((host, port), Handler)
+        self._socket = socket
+        self.server_port = self._server.server_address[1]
+
+    def serve_forever(self) -> None:
+        self._server.serve_forever(poll_interval=0.5)
+
+    def shutdown(self) -> None:
+        """Stop accepting, then end the open connections (their threads wait on them)."""
+        self._server.shutdown()
+        self._server.server_close()
+        with self._connections_lock:
+            open_now = list(self._connections)
+        for connection in open_now:
+            try:
+                connection.shutdown(self._socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
 class SerializedServer:
     """moto's server on loopback, one request at a time. `control`, if given, answers the
     requests under CONTROL_PREFIX (method, path after the prefix, body) → (status, JSON-able),
     outside the lock (what it does takes the lock itself where it reads the emulator)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, control=None, control_secret: str | None = None) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, control=None, control_secret: str | None = None,
+                 direct: bool = True) -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-        from werkzeug.serving import WSGIRequestHandler, make_server
 
         speed_up_moto()
 
-        class QuietHandler(WSGIRequestHandler):
-            def log_request(self, *args, **kwargs):
-                pass
-
         app = DomainDispatcherApplication(create_backend_app)
+        if direct:  # False: every request through moto's Flask app (tests compare the two)
+            app = direct_dispatch(app)
         self.busy_seconds = 0.0  # time spent handling requests (the lock held): what limits the stack
         self.busy_by_operation: Counter = Counter()  # the same, per AWS operation (bench lateness)
         self.requests_by_operation: Counter = Counter()
@@ -485,7 +710,7 @@ class SerializedServer:
                     self.busy_by_operation[operation or "other"] += spent
                     self.requests_by_operation[operation or "other"] += 1
 
-        self._server = make_server(host, port, locked_app, threaded=True, request_handler=QuietHandler)
+        self._server = KeepAliveWsgiServer(host, port, locked_app)
         self.port = self._server.server_port
         self.url = f"http://{host}:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="emulator", daemon=True)
@@ -499,6 +724,10 @@ class SerializedServer:
         urllib.request.urlopen(urllib.request.Request(f"{self.url}{MOTO_API_PREFIX}reset", method="POST",
                                                       headers=headers), timeout=10).close()
         return self
+
+    @property
+    def connections_opened(self) -> int:
+        return self._server.connections_opened
 
     def stop(self) -> None:
         self._server.shutdown()

@@ -66,6 +66,7 @@ class Control:
             "busyByOperation": dict(server.busy_by_operation),
             "requestsByOperation": dict(server.requests_by_operation),
             "mutations": server.mutations,
+            "connectionsOpened": server.connections_opened,
             "snapshots": state.snapshots if state else 0,
             "snapshotLockedSeconds": state.locked_seconds if state else 0.0,
             "snapshotSeconds": state.saving_seconds if state else 0.0,
