@@ -21,6 +21,7 @@ from jobsched.local.events import Function, LanePoller, LoopbackHTTPServer, api_
 from jobsched.local.fake_aws import use_local_aws_env
 from jobsched.local.metrics import EmfTee
 from jobsched.local.stack import LocalStack, reserved_concurrency
+from jobsched.store.aws import lean_config
 from jobsched.local.synth import cached_template
 from jobsched.settings import Env, Settings
 
@@ -272,7 +273,7 @@ class LocalRuntime:
                                              reserved_concurrency(template, "api") or API_LOCAL_CONCURRENCY)
         self.functions["api"] = self.api_containers.first()
         self.functions["tick"] = Function("tick", tick.make_handler(envs["tick"], clock, session))
-        sqs = session.client("sqs")
+        sqs = session.client("sqs", config=lean_config())  # the lanes' event source mappings
         workers_session = SharedClients(session)
         for priority, variable in Env.LANE_URL.items():
             url = envs["worker"][variable]
@@ -282,7 +283,8 @@ class LocalRuntime:
             self._thread(f"poller-{priority.value.lower()}", self._poll, poller, url, containers)
         self.functions["task_events"] = Function("task_events", task_events.make_handler(envs["task_events"], clock,
                                                                                          session))
-        self.task_runner = LocalTaskRunner(session.client("ecs"), self.functions["task_events"].invoke, clock.now_ms,
+        self.task_runner = LocalTaskRunner(session.client("ecs", config=lean_config()),
+                                           self.functions["task_events"].invoke, clock.now_ms,
                                            root=tasks_root)
         self.container_setup = prepare_local_cluster(session)
         progress("jobsched: starting the API, the ticks, the lane pollers and the container task runner ...")

@@ -51,6 +51,16 @@ _CONFIG = Config(
     max_pool_connections=32,
     **_LEAN,
 )
+
+
+def lean_config() -> Config:
+    """The functions' client settings (retries, time-outs, pool, the lean request building above),
+    for the clients that play AWS's own part in the local stack (its lane pollers, the container
+    task runner): without them botocore rebuilt its User-Agent from a dozen parts for every one of
+    their requests, and their pools held 10 connections."""
+    return _CONFIG
+
+
 # The API answers within its function's 20 s: each AWS call gives up after 3 attempts of at
 # most 1 s to connect and 3 s to read, so a request's few calls end in our error, not in a 504.
 _API_CONFIG = Config(
