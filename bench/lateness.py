@@ -79,7 +79,7 @@ def run_load(runtime, echo, key: str, rate: int, seconds: int, creates_per_s: fl
         created = list(pool.map(create_one, range(count)))
     due_by_job = dict(c for c in created if c is not None)
     created_late = time.time() * 1000 > first_due_s * 1000 or len(due_by_job) < count
-    return _measure(echo, due_by_job, count, rate, first_due_s, seconds, created_late)
+    return _measure(echo, due_by_job, count, rate, first_due_s, seconds, created_late, runtime)
 
 
 def run_client_load(runtime, echo, key: str, rate: int, seconds: int, creates_per_s: int,
@@ -142,19 +142,55 @@ def run_client_load(runtime, echo, key: str, rate: int, seconds: int, creates_pe
           f"{first_due_s - finished_s:.1f} s after the last create", flush=True)
     due_by_job = dict(c for c in created if c is not None)
     return _measure(echo, due_by_job, count, rate, first_due_s, seconds,
-                    finished_s > first_due_s or len(due_by_job) < count)
+                    finished_s > first_due_s or len(due_by_job) < count, runtime)
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User and system CPU of a process and of its children it has waited for (the emulator's
+    snapshot copies), from /proc; None where /proc has no such process."""
+    import os
+
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_now(runtime) -> dict:
+    """Both processes' CPU so far and the emulator's requests (bench lateness prints the difference
+    over the seconds the jobs fire: what each job costs the machine, which its lateness hides)."""
+    import os
+
+    return {"stack": process_cpu_seconds(os.getpid()), "emulator": process_cpu_seconds(runtime.emulator.pid),
+            "requests": sum(runtime.emulator.stats()["requestsByOperation"].values())}
+
+
+def print_fire_cpu(before: dict, after: dict, jobs: int) -> None:
+    if None in (before["stack"], before["emulator"], after["stack"], after["emulator"]) or not jobs:
+        return
+    per_job = {k: (after[k] - before[k]) / jobs for k in ("stack", "emulator", "requests")}
+    print(f"CPU while they fired, a job: the stack's process {per_job['stack'] * 1000:.1f} ms (its functions, the "
+          f"API, the pollers, this bench's endpoint), the emulator's {per_job['emulator'] * 1000:.1f} ms "
+          f"({per_job['requests']:.1f} requests)", flush=True)
 
 
 def _measure(echo, due_by_job: dict[str, int], count: int, rate: int, first_due_s: int, seconds: int,
-             created_late: bool) -> dict:
+             created_late: bool, runtime=None) -> dict:
     """Wait until every job has called the echo endpoint (or a minute past the last due second),
-    then lateness (first call minus due instant), missed and duplicated."""
+    then lateness (first call minus due instant), missed and duplicated; with `runtime`, the CPU
+    both processes spent from the first due second until the last arrival, per job."""
     deadline = first_due_s + seconds + 60
+    time.sleep(max(0.0, first_due_s - time.time()))
+    before = cpu_now(runtime) if runtime is not None else None
     while time.time() < deadline:
         arrived = {(c["executionId"] or "").split(".")[0] for c in list(echo.received)}
         if all(job in arrived for job in due_by_job):
             break
         time.sleep(0.5)
+    if before is not None:
+        print_fire_cpu(before, cpu_now(runtime), len(due_by_job))
     time.sleep(2)  # a duplicate would arrive now
     arrivals: dict[str, list[int]] = {}
     for call in list(echo.received):

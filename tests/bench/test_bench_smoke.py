@@ -40,6 +40,8 @@ def test_benchmark_runs_on_a_tiny_input(module, heading, capsys):
     assert heading in out
     lines = out[out.index(heading):].splitlines()
     assert len(lines) >= 4 and set(lines[2].replace(" ", "")) == {"-"}  # a header rule, then rows
+    if module is bench.lateness and os.path.exists("/proc/self/stat"):
+        assert "CPU while they fired, a job: the stack's process" in out  # both processes' CPU per job
 
 
 def test_the_cpu_benchmark_runs_the_real_handlers_on_a_tiny_input(capsys):

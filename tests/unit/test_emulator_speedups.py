@@ -410,3 +410,61 @@ def test_request_ids_are_52_letters_and_digits_from_moto_s_generator():
         assert core_responses.gen_amzn_requestid_long() == seeded  # moto's seeding still repeats them
     finally:
         mock_random.seed()  # back to unseeded for whatever runs next
+
+
+def test_a_query_of_the_table_s_key_answers_as_before_from_its_partition_alone(monkeypatch):
+    """Every way the functions query a table's own key (a range condition, a page limit and its
+    continuation, backwards, a filter, a projection, a hash-only table) answers the same with the
+    partition's items alone as with moto's listing of the whole table; an index query is untouched."""
+    import boto3
+    from moto import mock_aws
+    from moto.dynamodb.models.table import Table
+
+    emulator.speed_up_moto()
+    fast_query = Table.query
+
+    def run():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(TableName="R", BillingMode="PAY_PER_REQUEST",
+                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                                       {"AttributeName": "sk", "KeyType": "RANGE"}],
+                            AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk", "g")],
+                            GlobalSecondaryIndexes=[{"IndexName": "ByG", "Projection": {"ProjectionType": "ALL"},
+                                                     "KeySchema": [{"AttributeName": "g", "KeyType": "HASH"}]}])
+        client.create_table(TableName="H", BillingMode="PAY_PER_REQUEST",
+                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+        for p in ("a", "b", "c"):
+            for i in (5, 1, 9, 3, 7, 2):
+                client.put_item(TableName="R", Item={"pk": {"S": p}, "sk": {"S": f"s{i}"}, "n": {"N": str(i)},
+                                                     "g": {"S": f"g{i % 2}"}})
+            client.put_item(TableName="H", Item={"pk": {"S": p}, "n": {"N": "1"}})
+        answers = []
+
+        def q(**kw):
+            answer = client.query(**kw)
+            answer.pop("ResponseMetadata")
+            answers.append(answer)
+            return answer
+
+        v = {":p": {"S": "b"}}
+        q(TableName="R", KeyConditionExpression="pk = :p", ExpressionAttributeValues=v)
+        q(TableName="R", KeyConditionExpression="pk = :p AND sk BETWEEN :x AND :y",
+          ExpressionAttributeValues={**v, ":x": {"S": "s2"}, ":y": {"S": "s7"}}, ScanIndexForward=False)
+        page = q(TableName="R", KeyConditionExpression="pk = :p", ExpressionAttributeValues=v, Limit=2)
+        q(TableName="R", KeyConditionExpression="pk = :p", ExpressionAttributeValues=v, Limit=2,
+          ExclusiveStartKey=page["LastEvaluatedKey"])
+        q(TableName="R", KeyConditionExpression="pk = :p", FilterExpression="n > :three",
+          ExpressionAttributeValues={**v, ":three": {"N": "3"}}, ProjectionExpression="sk, n")
+        q(TableName="R", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "none"}})
+        q(TableName="H", KeyConditionExpression="pk = :p", ExpressionAttributeValues=v)
+        q(TableName="H", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "none"}})
+        q(TableName="R", IndexName="ByG", KeyConditionExpression="g = :g", ExpressionAttributeValues={":g": {"S": "g1"}})
+        return answers, client.scan(TableName="R")["Count"], client.scan(TableName="H")["Count"]
+
+    with mock_aws():
+        fast = run()
+    assert fast[0][0]["Count"] == 6 and fast[0][1]["Count"] == 4 and fast[1:] == (18, 3)  # nothing added
+    monkeypatch.setattr(Table, "query", fast_query.__wrapped__)  # moto's own
+    with mock_aws():
+        assert run() == fast

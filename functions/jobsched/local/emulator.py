@@ -141,6 +141,7 @@ def speed_up_moto() -> None:
     _speed_up_update_copies()
     _speed_up_action_lookup()
     _speed_up_request_ids()
+    _speed_up_table_query()
     moto.backends._jobsched_fast = True
 
 
@@ -353,6 +354,40 @@ def _speed_up_update_copies() -> None:
 
     responses.DynamoHandler.update_item = handle_update
     models.DynamoDBBackend.update_item = update_item
+
+
+def _speed_up_table_query() -> None:
+    """A query of a table's own key listed every item of the table, sorted by hash and range key
+    (Python comparisons of every pair), to keep those of one partition, which it sorts again by
+    range key: with the look-ahead's thousands of timers, 50 ms a query of the tick (bench
+    lateness). It now starts from that partition's items alone: the same items (moto keys its
+    partitions by the key's type and value, as its equality compares them), sorted by range key
+    as before. A query of an index is left as it was."""
+    from moto.dynamodb.models.table import Table
+
+    original = Table.query
+
+    def query(self, hash_key, range_comparison, range_objs, limit, exclusive_start_key, scan_index_forward,
+              projection_expressions, index_name=None, *args, **kwargs):
+        if index_name is not None or hash_key is None or "all_items" in self.__dict__:
+            return original(self, hash_key, range_comparison, range_objs, limit, exclusive_start_key,
+                            scan_index_forward, projection_expressions, index_name, *args, **kwargs)
+        partition = self.items[hash_key] if hash_key in self.items else None  # never adds a partition
+        if partition is None:
+            candidates = []
+        elif self.range_key_attr:
+            candidates = list(partition.values())
+        else:
+            candidates = [partition]
+        self.all_items = lambda: candidates  # the query's one use of it on this path
+        try:
+            return original(self, hash_key, range_comparison, range_objs, limit, exclusive_start_key,
+                            scan_index_forward, projection_expressions, index_name, *args, **kwargs)
+        finally:
+            del self.all_items
+
+    query.__wrapped__ = original
+    Table.query = query
 
 
 def _speed_up_request_ids() -> None:

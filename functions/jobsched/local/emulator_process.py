@@ -196,6 +196,11 @@ class EmulatorProcess:
         self.port = int(self.url.rsplit(":", 1)[1])
         return self
 
+    @property
+    def pid(self) -> int | None:
+        """The emulator's process (bench lateness reads its CPU)."""
+        return self._process.pid if self._process is not None else None
+
     def _call(self, method: str, path: str, body: dict | None = None, timeout: float = 300.0) -> dict:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + CONTROL_PREFIX + path, data=data, method=method,
