@@ -156,13 +156,54 @@ def test_control_and_other_services_still_pass_through_moto_s_app(fresh_moto):
     assert sts.get_caller_identity()["Account"]
 
 
+def read_answer(sock) -> tuple[bytes, bytes]:
+    """One HTTP answer off a kept connection: its head, then exactly its Content-Length of body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed after {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head, body
+
+
+def test_bodies_are_framed_on_a_kept_connection_head_and_bad_lengths_included(fresh_moto):
+    server = fresh_moto(control=lambda method, path, body: (200, {"got": body.decode()}), control_secret="k")
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    try:
+        # chunked, then sized, then HEAD, on one connection: each answer read whole and in order
+        sock.sendall(b"POST /_jobsched/x HTTP/1.1\r\nHost: x\r\nX-Jobsched-Control: k\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+        head, body = read_answer(sock)
+        assert head.startswith(b"HTTP/1.1 200") and json.loads(body) == {"got": "abcde"}
+        sock.sendall(b"POST /_jobsched/y HTTP/1.1\r\nHost: x\r\nX-Jobsched-Control: k\r\nContent-Length: 2\r\n\r\nhi")
+        head, body = read_answer(sock)
+        assert json.loads(body) == {"got": "hi"}
+        sock.sendall(b"HEAD /moto-api/ HTTP/1.1\r\nHost: x\r\nX-Jobsched-Control: k\r\n\r\n")
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += sock.recv(65536)
+        head, _, rest = data.partition(b"\r\n\r\n")
+        length = [line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+        assert rest == b"" and length and int(length[0].split(b":")[1]) > 0  # GET's length, no body
+        sock.sendall(b"POST /_jobsched/z HTTP/1.1\r\nHost: x\r\nContent-Length: many\r\n\r\n")
+        head, _ = read_answer(sock)
+        assert head.startswith(b"HTTP/1.1 400") and b"connection: close" in head.lower()
+    finally:
+        sock.close()
+
+
 def test_stop_ends_the_connections_left_open(fresh_moto):
     server = fresh_moto()
     ddb, _ = clients(server)
     ddb.list_tables()  # a pooled connection stays open
     held = socket.create_connection(("127.0.0.1", server.port), timeout=5)
     held.sendall(b"GET /moto-api/ HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
-    held.recv(65536)
+    read_answer(held)
     server.stop()
     held.settimeout(5)
     assert held.recv(1) == b""  # closed by the server, not left waiting

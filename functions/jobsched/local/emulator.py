@@ -525,10 +525,11 @@ DIRECT_TARGETS = {"DynamoDB_20120810": ("moto.dynamodb.responses", "DynamoHandle
 def direct_dispatch(app):
     """moto's server app, with DynamoDB's and SQS's JSON requests handed straight to the handler
     class that moto's Flask app would route them to, as moto's own Flask view does it
-    (`convert_to_flask_response`): the same request class, the same call, the same answer. Flask's
-    routing, request context and CORS wrapping cost about a quarter of such a request's time in
-    the emulator (docs/performance.md, "The local stack's emulator"); every other request still
-    goes through the app."""
+    (`convert_to_flask_response`): the same request class, the same call, the same status, body
+    and AWS headers (flask-cors's Access-Control-Allow-Origin is not added: no AWS client reads
+    it). Flask's routing, request context and CORS wrapping cost about a quarter of such a
+    request's time in the emulator (docs/performance.md, "The local stack's emulator"); every
+    other request still goes through the app."""
     import importlib
 
     from botocore.exceptions import ClientError
@@ -579,6 +580,7 @@ class KeepAliveWsgiServer:
         import io
         import socket
         import sys
+        import traceback
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
         from urllib.parse import unquote, urlsplit
 
@@ -610,12 +612,45 @@ class KeepAliveWsgiServer:
             def log_message(self, *args) -> None:
                 pass
 
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except (ConnectionError, TimeoutError):
+                    pass  # the client went away, or stop() ended the connection: nothing to answer
+
+            def _send(self, status: str, headers: list, payload: bytes) -> None:
+                code, _, reason = status.partition(" ")
+                code = int(code)
+                bodiless = code < 200 or code in (204, 304)
+                self.send_response_only(code, reason)
+                head_length = None
+                for name, value in headers:
+                    lowered = name.lower()
+                    if lowered == "content-length":
+                        head_length = value
+                    elif lowered not in ("connection", "transfer-encoding"):
+                        self.send_header(name, value)
+                if not bodiless:
+                    # A HEAD answer says the length its GET would have (as the app gave it).
+                    length = head_length if self.command == "HEAD" and head_length is not None else len(payload)
+                    self.send_header("Content-Length", str(length))
+                if self.close_connection:
+                    self.send_header("Connection", "close")
+                sent = b"" if bodiless or self.command == "HEAD" else payload
+                self._headers_buffer.append(b"\r\n" + sent)
+                self.flush_headers()
+
             def _answer(self) -> None:
-                if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-                    body = _read_chunked(self.rfile)
-                else:
-                    length = int(self.headers.get("Content-Length") or 0)
-                    body = self.rfile.read(length) if length > 0 else b""
+                try:
+                    if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                        body = _read_chunked(self.rfile)
+                    else:
+                        length = int(self.headers.get("Content-Length") or 0)
+                        body = self.rfile.read(length) if length > 0 else b""
+                except ValueError as exc:  # a length or chunk size that is not a number
+                    self.close_connection = True
+                    self._send("400 BAD REQUEST", [("Content-Type", "text/plain")], f"bad request body: {exc}".encode())
+                    return
                 url = urlsplit(self.path)
                 environ = {
                     "wsgi.version": (1, 0), "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(body),
@@ -631,6 +666,7 @@ class KeepAliveWsgiServer:
                     if "_" in name:
                         continue  # as werkzeug: X_Foo must not pass for X-Foo
                     name = name.upper().replace("-", "_")
+                    value = " ".join(value.split("\r\n"))  # a folded header, unfolded
                     if name == "CONTENT_TYPE":
                         environ[name] = value
                     elif name not in ("CONTENT_LENGTH", "TRANSFER_ENCODING"):
@@ -649,26 +685,21 @@ class KeepAliveWsgiServer:
                         if hasattr(result, "close"):
                             result.close()
                     status, headers = answered
-                except Exception as exc:  # noqa: BLE001 - answer 500 and drop the connection
+                except Exception as exc:  # noqa: BLE001 - answer 500, say why, and drop the connection
+                    traceback.print_exc()
                     payload = f"emulator error: {type(exc).__name__}: {exc}".encode()
                     status, headers = "500 INTERNAL SERVER ERROR", [("Content-Type", "text/plain")]
                     self.close_connection = True
-                code, _, reason = status.partition(" ")
-                self.send_response_only(int(code), reason)
-                for name, value in headers:
-                    if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                        self.send_header(name, value)
-                self.send_header("Content-Length", str(len(payload)))
-                if self.close_connection:
-                    self.send_header("Connection", "close")
-                self._headers_buffer.append(b"\r\n" + (payload if self.command != "HEAD" else b""))
-                self.flush_headers()
+                self._send(status, headers, payload)
 
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _answer
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
             block_on_close = False
+            # werkzeug's backlog: the standard library's 5 drops connections when many clients
+            # open theirs at once (a due second's batches), and each retries a second later.
+            request_queue_size = 128
 
         self._server = Server((host, port), Handler)
         self._socket = socket

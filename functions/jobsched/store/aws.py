@@ -54,11 +54,12 @@ _CONFIG = Config(
 
 
 def lean_config() -> Config:
-    """The functions' client settings (retries, time-outs, pool, the lean request building above),
-    for the clients that play AWS's own part in the local stack (its lane pollers, the container
-    task runner): without them botocore rebuilt its User-Agent from a dozen parts for every one of
-    their requests, and their pools held 10 connections."""
-    return _CONFIG
+    """The lean request building above and the functions' pool, for the clients that play AWS's
+    own part in the local stack (its lane pollers, the container task runner): without them
+    botocore rebuilt its User-Agent from a dozen parts for every one of their requests, and their
+    pools held 10 connections. botocore's own read time-out (60 s), not the functions' 10 s: a
+    poller's receive that answers late must not be asked again while its messages are hidden."""
+    return Config(max_pool_connections=32, **_LEAN)
 
 
 # The API answers within its function's 20 s: each AWS call gives up after 3 attempts of at
