@@ -4,6 +4,8 @@ Twelve jobs of tenant A aimed at a partner that answers after 60 s, triggered to
 job of tenant B, used to fill every container of the lane (the local stack's 8) and make B's job
 52 s late. The lane is modelled over the real handlers on a fake clock (bench/lanes.py): a
 container runs one invocation at a time, and the slow partner's calls hold theirs."""
+import threading
+
 from bench.lanes import FAST_URL, SLOW_URL, run
 from jobsched.domain.executions import Dispatch, DispatchKind
 from jobsched.domain.jobs import Priority
@@ -106,6 +108,18 @@ def test_a_container_takes_one_slot_for_all_its_attempts_of_a_tenant_and_gives_i
     assert container.invoke(sqs_event(_batch(harness, [(KEY_A, FAST_URL)]), LANE_ARN)) == {"batchItemFailures": []}
     messages = _batch(harness, [(KEY_A, FAST_URL)] * 10)
     before = _lane_units(harness)
+    # The batch's attempts run at once, each in its thread, and in AWS the due second's wait keeps
+    # them together; here the fake clock's wait is none, and on a loaded machine a thread could
+    # start after another had ended and take the slot again (a take it rightly pays): the calls
+    # meet before any ends, so every attempt holds its slots while the others do.
+    together = threading.Barrier(10, timeout=30)
+    call = harness.target.invoke
+
+    def meeting(*args, **kwargs):
+        together.wait()
+        return call(*args, **kwargs)
+
+    harness.target.invoke = meeting
     # When the container runs the batch
     assert container.invoke(sqs_event(messages, LANE_ARN)) == {"batchItemFailures": []}
     # Then all ten ran, at the cost of one take and one give-back per bound (tenant, host)
