@@ -581,7 +581,7 @@ class KeepAliveWsgiServer:
         import socket
         import sys
         import traceback
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
         from urllib.parse import unquote, urlsplit
 
         connections: set = set()
@@ -694,12 +694,10 @@ class KeepAliveWsgiServer:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _answer
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            block_on_close = False
-            # werkzeug's backlog: the standard library's 5 drops connections when many clients
-            # open theirs at once (a due second's batches), and each retries a second later.
-            request_queue_size = 128
+        from jobsched.local.events import LoopbackHTTPServer  # its backlog of 128, daemon threads
+
+        class Server(LoopbackHTTPServer):
+            block_on_close = False  # stop() ends the kept connections itself
 
         self._server = Server((host, port), Handler)
         self._socket = socket
