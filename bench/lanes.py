@@ -87,8 +87,7 @@ def run(stack, key_a: str, key_b: str, *, containers: int, slow_jobs: int, slow_
     target = SlowPartner(clock, slow_s * 1000)
     env = {**stack.envs["worker"], Env.LANE_CAPS: format_caps({lane: containers for lane in ("HIGH", "NORMAL", "LOW")}),
            Env.LANE_TENANT_PERCENT: str(percent), Env.LANE_HOST_PERCENT: str(percent)}
-    handlers = [worker.make_handler(env, clock, stack.session, target) for _ in range(containers)]
-    idle = [Function("worker", handler) for handler in handlers]
+    idle = [Function("worker", worker.make_handler(env, clock, stack.session, target)) for _ in range(containers)]
     jobs = [(key_a, _create(stack, key_a, f"a{n}", SLOW_URL, slow_s + 30)) for n in range(slow_jobs)]
     jobs.append((key_b, _create(stack, key_b, "b", FAST_URL, 30)))
     triggered_ms = clock.now_ms()
@@ -143,11 +142,6 @@ def run(stack, key_a: str, key_b: str, *, containers: int, slow_jobs: int, slow_
                 break
             fine = clock.now_ms() < triggered_ms + FINE_FOR_MS
             clock.set_ms(clock.now_ms() + (FINE_STEP_MS if fine else STEP_MS))
-            # The invocations' once-a-second beat on the model's clock (the handler's own beat is
-            # on the machine's): a slow call's lane slot is extended before its short hold lapses.
-            for handler in handlers:
-                if handler.lanes is not None:
-                    handler.lanes.keep_alive()
     finally:
         with target.changed:  # whatever still waits answers now, so no thread outlives the model
             target.waiting.clear()

@@ -221,11 +221,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
             _, pending = wait(pending, timeout=min(WAIT_POLL_SECONDS, max(0.0, until_margin_s)),
                               return_when=ALL_COMPLETED)
             if pending and context.get_remaining_time_in_millis() <= FINISH_MARGIN_MS:
-                if lanes is not None:  # left to their threads: their slots held for their leases
-                    lanes.keep_alive(leaving=True)
                 break
-            if pending and lanes is not None:  # a slow attempt's slot, before its short hold lapses
-                lanes.keep_alive()
         results = {}
         for future in pending:
             record = futures[future]
@@ -261,9 +257,6 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
                 failures.append({"itemIdentifier": record.message_id})
         return {"batchItemFailures": failures}
 
-    # The lane model of bench/lanes.py moves a fake clock faster than this invocation's once-a-
-    # second beat, and beats for it: the container's lane gate (None without lane shares).
-    handler.lanes = lanes
     return handler
 
 

@@ -7,8 +7,7 @@ shards' partition keys instead of adding to the tenant's jobs.
   the slot, at most SLOTS_PER_ITEM entries.
 - Lane shares (service/lane_shares.py) use the same slot maps under partition
   "lanetenant#<lane>#<tenant>#<shard>" and "lanehost#<lane>#<host>#<shard>": a map of worker
-  container id → the end of its hold (a few seconds past its latest attempt's start, or its
-  longest attempt's lease once one runs long).
+  container id → the lease of its longest attempt in flight.
 - Rate: partition "flowrate#<tenant>#<key>#<second>#<shard>", sort "~rate": a counter `used`,
   expiring by TTL."""
 from __future__ import annotations
@@ -54,20 +53,17 @@ class FlowStore:
         self._table = dynamodb.Table(table_name)
 
     def take_slot(self, tenant_id: str, key: str, shard: int, execution_id: str, limit: int,
-                  lease_until_ms: int, space: str = FLOW_SPACE, renew: bool = False) -> SlotTaken:
+                  lease_until_ms: int, space: str = FLOW_SPACE) -> SlotTaken:
         """A slot in shard `shard` (at most `limit` held there). The shard's first taker makes its
         map; one that loses that race to another first taker takes its slot in the map just made
         (answering "full" there held records back behind a map with room: the local lane's crowd of
-        one-record batches of one tenant lost 6 of 20 so). `renew`: a slot this holder holds
-        already gets the new lease in the same write (lane shares: a container's lapsed hold is
-        taken again in one write); otherwise its lease is left as it is ("held")."""
+        one-record batches of one tenant lost 6 of 20 so)."""
         item_key = slots_key(tenant_id, key, shard, space)
-        update = "SET slots.#ex = :lease" if renew else "SET slots.#ex = if_not_exists(slots.#ex, :lease)"
         for _ in range(2):
             try:
                 answer = self._table.update_item(
                     Key=item_key,
-                    UpdateExpression=update,
+                    UpdateExpression="SET slots.#ex = if_not_exists(slots.#ex, :lease)",
                     ConditionExpression="attribute_exists(slots) AND (attribute_exists(slots.#ex) OR size(slots) < :limit)",
                     ExpressionAttributeNames={"#ex": execution_id},
                     ExpressionAttributeValues={":lease": lease_until_ms, ":limit": limit},
