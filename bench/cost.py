@@ -441,6 +441,7 @@ class WhatIf:
     wait: bool = True
     info_lines: bool = True
     attempt_log_percent: int | None = None  # None: the template's
+    tracing: bool | None = None  # Lambda's active tracing; None: the template's (`-c tracing`)
 
 
 def bill(m: Measured, rate: float, provisioned: bool = False, what_if: WhatIf = WhatIf()) -> dict[str, float]:
@@ -505,18 +506,25 @@ def bill(m: Measured, rate: float, provisioned: bool = False, what_if: WhatIf = 
 
     def sampled(per_s: float) -> float:
         return 0.0 if per_s <= 0 else (min(per_s, XRAY_RESERVOIR_PER_S) + XRAY_RATE * max(per_s - 1, 0)) / per_s
-    traces = sum(c[f"inv_{fn}"] * sampled(c[f"inv_{fn}"] * rate) for fn in ("api", "tick", "worker"))
+    traced = traced_functions(m.template) if what_if.tracing is None else what_if.tracing
+    traces = sum(c[f"inv_{fn}"] * sampled(c[f"inv_{fn}"] * rate) for fn in ("api", "tick", "worker")) if traced else 0.0
     lines["X-Ray traces"] = traces * price("xray_trace")
     lines["EventBridge rules"] = 0.0
     lines["total"] = sum(lines.values())
     return lines
 
 
-def quiet_month(m_rec: Measured) -> dict[str, float]:
+def traced_functions(tpl: dict) -> bool:
+    """Whether the template's functions have Lambda's active tracing (`-c tracing`, active by default)."""
+    return any(r["Properties"].get("TracingConfig", {}).get("Mode") == "Active"
+               for r in tpl["Resources"].values() if r["Type"] == "AWS::Lambda::Function")
+
+
+def quiet_month(m_rec: Measured, what_if: WhatIf = WhatIf()) -> dict[str, float]:
     """USD a month of a deployment running one recurring execution a second, with the fixed costs
     (ticks, pollers, key, metrics, alarms, dashboard) counted once."""
     executions = SECONDS_PER_MONTH
-    lines = {k: v * executions / MILLION for k, v in bill(m_rec, 1.0).items() if k != "total"}
+    lines = {k: v * executions / MILLION for k, v in bill(m_rec, 1.0, what_if=what_if).items() if k != "total"}
     alarms = sum(1 for r in m_rec.template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm")
     dashboards = sum(1 for r in m_rec.template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Dashboard")
     lines["KMS key (+ a rotated version a year)"] = 2 * price("kms_key_month")
@@ -596,7 +604,9 @@ def main(argv: list[str] | None = None) -> None:
               ("no wait for the due second", WhatIf(wait=False), "sub-second precision: calls up to 1 s early"),
               ("every attempt logged (-c attemptLogPercent=100; 1 as deployed)", WhatIf(attempt_log_percent=100),
                "nothing: the line of each succeeded attempt"),
-              ("no INFO log lines (metrics kept)", WhatIf(info_lines=False), "the per-attempt and per-create lines")]
+              ("no INFO log lines (metrics kept)", WhatIf(info_lines=False), "the per-attempt and per-create lines"),
+              ("X-Ray tracing off (-c tracing=off)", WhatIf(tracing=False),
+               "the X-Ray traces and service map of the functions")]
     rows = []
     for label, what_if, gives in levers:
         figures = [bill(measured[name], 10_000.0, prov, what_if)["total"] for name, prov in (
@@ -609,6 +619,9 @@ def main(argv: list[str] | None = None) -> None:
     month = quiet_month(measured["recurring, 1 a second"])
     print_table("A quiet deployment: one recurring execution a second for a month (USD)",
                 [(k, f"{v:.2f}") for k, v in month.items()], ("line", "USD a month"))
+    untraced = quiet_month(measured["recurring, 1 a second"], WhatIf(tracing=False))["total"]
+    print(f"the same with -c tracing=off: {untraced:.2f} USD a month (X-Ray: Lambda's fixed sampling traces "
+          f"nearly every invocation at one a second)")
     print(f"\nAssumptions: DynamoDB provisioned at {PROVISIONED_UTILIZATION:.0%} utilization (auto scaling's target); "
           f"a call {CALL_S * 1000:g} ms; API {API_GB} GB, {API_OWN_S * 1000:g} ms of our CPU + its calls; worker "
           f"{WORKER_GB} GB, a batch = the wait for its latest record's instant + target {TARGET_S} s + a record's calls "

@@ -62,6 +62,12 @@ class StackConfig:
     # "http": API Gateway's HTTP API ($1.00 a million requests; the function checks the keys);
     # "rest": the REST API ($3.50), for X-Ray on the API hop, a WAF web ACL or request validators.
     api: str = "http"
+    # Lambda's active tracing on every function ("active") or none ("off"). Lambda samples a fixed
+    # 1 request a second and 5 % of the rest per function, which traces nearly every invocation of
+    # a quiet deployment ($5 a million traces: about $14 of a quiet deployment's month, $0.28 of a
+    # million one-time jobs at 10,000 a second; docs/performance.md). "off" gives up the X-Ray
+    # service map and traces; logs, metrics and the targets' traceparent are unchanged.
+    tracing: str = "active"
     # The sizing profile this configuration came from (`-c profile=1k|10k|herd1m`, computed by
     # jobsched/sizing.py; "default": the settings above). A profile also sets what follows.
     profile: str = "default"
@@ -164,6 +170,7 @@ class StackConfig:
             attempt_log_percent=_int_in(get("attemptLogPercent", base.attempt_log_percent), 0, 100,
                                         "attemptLogPercent"),
             api=_choice(get("api", "http"), ("http", "rest"), "api"),
+            tracing=_choice(get("tracing", "active"), ("active", "off"), "tracing"),
             lane_max_concurrency=caps,
             lane_pollers=pollers,
             worker_reserved_concurrency=_int_in(get("workerReservedConcurrency", reserved), 0, 1_000_000,

@@ -18,8 +18,10 @@ CODE_EXCLUDES = ["**/__pycache__", "**/*.pyc", "jobsched/local", "jobsched/local
 
 
 class FunctionFactory(Construct):
-    def __init__(self, scope: Construct, construct_id: str, layer_dir: Path, common_env: dict[str, str]) -> None:
+    def __init__(self, scope: Construct, construct_id: str, layer_dir: Path, common_env: dict[str, str],
+                 tracing: bool = True) -> None:
         super().__init__(scope, construct_id)
+        self._tracing = lambda_.Tracing.ACTIVE if tracing else lambda_.Tracing.DISABLED  # `-c tracing`
         if not (layer_dir / "python").is_dir():
             raise ConfigError(
                 f"the dependency layer is not built at {layer_dir}; run `make layer` (or `make synth`)"
@@ -57,7 +59,7 @@ class FunctionFactory(Construct):
             timeout=timeout,
             memory_size=memory_mb,
             environment={**self._env, **env},
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=self._tracing,
             log_group=log_group,
             role=role,
             **kwargs,

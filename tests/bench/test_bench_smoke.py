@@ -42,6 +42,8 @@ def test_benchmark_runs_on_a_tiny_input(module, heading, capsys):
     assert len(lines) >= 4 and set(lines[2].replace(" ", "")) == {"-"}  # a header rule, then rows
     if module is bench.lateness and os.path.exists("/proc/self/stat"):
         assert "CPU while they fired, a job: the stack's process" in out  # both processes' CPU per job
+    if module is bench.cost:  # the tracing lever, and the quiet deployment without it
+        assert "X-Ray tracing off (-c tracing=off)" in out and "the same with -c tracing=off:" in out
 
 
 def test_the_cpu_benchmark_runs_the_real_handlers_on_a_tiny_input(capsys):

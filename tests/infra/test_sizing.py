@@ -236,17 +236,26 @@ READ_HEAVY_JOBS = sizing._table("Jobs", 20_000, 100, 20_000, 100, has_index=True
 
 # Run in one process (one CDK runtime start, tens of seconds on a busy machine): infra/app.py as
 # `cdk deploy -c profile=10k` runs it (the CLI passes context in CDK_CONTEXT_JSON), then a stack
-# holding only the Storage construct with the two tables above.
+# holding only the Storage construct with the two tables above, and one holding a function made
+# by the function factory as `-c tracing=off` makes it.
 _SYNTH_SCRIPT = """
 import json, os, runpy, sys
+from pathlib import Path
 runpy.run_path(sys.argv[1], run_name="__main__")
 import aws_cdk as cdk
 from jobsched.sizing import TableSizing
+from jobsched_infra.config import StackConfig
+from jobsched_infra.functions import FunctionFactory
 from jobsched_infra.storage import Storage
 app = cdk.App(outdir=os.environ["CDK_OUTDIR"] + "-storage")
 stack = cdk.Stack(app, "StorageOnly")
 Storage(stack, "Storage", encryption="aws-owned",
         tables=tuple(TableSizing(**t) for t in json.loads(os.environ["STORAGE_TABLES"])))
+untraced = cdk.Stack(app, "TracingOff")
+untraced.node.set_context("tracing", "off")
+config = StackConfig.from_context(untraced.node)
+FunctionFactory(untraced, "Functions", Path(os.environ["LAYER_DIR"]), {}, tracing=config.tracing == "active").create(
+    "Worker", "jobsched.handlers.worker.handler", {}, cdk.Duration.seconds(30), 512)
 app.synth()
 """
 
@@ -272,12 +281,14 @@ def synthesized():
             context = {**json.loads((ROOT / "cdk.json").read_text())["context"], "profile": "10k",
                        "layerDir": str(ROOT / ".build" / "layer")}
             env = {**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(context),
+                   "LAYER_DIR": str(ROOT / ".build" / "layer"),
                    "STORAGE_TABLES": json.dumps(tables), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
                    "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT / "infra")])}
             subprocess.run([sys.executable, "-c", _SYNTH_SCRIPT, str(ROOT / "infra" / "app.py")], env=env,
                            check=True, capture_output=True)
             result = {"profile-10k": json.loads((outdir / "Jobsched.template.json").read_text()),
-                      "storage": json.loads(Path(f"{outdir}-storage", "StorageOnly.template.json").read_text())}
+                      "storage": json.loads(Path(f"{outdir}-storage", "StorageOnly.template.json").read_text()),
+                      "tracing-off": json.loads(Path(f"{outdir}-storage", "TracingOff.template.json").read_text())}
             for old in (outdir, Path(f"{outdir}-storage")):
                 shutil.rmtree(old, ignore_errors=True)
             for old in cache.glob("sizing-*.json"):
@@ -408,3 +419,33 @@ def test_a_lane_beyond_one_mappings_pollers_is_a_finding():
     assert [f for f in slow.findings if "pollers'" in f] == [
         "lane HIGH needs more than 10,000 pollers' 100,000 invocations: a second event source mapping (queue) per "
         "lane would be needed"]
+
+
+def test_tracing_off_leaves_the_functions_untraced_and_without_an_x_ray_grant(synthesized):
+    from jobsched_infra.config import ConfigError, StackConfig
+
+    # `-c tracing=off` (a lever of docs/performance.md: Lambda's fixed sampling traces nearly every
+    # invocation of a quiet deployment): no tracing mode and no X-Ray statement in the role
+    def xray_actions(template) -> set[str]:
+        actions = set()
+        for policy in (r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"):
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                listed = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                actions |= {a for a in listed if a.startswith("xray:")}
+        return actions
+
+    untraced = synthesized["tracing-off"]
+    [function] = [r for r in untraced["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    assert function["Properties"].get("TracingConfig", {}).get("Mode") != "Active"
+    assert xray_actions(untraced) == set()
+    # while a deployment as made by default traces every function, with the grant it needs
+    traced = synthesized["profile-10k"]
+    functions = [r for r in traced["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    assert functions and all(f["Properties"]["TracingConfig"] == {"Mode": "Active"} for f in functions)
+    assert "xray:PutTraceSegments" in xray_actions(traced)
+    # and `bench cost` prices traces only for a template that traces
+    assert bench.cost.traced_functions(traced) and not bench.cost.traced_functions(untraced)
+    assert StackConfig.from_context(_Node({})).tracing == "active"
+    with pytest.raises(ConfigError, match="'tracing' must be one of active, off"):
+        StackConfig.from_context(_Node({"tracing": "Off"}))
+
