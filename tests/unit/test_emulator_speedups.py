@@ -468,3 +468,74 @@ def test_a_query_of_the_table_s_key_answers_as_before_from_its_partition_alone(m
     monkeypatch.setattr(Table, "query", fast_query.__wrapped__)  # moto's own
     with mock_aws():
         assert run() == fast
+
+
+def test_item_answers_written_as_plain_json_parse_as_moto_s_own_writer_makes_them(monkeypatch):
+    # Every answer of the item operations is written both ways and parsed by botocore as a client
+    # would: the same answer, the same status and content type; binary values take moto's writer.
+    from collections import Counter
+
+    import boto3
+    import botocore.parsers
+    from moto import mock_aws
+    from moto.dynamodb.responses import DynamoResult
+
+    emulator.speed_up_moto()
+    fast = DynamoResult.execute_result
+    slow = fast.__wrapped__
+    parser = botocore.parsers.create_parser("json")
+    compared, plain = Counter(), Counter()
+
+    def both(self, context):
+        answers = [fast(self, context), slow(self, context)]
+        shape = context.operation_model.output_shape
+        parsed = [parser.parse({"body": body.encode(), "headers": headers, "status_code": status}, shape)
+                  for status, headers, body in answers]
+        assert parsed[0] == parsed[1], context.operation_model.name
+        assert answers[0][0] == answers[1][0] and answers[0][1]["Content-Type"] == answers[1][1]["Content-Type"]
+        compared[context.operation_model.name] += 1
+        plain[context.operation_model.name] += emulator.plain_json(self.result)
+        return answers[0]
+
+    monkeypatch.setattr(DynamoResult, "execute_result", both)
+    item = {"pk": {"S": "tenant"}, "sk": {"S": "job_1"}, "n": {"N": "12.5"}, "flag": {"BOOL": True},
+            "nothing": {"NULL": True}, "list": {"L": [{"N": "1"}, {"S": "x"}, {"M": {"a": {"BOOL": False}}}]},
+            "map": {"M": {"inner": {"M": {"deep": {"S": "é ✓ \"quoted\""}}}, "empty": {"M": {}}}},
+            "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2.5"]}, "text": {"S": "p" * 500}}
+    binary = {"pk": {"S": "tenant"}, "sk": {"S": "job_2"}, "b": {"B": b"\x00\xffbytes"}, "bs": {"BS": [b"1", b"2"]}}
+    with mock_aws():
+        c = boto3.client("dynamodb", region_name="us-east-1")
+        c.create_table(TableName="t", BillingMode="PAY_PER_REQUEST",
+                       AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                             {"AttributeName": "sk", "AttributeType": "S"}],
+                       KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}])
+        key = {"pk": item["pk"], "sk": item["sk"]}
+        c.put_item(TableName="t", Item=item)
+        c.put_item(TableName="t", Item=item, ReturnValues="ALL_OLD")
+        c.put_item(TableName="t", Item=binary)
+        assert c.get_item(TableName="t", Key=key, ConsistentRead=True)["Item"] == item
+        assert c.get_item(TableName="t", Key={"pk": {"S": "tenant"}, "sk": {"S": "job_2"}})["Item"] == binary
+        c.get_item(TableName="t", Key={"pk": {"S": "nobody"}, "sk": {"S": "x"}})
+        c.batch_get_item(RequestItems={"t": {"Keys": [key, {"pk": {"S": "tenant"}, "sk": {"S": "none"}}]}},
+                         ReturnConsumedCapacity="TOTAL")
+        page = c.query(TableName="t", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": item["pk"]},
+                       Limit=1, ReturnConsumedCapacity="TOTAL")
+        assert page["Count"] == 1 and "LastEvaluatedKey" in page
+        c.query(TableName="t", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": item["pk"]},
+                ProjectionExpression="sk, #n", ExpressionAttributeNames={"#n": "n"})
+        c.scan(TableName="t")
+        names = {"#n": "n", "#l": "list", "#f": "flag"}
+        c.update_item(TableName="t", Key=key, UpdateExpression="SET #n = #n + :one, #l[0] = :two REMOVE #f",
+                      ExpressionAttributeNames=names, ExpressionAttributeValues={":one": {"N": "1"}, ":two": {"N": "2"}},
+                      ReturnValues="ALL_NEW")
+        c.update_item(TableName="t", Key=key, UpdateExpression="SET #t = :t", ExpressionAttributeNames={"#t": "text"},
+                      ExpressionAttributeValues={":t": {"S": "q"}}, ReturnValues="UPDATED_OLD")
+        c.update_item(TableName="t", Key=key, UpdateExpression="SET #t = :t", ExpressionAttributeNames={"#t": "text"},
+                      ExpressionAttributeValues={":t": {"S": "r"}})
+        c.batch_write_item(RequestItems={"t": [{"PutRequest": {"Item": {**item, "sk": {"S": "job_3"}}}}]})
+        c.transact_get_items(TransactItems=[{"Get": {"TableName": "t", "Key": key}}])
+        c.transact_write_items(TransactItems=[{"Put": {"TableName": "t", "Item": {**item, "sk": {"S": "job_4"}}}}])
+        c.delete_item(TableName="t", Key=key, ReturnValues="ALL_OLD")
+    assert emulator.ITEM_ANSWERS <= set(compared)  # (and CreateTable, through moto's writer)
+    # written as plain JSON, but for the answers holding binary values (2) and CreateTable's (timestamps)
+    assert sum(plain.values()) == sum(compared.values()) - 3

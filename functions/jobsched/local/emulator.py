@@ -57,7 +57,9 @@ def speed_up_moto() -> None:
     - every deleted message is looked for twice in the whole queue: once, and once for a batch;
     - every UpdateItem parses its update expression twice (request check, then update), although
       the functions send the same few expressions again and again: a parsed expression is kept
-      (moto's validator works on a deep copy of it, so the kept tree is never changed)."""
+      (moto's validator works on a deep copy of it, so the kept tree is never changed);
+    - an item operation's answer made of JSON's own types is written with json.dumps, not by
+      walking botocore's output shape attribute by attribute (_speed_up_item_answers)."""
     import moto.backends
     import moto.sqs.models as sqs_models
     from moto.core.utils import unix_time
@@ -142,6 +144,7 @@ def speed_up_moto() -> None:
     _speed_up_action_lookup()
     _speed_up_request_ids()
     _speed_up_table_query()
+    _speed_up_item_answers()
     moto.backends._jobsched_fast = True
 
 
@@ -388,6 +391,51 @@ def _speed_up_table_query() -> None:
 
     query.__wrapped__ = original
     Table.query = query
+
+
+# The item operations whose answers are items and counts: plain JSON, as DynamoDB's JSON protocol
+# writes them.
+ITEM_ANSWERS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "PutItem", "UpdateItem", "DeleteItem",
+                          "TransactGetItems"})
+
+
+_JSON_SCALARS = (str, bool, int, float)
+
+
+def plain_json(value) -> bool:
+    """Made only of JSON's own types: dicts with string keys, lists, strings, booleans, numbers
+    (not NaN); no None, bytes or datetime."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(k) is str and plain_json(v) for k, v in value.items())
+    if kind is list:
+        return all(plain_json(v) for v in value)
+    return kind in _JSON_SCALARS and value == value
+
+
+def _speed_up_item_answers() -> None:
+    """moto writes each DynamoDB answer by walking botocore's shape of the operation's output for
+    every value, attribute by attribute: about 1.7 ms an item, 170 ms for a BatchGetItem of 100 jobs
+    (the tick's read of a page) against about 1 ms for `json.dumps` of the same answer. An answer of
+    an item operation made only of JSON's own types (no binary value, which moto hands its writer as
+    bytes to encode; no timestamp; no None) is written with `json.dumps`, which is what the writer
+    makes of it; any other answer, and every error, goes through moto's writer as before."""
+    import json
+
+    from moto.dynamodb.responses import DynamoResult
+
+    original = DynamoResult.execute_result
+
+    def execute_result(self, context):
+        result = self.result
+        operation = context.operation_model
+        if operation.name not in ITEM_ANSWERS or type(result) is not dict or not plain_json(result):
+            return original(self, context)
+        version = operation.service_model.metadata.get("jsonVersion", "1.0")
+        return 200, {"Content-Type": f"application/x-amz-json-{version}"}, json.dumps(result)
+
+    execute_result.__wrapped__ = original
+    DynamoResult.execute_result = execute_result
 
 
 def _speed_up_request_ids() -> None:

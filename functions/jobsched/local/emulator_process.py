@@ -118,11 +118,19 @@ class Control:
         self.done.set()
 
 
+EMULATOR_SWITCH_INTERVAL_S = 0.05
+
+
 def serve(port: int, parent_pid: int) -> None:
     from jobsched.local.emulator import SerializedServer
     from jobsched.local.fake_aws import use_local_aws_env
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The thread that holds the emulator's lock works while the connections' threads parse their
+    # requests and then wait for it: at Python's 5 ms switch interval it gave up the interpreter to
+    # each of them, and held the lock longer for it. At 50 ms the lock was held 206-211 s over bench
+    # lateness's 50 a second instead of 224 s (docs/performance.md).
+    sys.setswitchinterval(EMULATOR_SWITCH_INTERVAL_S)
     secret = os.environ.pop(CONTROL_SECRET_ENV, "")
     if not secret:
         sys.exit(f"the emulator's process needs {CONTROL_SECRET_ENV}: the local stack starts it")
