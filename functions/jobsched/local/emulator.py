@@ -59,7 +59,7 @@ def speed_up_moto() -> None:
       the functions send the same few expressions again and again: a parsed expression is kept
       (moto's validator works on a deep copy of it, so the kept tree is never changed);
     - an item operation's answer made of JSON's own types is written with json.dumps, not by
-      walking botocore's output shape attribute by attribute (_speed_up_item_answers)."""
+      walking botocore's output shape attribute by attribute (speed_up_item_answers)."""
     import moto.backends
     import moto.sqs.models as sqs_models
     from moto.core.utils import unix_time
@@ -144,7 +144,7 @@ def speed_up_moto() -> None:
     _speed_up_action_lookup()
     _speed_up_request_ids()
     _speed_up_table_query()
-    _speed_up_item_answers()
+    speed_up_item_answers()
     moto.backends._jobsched_fast = True
 
 
@@ -413,18 +413,25 @@ def plain_json(value) -> bool:
     return kind in _JSON_SCALARS and value == value
 
 
-def _speed_up_item_answers() -> None:
+def speed_up_item_answers() -> None:
     """moto writes each DynamoDB answer by walking botocore's shape of the operation's output for
     every value, attribute by attribute: about 1.7 ms an item, 170 ms for a BatchGetItem of 100 jobs
     (the tick's read of a page) against about 1 ms for `json.dumps` of the same answer. An answer of
     an item operation made only of JSON's own types (no binary value, which moto hands its writer as
     bytes to encode; no timestamp; no None) is written with `json.dumps`, which is what the writer
-    makes of it; any other answer, and every error, goes through moto's writer as before."""
+    makes of it; any other answer, and every error, goes through moto's writer as before. The
+    in-process stacks of the tests use it too (tests/conftest.py): it changes no answer."""
     import json
 
+    import moto
+
+    if moto.__version__ != MOTO_PATCHED_VERSION:
+        return  # moto's writer, as speed_up_moto leaves every other patch off
     from moto.dynamodb.responses import DynamoResult
 
     original = DynamoResult.execute_result
+    if hasattr(original, "__wrapped__"):
+        return  # in place already
 
     def execute_result(self, context):
         result = self.result
