@@ -98,6 +98,11 @@ class StackConfig:
     hosted_zone_id: str = ""
     certificate_arns: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def traced(self) -> bool:
+        """Lambda's active tracing on the functions (and X-Ray on a REST API's stage)."""
+        return self.tracing == "active"
+
     @classmethod
     def from_sizing(cls, name: str, sizing: Sizing) -> "StackConfig":
         """The settings the model gives for a profile (the rest as in the default)."""

@@ -82,7 +82,7 @@ class JobschedStack(Stack):
             **{Env.LANE_URL[p]: q.queue_url for p, q in lanes.queues.items()},
             **(self._region_env(plan) if plan else {}),
         }
-        factory = FunctionFactory(self, "Functions", config.layer_dir, common_env, tracing=config.tracing == "active")
+        factory = FunctionFactory(self, "Functions", config.layer_dir, common_env, tracing=config.traced)
         # Tenants' signing secrets are encrypted with the stack's key (the API encrypts a new one,
         # the worker decrypts to sign); without a key the table's own encryption keeps them.
         # With regions, the multi-Region key's id: the same in every region, so a secret encrypted in
@@ -315,7 +315,7 @@ class JobschedStack(Stack):
                 stage_name=API_STAGE,
                 throttling_rate_limit=config.api_rate_limit,
                 throttling_burst_limit=config.api_burst_limit,
-                tracing_enabled=config.tracing == "active",
+                tracing_enabled=config.traced,
                 metrics_enabled=True,
                 # Errors only, and never request or response bodies: they carry API keys and payloads.
                 logging_level=apigw.MethodLoggingLevel.ERROR,

@@ -254,7 +254,7 @@ Storage(stack, "Storage", encryption="aws-owned",
 untraced = cdk.Stack(app, "TracingOff")
 untraced.node.set_context("tracing", "off")
 config = StackConfig.from_context(untraced.node)
-FunctionFactory(untraced, "Functions", Path(os.environ["LAYER_DIR"]), {}, tracing=config.tracing == "active").create(
+FunctionFactory(untraced, "Functions", Path(os.environ["LAYER_DIR"]), {}, tracing=config.traced).create(
     "Worker", "jobsched.handlers.worker.handler", {}, cdk.Duration.seconds(30), 512)
 app.synth()
 """
@@ -445,7 +445,6 @@ def test_tracing_off_leaves_the_functions_untraced_and_without_an_x_ray_grant(sy
     assert "xray:PutTraceSegments" in xray_actions(traced)
     # and `bench cost` prices traces only for a template that traces
     assert bench.cost.traced_functions(traced) and not bench.cost.traced_functions(untraced)
-    assert StackConfig.from_context(_Node({})).tracing == "active"
+    assert StackConfig.from_context(_Node({})).traced and not StackConfig.from_context(_Node({"tracing": "off"})).traced
     with pytest.raises(ConfigError, match="'tracing' must be one of active, off"):
         StackConfig.from_context(_Node({"tracing": "Off"}))
-
