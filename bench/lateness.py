@@ -198,11 +198,38 @@ def _measure(echo, due_by_job: dict[str, int], count: int, rate: int, first_due_
         if job_id in due_by_job:
             arrivals.setdefault(job_id, []).append(call["receivedMs"])
     lateness = [min(times) - due_by_job[job] for job, times in arrivals.items()]
+    print_by_phase([(due_by_job[job], min(times) - due_by_job[job]) for job, times in arrivals.items()],
+                   first_due_s, seconds, len(due_by_job) - len(arrivals))
     return {"rate": rate, "count": count, "missed": count - len(arrivals),
             "duplicated": sum(len(t) - 1 for t in arrivals.values()),
             "p50": percentile(lateness, 50), "p95": percentile(lateness, 95), "p99": percentile(lateness, 99),
             "max": max(lateness) if lateness else float("nan"), "min": min(lateness) if lateness else float("nan"),
             "created_late": created_late}
+
+
+PHASE_SECONDS = 20  # lateness by due time, in windows this long (runs of at least two windows)
+
+
+def by_phase(late_by_due: list[tuple[int, int]], first_due_s: int, seconds: int) -> list[tuple]:
+    """(from s, to s, jobs, p50, p99, max) per PHASE_SECONDS of due time from the first due
+    second: whether lateness grows over the run (a backlog) or comes in one burst."""
+    windows = []
+    for start in range(0, seconds, PHASE_SECONDS):
+        lo, hi = (first_due_s + start) * 1000, (first_due_s + min(seconds, start + PHASE_SECONDS)) * 1000
+        late = [ms for due, ms in late_by_due if lo <= due < hi]
+        if late:
+            windows.append((start, min(seconds, start + PHASE_SECONDS), len(late), percentile(late, 50),
+                            percentile(late, 99), max(late)))
+    return windows
+
+
+def print_by_phase(late_by_due: list[tuple[int, int]], first_due_s: int, seconds: int, missed: int) -> None:
+    windows = by_phase(late_by_due, first_due_s, seconds)
+    if len(windows) < 2:
+        return
+    print(f"lateness by due time ({missed} not arrived):")
+    for start, end, jobs, p50, p99, most in windows:
+        print(f"  due {start:>3}-{end:<3} s: {jobs:>5} jobs, p50 {p50:>8.0f} ms, p99 {p99:>8.0f} ms, max {most:>8.0f} ms")
 
 
 def row(label: str, r: dict) -> tuple:

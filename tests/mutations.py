@@ -16,6 +16,14 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("emulator: an in-flight message that left its queue is not found by its handle", "functions/jobsched/local/emulator.py",
+  "            if had and (not in_flight or message in queue._messages):",
+  "            if had:",
+  "tests/unit/test_emulator_speedups.py::test_a_visibility_batch_changes_the_handles_messages_as_moto_does_among_delayed_ones"),
+ ("emulator: handles are looked for among in-flight messages first", "functions/jobsched/local/emulator.py",
+  "    for in_flight, pool in ((True, queue.pending_messages), (False, queue._messages)):",
+  "    for in_flight, pool in ((False, queue._messages),):",
+  "tests/unit/test_emulator_speedups.py::test_handles_are_looked_for_among_in_flight_messages_before_the_whole_queue"),
  ("container task: a takeover adopts the dead worker's task instead of starting a second", "functions/jobsched/service/worker.py",
   "        if claim.taken_over is not None and _runs_a_task(job) and self._containers is not None:",
   "        if False:",

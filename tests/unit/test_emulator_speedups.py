@@ -539,3 +539,81 @@ def test_item_answers_written_as_plain_json_parse_as_moto_s_own_writer_makes_the
     assert emulator.ITEM_ANSWERS <= set(compared)  # (and CreateTable, through moto's writer)
     # written as plain JSON, but for the answers holding binary values (2) and CreateTable's (timestamps)
     assert sum(plain.values()) == sum(compared.values()) - 3
+
+
+def test_a_visibility_batch_changes_the_handles_messages_as_moto_does_among_delayed_ones():
+    """In-flight messages are looked at first; a message visible again, an old handle of a message
+    received twice, an unknown handle and a timeout beyond 12 hours answer as moto's pass over the
+    whole queue answers them."""
+    from unittest import mock
+
+    emulator.speed_up_moto()
+    backend = SQSBackend("us-east-1", "123456789012")
+    backend.create_queue("lane")
+    for i in range(50):
+        backend.send_message("lane", f"later{i}", delay_seconds=600)
+    for i in range(4):
+        backend.send_message("lane", f"m{i}")
+    queue = backend.get_queue("lane")
+    received = backend.receive_message("lane", 10, 0, 30)
+    assert sorted(m.body for m in received) == ["m0", "m1", "m2", "m3"]
+    handles = {m.body: m.receipt_handle for m in received}
+    success, errors = backend.change_message_visibility_batch("lane", [
+        {"Id": "a", "ReceiptHandle": handles["m0"], "VisibilityTimeout": 0},
+        {"Id": "b", "ReceiptHandle": "not-a-handle", "VisibilityTimeout": 0},
+        {"Id": "c", "ReceiptHandle": handles["m1"], "VisibilityTimeout": 120},
+        {"Id": "d", "ReceiptHandle": handles["m2"], "VisibilityTimeout": 43_201}])
+    assert success == ["a", "c"]
+    assert [e["Id"] for e in errors] == ["b", "d"]
+    assert errors[0]["Code"] == "ReceiptHandleIsInvalid" and errors[1]["Code"] == "InvalidParameterValue"
+    by_body = {m.body: m for m in queue._messages}
+    assert by_body["m0"].visible and by_body["m0"] not in queue.pending_messages
+    assert not by_body["m1"].visible and by_body["m1"] in queue.pending_messages
+    # m3's visibility ends: a receive takes it again (a new handle); its old one still changes it
+    with mock.patch("moto.sqs.models.unix_time_millis", lambda *a: by_body["m3"].visible_at + 1):
+        again = backend.receive_message("lane", 10, 0, 30)
+        assert "m3" in {m.body for m in again}
+        backend.change_message_visibility("lane", handles["m3"], 0)
+        assert by_body["m3"].visible
+    import pytest
+    from moto.sqs.exceptions import InvalidParameterValue, ReceiptHandleIsInvalid
+    with pytest.raises(ReceiptHandleIsInvalid):
+        backend.change_message_visibility("lane", "not-a-handle", 10)
+    with pytest.raises(InvalidParameterValue):
+        backend.change_message_visibility("lane", handles["m1"], 43_201)
+    # an in-flight message that left the queue is not found (as moto's pass over the queue)
+    queue._messages.remove(by_body["m1"])
+    with pytest.raises(ReceiptHandleIsInvalid):
+        backend.change_message_visibility("lane", handles["m1"], 0)
+    with pytest.raises(ReceiptHandleIsInvalid):
+        backend.delete_message("lane", handles["m1"])
+
+
+def test_handles_are_looked_for_among_in_flight_messages_before_the_whole_queue():
+    """With minutes of delayed messages in a lane, a delete or a visibility change reads the few
+    in-flight messages, not every message of the queue."""
+    emulator.speed_up_moto()
+    backend = SQSBackend("us-east-1", "123456789012")
+    backend.create_queue("lane")
+    for i in range(200):
+        backend.send_message("lane", f"later{i}", delay_seconds=600)
+    for i in range(3):
+        backend.send_message("lane", f"m{i}")
+    received = backend.receive_message("lane", 10, 0, 30)
+    queue = backend.get_queue("lane")
+    passes = []
+
+    class Counted(list):
+        def __iter__(self):
+            passes.append(len(self))
+            return super().__iter__()
+
+    queue._messages = Counted(queue._messages)
+    backend.change_message_visibility_batch("lane", [
+        {"Id": str(i), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": 60} for i, m in enumerate(received)])
+    assert passes == []  # moto: a pass over the 203 messages per entry
+    success, errors = backend.delete_message_batch("lane", [
+        {"Id": str(i), "ReceiptHandle": m.receipt_handle} for i, m in enumerate(received)])
+    assert errors == [] and len(success) == 3
+    assert passes == [203]  # the one pass that leaves the deleted messages out
+    assert len(queue._messages) == 200 and not queue.pending_messages

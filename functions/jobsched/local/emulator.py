@@ -54,7 +54,10 @@ def speed_up_moto() -> None:
     - every receive lists the queue's visible messages by reading the clock twice per message of
       the queue (with its delayed ones: the look-ahead keeps minutes of them there): read it once
       per receive;
-    - every deleted message is looked for twice in the whole queue: once, and once for a batch;
+    - every deleted message was looked for twice in the whole queue, and every visibility change
+      once per entry of its batch: the handles are looked for among the queue's in-flight
+      messages first, once per batch (a lane holds minutes of delayed messages: a visibility
+      batch took 9.6 ms with 6,000 of them, 1.5 ms with none);
     - every UpdateItem parses its update expression twice (request check, then update), although
       the functions send the same few expressions again and again: a parsed expression is kept
       (moto's validator works on a deep copy of it, so the kept tree is never changed);
@@ -64,7 +67,7 @@ def speed_up_moto() -> None:
     import moto.sqs.models as sqs_models
     from moto.core.utils import unix_time
     from moto.dynamodb.parsing.expressions import UpdateExpressionParser
-    from moto.sqs.exceptions import ReceiptHandleIsInvalid
+    from moto.sqs.exceptions import InvalidParameterValue, ReceiptHandleIsInvalid
     from moto.sqs.models import Queue, SQSBackend
 
     if getattr(moto.backends, "_jobsched_fast", False):
@@ -94,33 +97,20 @@ def speed_up_moto() -> None:
     def delete_message(self, receipt_handle: str) -> None:
         if receipt_handle in self.deleted_messages:
             return  # already deleted: deleting again is fine
-        kept, found = [], False
-        for message in self._messages:
-            if receipt_handle in message.all_receipt_handles:
-                found = True
-                self.pending_messages.discard(message)
-                self.deleted_messages.update(message.all_receipt_handles)
-                continue
-            kept.append(message)
+        found = _holders(self, {receipt_handle})
         if not found:
             raise ReceiptHandleIsInvalid()
-        self._messages = kept
+        _remove(self, found)
 
     def delete_message_batch(self, queue_name: str, receipts: list) -> tuple[list, list]:
-        # One pass over the queue for the whole batch (moto's deletes one handle at a time, each a
-        # pass); the answers as moto gives them, in the batch's order.
+        # One pass over the queue's in-flight messages for the whole batch (moto's deletes one
+        # handle at a time, each a pass over the whole queue); the answers as moto gives them, in
+        # the batch's order.
         queue = self.get_queue(queue_name)
         wanted = {r["ReceiptHandle"] for r in receipts} - queue.deleted_messages
-        kept, found = [], set()
-        for message in queue._messages:
-            handles = message.all_receipt_handles
-            if wanted.intersection(handles):
-                found.update(handles)
-                queue.pending_messages.discard(message)
-                queue.deleted_messages.update(handles)
-                continue
-            kept.append(message)
-        queue._messages = kept
+        holders = _holders(queue, wanted)
+        found = {handle for message in holders for handle in message.all_receipt_handles}
+        _remove(queue, holders)
         success, errors = [], []
         for receipt in receipts:
             handle = receipt["ReceiptHandle"]
@@ -131,9 +121,29 @@ def speed_up_moto() -> None:
                                "Message": f'The input receipt handle "{handle}" is not a valid receipt handle.'})
         return success, errors
 
+    original_change_visibility = SQSBackend.change_message_visibility
+
+    def change_message_visibility(self, queue_name: str, receipt_handle: str, visibility_timeout: int) -> None:
+        # moto looks for the handle's message in the whole queue (a lane holds minutes of delayed
+        # messages), once per entry of a batch: the in-flight messages are looked at first.
+        queue = self.get_queue(queue_name)
+        holders = _holders(queue, {receipt_handle})
+        if not holders:
+            return original_change_visibility(self, queue_name, receipt_handle, visibility_timeout)
+        (message,) = holders
+        given_visibility_timeout = sqs_models.unix_time_millis() + int(visibility_timeout) * 1000
+        if given_visibility_timeout - message.sent_timestamp > 43200 * 1000:
+            raise InvalidParameterValue(
+                f"Value {visibility_timeout} for parameter VisibilityTimeout is invalid. Reason: Total "
+                "VisibilityTimeout for the message is beyond the limit [43200 seconds]")
+        message.change_visibility(visibility_timeout)
+        if message.visible and message in queue.pending_messages:
+            queue.pending_messages.remove(message)
+
     Queue.messages = property(messages)
     Queue.delete_message = delete_message
     SQSBackend.delete_message_batch = delete_message_batch
+    SQSBackend.change_message_visibility = change_message_visibility
     _speed_up_send(Queue, SQSBackend)
 
     parse = functools.lru_cache(maxsize=512)(UpdateExpressionParser.make)  # errors are not cached
@@ -146,6 +156,43 @@ def speed_up_moto() -> None:
     _speed_up_table_query()
     speed_up_item_answers()
     moto.backends._jobsched_fast = True
+
+
+def _holders(queue, handles: set) -> list:
+    """The messages of `queue` that ever had one of `handles`. A handle is a message's from a
+    receive, and a received message is in flight (the queue's pending messages) until its
+    visibility ends and a receive finds it visible again, so those few are looked at first, then
+    the whole queue for any handle not found (a message visible again, or a handle never given).
+    A handle belongs to one message only (random, 170 characters or more), so the messages are
+    those moto's pass over the whole queue finds."""
+    found, seen, left = [], set(), set(handles)
+    for in_flight, pool in ((True, queue.pending_messages), (False, queue._messages)):
+        if not left:
+            break
+        for message in pool:
+            if message.receipt_handle is None or id(message) in seen:
+                continue
+            had = left.intersection(message.all_receipt_handles)
+            # An in-flight message that left the queue (to its dead-letter queue) is not the
+            # queue's: moto's pass over the queue would not find it.
+            if had and (not in_flight or message in queue._messages):
+                found.append(message)
+                seen.add(id(message))
+                left -= had
+                if not left:
+                    break
+    return found
+
+
+def _remove(queue, messages: list) -> None:
+    """Deleted: out of the queue and of its in-flight set, their handles remembered as deleted."""
+    if not messages:
+        return
+    gone = {id(m) for m in messages}
+    for message in messages:
+        queue.pending_messages.discard(message)
+        queue.deleted_messages.update(message.all_receipt_handles)
+    queue._messages = [m for m in queue._messages if id(m) not in gone]
 
 
 def _speed_up_send(Queue, SQSBackend) -> None:
