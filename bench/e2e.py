@@ -862,10 +862,11 @@ class Simulation:
                 jobs = {}
         after_read = self.clock.now_ms()
         with self.outcomes.batched_give_backs():  # as the handler: a batch's quota places at once
-            return self._records(lane, opened, jobs, after_read)
+            return self._records(lane, opened, jobs, after_read, now)
 
-    def _records(self, lane: Lane, opened: list, jobs: dict, after_read: int) -> int:
-        """The batch's records, each from the instant the batch read ended; returns the last end."""
+    def _records(self, lane: Lane, opened: list, jobs: dict, after_read: int, read_at: int) -> int:
+        """The batch's records, each from the instant the batch read ended (which started at
+        `read_at`, as the handler passes it); returns the last end."""
         from jobsched.handlers.worker import MAX_TRANSIENT_RETRY_SECONDS, TRANSIENT_RETRY_SECONDS
         from jobsched.service.worker import UNREAD, ArrivedEarly
 
@@ -873,7 +874,7 @@ class Simulation:
         for message, dispatch in opened:
             self.clock.set_ms(after_read)  # the records run side by side, a thread each
             try:
-                self.worker.process(dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD))
+                self.worker.process(dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD), read_at)
             except ArrivedEarly as early:
                 self.requeue(lane, message, self.clock.now_ms() + early.early_ms // 1000 * 1000)
             except Exception:  # noqa: BLE001 - handed back, as the handler does

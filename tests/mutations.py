@@ -16,6 +16,18 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("a FIRE whose job was read before its due instant reads it again", "functions/jobsched/service/worker.py",
+  "        if dispatch.kind is DispatchKind.FIRE and read_at_ms is not None and read_at_ms < dispatch.due_ms:",
+  "        if False:",
+  "tests/integration/test_hardening.py::test_a_job_read_before_the_due_instant_is_read_again_when_the_fire_runs_after_it"),
+ ("the worker's handler says when its batch read its jobs", "functions/jobsched/handlers/worker.py",
+  "            result = worker.process(dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD), read_at_ms)",
+  "            result = worker.process(dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD))",
+  "tests/integration/test_hardening.py::test_a_fire_whose_job_its_batch_read_before_its_due_instant_reads_it_again"),
+ ("emulator: a request without a receipt handle is answered as moto answers it", "functions/jobsched/local/emulator.py",
+  "    if not all(isinstance(handle, str) for handle in handles):",
+  "    if False:",
+  "tests/unit/test_emulator_speedups.py::test_a_request_without_a_handle_answers_as_moto_does"),
  ("emulator: an in-flight message that left its queue is not found by its handle", "functions/jobsched/local/emulator.py",
   "            if had and (not in_flight or message in queue._messages):",
   "            if had:",

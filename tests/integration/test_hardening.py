@@ -11,6 +11,7 @@ from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.worker import Worker
 from jobsched.store import queues
 from jobsched.store.aws import build_stores
+from jobsched.store.jobs import JobsStore
 
 from .harness import TENANT_A
 from .test_faults import take_messages
@@ -173,6 +174,61 @@ def test_a_job_read_before_the_wait_is_read_again_after_it(harness, monkeypatch)
     # When the worker processes it with that job
     result = worker.process(dispatch, read_before)
     # Then the pause answered during the wait stops it
+    assert result.outcome is Outcome.STALE_MESSAGE
+    assert harness.target.calls_for(job["jobId"]) == []
+
+
+def test_a_fire_whose_job_its_batch_read_before_its_due_instant_reads_it_again(harness, monkeypatch):
+    # Given a job's late fires and its next, 0.44 s early, in one batch: the batch reads the job
+    # once, for the late ones, before the early one's due instant
+    start = harness.clock.now_ms()
+    due = (start // MINUTE + 3) * MINUTE
+    job = harness.create_job({"name": "paused", "type": "CRON", "schedule": "* * * * *", "target": HOOK})
+    harness.advance((due - 2 * MINUTE - start) / 1000 - 0.001)
+    harness.clock.set_ms(due - 2 * MINUTE + 560)
+    harness.tick_all()
+    harness.clock.set_ms(due - 440)
+    # When a pause is answered just after that read, and the due instant has passed when the early
+    # fire's thread first looks at the clock (it started late: no wait)
+    real_get_many = JobsStore.get_many
+    paused = []
+
+    def read_then_pause(self, keys, whole=False):
+        found = real_get_many(self, keys, whole)
+        if whole and not paused:
+            paused.append(None)
+            paused[0] = harness.request("POST", f"/v1/jobs/{job['jobId']}/pause")[0]
+            harness.clock.set_ms(due)
+        return found
+
+    monkeypatch.setattr(JobsStore, "get_many", read_then_pause)
+    harness.deliver()
+    assert paused == [200]
+    # Then the fire due after the read does not run; the late ones, due before it, did
+    fired = {c.execution_id for c in harness.target.calls_for(job["jobId"])}
+    assert f"{job['jobId']}.{due}" not in fired
+    assert {f"{job['jobId']}.{due - MINUTE}", f"{job['jobId']}.{due - 2 * MINUTE}"} <= fired
+
+
+def test_a_job_read_before_the_due_instant_is_read_again_when_the_fire_runs_after_it(harness, monkeypatch):
+    # Given a fire, its job read 0.44 s before its due instant, and a pause answered after that read
+    start = harness.clock.now_ms()
+    due = (start // MINUTE + 3) * MINUTE
+    job = harness.create_job({"name": "paused", "type": "CRON", "schedule": "* * * * *", "target": HOOK})
+    harness.advance((due - 2 * MINUTE - start) / 1000 - 0.001)
+    harness.clock.set_ms(due - 2 * MINUTE + 560)
+    harness.tick_all()
+    harness.clock.set_ms(due - 440)
+    [dispatch] = [d for d in (harness.stores.lanes.open(m["Body"]) for m in take_messages(harness)) if d.due_ms == due]
+    read_before = harness.stores.jobs.get(TENANT_A, job["jobId"], consistent=True)
+    assert harness.request("POST", f"/v1/jobs/{job['jobId']}/pause")[0] == 200
+    stores = build_stores(harness.settings, harness.session, harness.clock)
+    worker = Worker(stores, Outcomes(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock),
+                    harness.target, harness.clock)
+    # When the worker processes it at its due instant with that job and when it was read
+    harness.clock.set_ms(due)
+    result = worker.process(dispatch, read_before, read_at_ms=due - 440)
+    # Then the job is read again, and the pause stops it
     assert result.outcome is Outcome.STALE_MESSAGE
     assert harness.target.calls_for(job["jobId"]) == []
 

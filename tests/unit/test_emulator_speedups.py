@@ -617,3 +617,23 @@ def test_handles_are_looked_for_among_in_flight_messages_before_the_whole_queue(
     assert errors == [] and len(success) == 3
     assert passes == [203]  # the one pass that leaves the deleted messages out
     assert len(queue._messages) == 200 and not queue.pending_messages
+
+
+def test_a_request_without_a_handle_answers_as_moto_does():
+    """Every message once had None as its handle (before its first receive): moto deletes every
+    message for a delete without one, and changes the queue's first message for a visibility
+    change without one; a handle that is not a string is looked for as moto does."""
+    emulator.speed_up_moto()
+    backend = SQSBackend("us-east-1", "123456789012")
+    backend.create_queue("lane")
+    for i in range(4):
+        backend.send_message("lane", f"m{i}")
+    queue = backend.get_queue("lane")
+    received = backend.receive_message("lane", 2, 0, 30)
+    first = queue._messages[0]
+    backend.change_message_visibility("lane", received[0].receipt_handle, 0)
+    backend.change_message_visibility("lane", None, 120)
+    in_flight = {m.body for m in queue.pending_messages}
+    assert not first.visible and first.body == received[0].body and received[1].body in in_flight
+    success, errors = backend.delete_message_batch("lane", [{"Id": "a", "ReceiptHandle": None}])
+    assert success == ["a"] and errors == [] and queue._messages == []

@@ -124,10 +124,11 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         logger.info("record handed back", extra={"messageId": record.message_id, "inSeconds": seconds,
                                                  "reason": reason})
 
-    def read_jobs(records: list[SQSRecord]) -> tuple[dict, dict]:
-        """The batch's dispatches (those that open) and their jobs, read in one strongly
-        consistent BatchGetItem instead of a GetItem each. If that read fails, each attempt reads
-        its own job, as it would alone."""
+    def read_jobs(records: list[SQSRecord]) -> tuple[dict, dict, int]:
+        """The batch's dispatches (those that open), their jobs, read in one strongly consistent
+        BatchGetItem instead of a GetItem each, and when that read started (a FIRE due after it
+        reads its job again: Worker.process). If that read fails, each attempt reads its own job,
+        as it would alone."""
         opened = {}
         for record in records:
             try:
@@ -139,16 +140,16 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         now = parts.clock.now_ms()
         keys = [(d.tenant_id, d.job_id) for d in opened.values() if reads_its_job(d) and not early_ms(d, now)]
         if len(keys) < 2:
-            return opened, {}
+            return opened, {}, now
         try:
             jobs = parts.stores.jobs.get_many(keys, whole=True)
         except Exception:  # noqa: BLE001 - each attempt reads its job itself
             logger.warning("the batch's job read failed; each attempt reads its own", exc_info=True)
-            return opened, {}
+            return opened, {}, now
         # A job the consistent read did not find does not exist: None, not a reason to read again.
-        return opened, {key: jobs.get(key) for key in keys}
+        return opened, {key: jobs.get(key) for key in keys}, now
 
-    def attempt(record: SQSRecord, opened: dict, jobs: dict) -> tuple[bool, str, int | None]:
+    def attempt(record: SQSRecord, opened: dict, jobs: dict, read_at_ms: int) -> tuple[bool, str, int | None]:
         """One record, in a thread of its own: (failed, the metric to count, lateness)."""
         # A body that is not a dispatch raises: after maxReceiveCount it rests in the lane's
         # DLQ for inspection instead of being dropped. A well-formed one without the scheduler's
@@ -164,7 +165,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
             logger.exception("a lane message that is not a dispatch", extra={"messageId": record.message_id})
             return True, "WorkerRecordErrors", None
         try:
-            result = worker.process(dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD))
+            result = worker.process(dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD), read_at_ms)
         except ArrivedEarly as early:
             # Visible again when at most a second is left, which the next delivery waits out.
             hand_back(record, min(MAX_VISIBILITY_SECONDS, early.early_ms // 1000), "early")
@@ -208,13 +209,14 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         for arn, receipts in by_queue.items():
             parts.stores.lanes.redeliver_many_after(arn, receipts, seconds)
 
-    def run_all(records: list[SQSRecord], opened: dict, jobs: dict, context) -> list[tuple[bool, str, int | None]]:
+    def run_all(records: list[SQSRecord], opened: dict, jobs: dict, read_at_ms: int,
+                context) -> list[tuple[bool, str, int | None]]:
         """Every record at once, a thread each, until they end or the invocation nears its limit:
         then the records still running are handed back and reported failed, and the container
         keeps a fresh pool (the old one's threads are still inside those attempts; whatever they
         write later is fenced by their attempt number)."""
         pool = pools[0]
-        futures = {pool.submit(attempt, record, opened, jobs): record for record in records}
+        futures = {pool.submit(attempt, record, opened, jobs, read_at_ms): record for record in records}
         pending = set(futures)
         while pending:
             until_margin_s = (context.get_remaining_time_in_millis() - FINISH_MARGIN_MS) / 1000
@@ -241,10 +243,10 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         # rest); failures are reported per record (ReportBatchItemFailures), the rest deleted.
         records = [SQSRecord(raw) for raw in event.get("Records", [])]
         failures = []
-        opened, jobs = read_jobs(records)
+        opened, jobs, read_at_ms = read_jobs(records)
         shorten_visibility(records, opened, jobs, context.get_remaining_time_in_millis())
         with outcomes.batched_give_backs() as give_backs_failed:
-            results = run_all(records, opened, jobs, context)
+            results = run_all(records, opened, jobs, read_at_ms, context)
         for error in give_backs_failed:
             logger.error("a quota place could not be given back; the tenant's count stays one high",
                          extra={"error": repr(error)})

@@ -126,6 +126,8 @@ def speed_up_moto() -> None:
     def change_message_visibility(self, queue_name: str, receipt_handle: str, visibility_timeout: int) -> None:
         # moto looks for the handle's message in the whole queue (a lane holds minutes of delayed
         # messages), once per entry of a batch: the in-flight messages are looked at first.
+        if not isinstance(receipt_handle, str):  # a malformed request: moto's own answer
+            return original_change_visibility(self, queue_name, receipt_handle, visibility_timeout)
         queue = self.get_queue(queue_name)
         holders = _holders(queue, {receipt_handle})
         if not holders:
@@ -163,8 +165,12 @@ def _holders(queue, handles: set) -> list:
     receive, and a received message is in flight (the queue's pending messages) until its
     visibility ends and a receive finds it visible again, so those few are looked at first, then
     the whole queue for any handle not found (a message visible again, or a handle never given).
-    A handle belongs to one message only (random, 170 characters or more), so the messages are
-    those moto's pass over the whole queue finds."""
+    A handle belongs to one message only (random, 170 characters or more, unless moto's random
+    generator is seeded again, which the stack never does), so the messages are those moto's pass
+    over the whole queue finds. A handle that is not a string (a request without one: every
+    message once had None, before its first receive) is looked for as moto does, in every message."""
+    if not all(isinstance(handle, str) for handle in handles):
+        return [m for m in queue._messages if any(h in m.all_receipt_handles for h in handles)]
     found, seen, left = [], set(), set(handles)
     for in_flight, pool in ((True, queue.pending_messages), (False, queue._messages)):
         if not left:
