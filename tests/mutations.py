@@ -17,7 +17,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
  ("a FIRE whose job was read before its due instant reads it again", "functions/jobsched/service/worker.py",
-  "        if dispatch.kind is DispatchKind.FIRE and read_at_ms is not None and read_at_ms < dispatch.due_ms:",
+  "        if dispatch.kind is DispatchKind.FIRE and job is not UNREAD and (read_at_ms is None\n"
+  "                                                                     or read_at_ms < dispatch.due_ms):",
   "        if False:",
   "tests/integration/test_hardening.py::test_a_job_read_before_the_due_instant_is_read_again_when_the_fire_runs_after_it"),
  ("the worker's handler says when its batch read its jobs", "functions/jobsched/handlers/worker.py",

@@ -214,7 +214,8 @@ def test_a_fire_whose_job_its_batch_read_before_its_due_instant_reads_it_again(h
     assert {f"{job['jobId']}.{due - MINUTE}", f"{job['jobId']}.{due - 2 * MINUTE}"} <= fired
 
 
-def test_a_job_read_before_the_due_instant_is_read_again_when_the_fire_runs_after_it(harness, monkeypatch):
+@pytest.mark.parametrize("read_before_due_ms", [440, None])
+def test_a_job_read_before_the_due_instant_is_read_again_when_the_fire_runs_after_it(harness, read_before_due_ms):
     # Given a fire, its job read 0.44 s before its due instant, and a pause answered after that read
     start = harness.clock.now_ms()
     due = (start // MINUTE + 3) * MINUTE
@@ -229,9 +230,11 @@ def test_a_job_read_before_the_due_instant_is_read_again_when_the_fire_runs_afte
     stores = build_stores(harness.settings, harness.session, harness.clock)
     worker = Worker(stores, Outcomes(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock),
                     harness.target, harness.clock)
-    # When the worker processes it at its due instant with that job and when it was read
+    # When the worker processes it at its due instant with that job and when it was read (or
+    # without saying when)
     harness.clock.set_ms(due)
-    result = worker.process(dispatch, read_before, read_at_ms=due - 440)
+    read_at = None if read_before_due_ms is None else due - read_before_due_ms
+    result = worker.process(dispatch, read_before, read_at_ms=read_at)
     # Then the job is read again, and the pause stops it
     assert result.outcome is Outcome.STALE_MESSAGE
     assert harness.target.calls_for(job["jobId"]) == []

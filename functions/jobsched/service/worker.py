@@ -105,7 +105,7 @@ class Worker:
                 read_at_ms: int | None = None) -> WorkResult:
         """`job`: the dispatch's job as read (strongly consistent) just before, None if it was not
         found; by default it is read here. `read_at_ms`: when that read started; a FIRE's job read
-        before its due instant is read again (below)."""
+        before its due instant, or passed without when it was read, is read again (below)."""
         if self.regions is not None and self.regions.multi_region:
             # Regions (service/ownership.py): act only on a segment this region holds, under the
             # epoch the message was sent with. A later epoch handed it off again: refused. Not held
@@ -128,10 +128,12 @@ class Worker:
         if dispatch.kind is DispatchKind.FIRE and dispatch.due_ms - now_ms > MAX_PRECISION_WAIT_MS:
             raise ArrivedEarly(dispatch.due_ms - now_ms)
         wait_ms = early_ms(dispatch, now_ms)
-        if dispatch.kind is DispatchKind.FIRE and read_at_ms is not None and read_at_ms < dispatch.due_ms:
+        if dispatch.kind is DispatchKind.FIRE and job is not UNREAD and (read_at_ms is None
+                                                                     or read_at_ms < dispatch.due_ms):
             # Read for another record of its batch (the same job's late fire) before this one's due
-            # instant, which has passed by now without a wait here (its thread started late): a
-            # pause or delete answered in between must be seen, as after a wait.
+            # instant, which has passed by now without a wait here (its thread started late), or
+            # passed in without when it was read: a pause or delete answered in between must be
+            # seen, as after a wait.
             job = UNREAD
         if wait_ms:
             # Wait out the sub-second rest first, then read the job: a pause or delete answered
