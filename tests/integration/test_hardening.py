@@ -153,8 +153,10 @@ def test_a_pause_or_delete_answered_before_the_due_second_stops_its_fire(harness
     assert harness.executions_of(deleted["jobId"]) == []
 
 
-def test_a_job_read_before_the_wait_is_read_again_after_it(harness, monkeypatch):
-    # Given a fire visible 0.44 s early, and its job as a batch read found it before the wait
+def every_minute_job_visible_early(harness) -> tuple[dict, int]:
+    """A job due every minute whose fire at 00:03 SQS makes visible 0.44 s early (the tick handed
+    00:03's bucket off 0.56 s into its minute; delays are whole seconds), the clock at 00:02:59.56,
+    its fires of 00:01 and 00:02 visible since: (the job, 00:03)."""
     start = harness.clock.now_ms()
     due = (start // MINUTE + 3) * MINUTE
     job = harness.create_job({"name": "paused", "type": "CRON", "schedule": "* * * * *", "target": HOOK})
@@ -162,12 +164,23 @@ def test_a_job_read_before_the_wait_is_read_again_after_it(harness, monkeypatch)
     harness.clock.set_ms(due - 2 * MINUTE + 560)
     harness.tick_all()
     harness.clock.set_ms(due - 440)
+    return job, due
+
+
+def worker_of(harness) -> Worker:
+    """The worker's service on its own stores, as a container has them."""
+    stores = build_stores(harness.settings, harness.session, harness.clock)
+    return Worker(stores, Outcomes(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock),
+                  harness.target, harness.clock)
+
+
+def test_a_job_read_before_the_wait_is_read_again_after_it(harness, monkeypatch):
+    # Given a fire visible 0.44 s early, and its job as a batch read found it before the wait
+    job, due = every_minute_job_visible_early(harness)
     # (00:02's fire, visible since 00:02, is taken too and set aside)
     [dispatch] = [d for d in (harness.stores.lanes.open(m["Body"]) for m in take_messages(harness)) if d.due_ms == due]
     read_before = harness.stores.jobs.get(TENANT_A, job["jobId"], consistent=True)
-    stores = build_stores(harness.settings, harness.session, harness.clock)
-    worker = Worker(stores, Outcomes(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock),
-                    harness.target, harness.clock)
+    worker = worker_of(harness)
     real_sleep = harness.clock.sleep
 
     def pause_during_the_wait(seconds):
@@ -185,13 +198,7 @@ def test_a_job_read_before_the_wait_is_read_again_after_it(harness, monkeypatch)
 def test_a_fire_whose_job_its_batch_read_before_its_due_instant_reads_it_again(harness, monkeypatch):
     # Given a job's late fires and its next, 0.44 s early, in one batch: the batch reads the job
     # once, for the late ones, before the early one's due instant
-    start = harness.clock.now_ms()
-    due = (start // MINUTE + 3) * MINUTE
-    job = harness.create_job({"name": "paused", "type": "CRON", "schedule": "* * * * *", "target": HOOK})
-    harness.advance((due - 2 * MINUTE - start) / 1000 - 0.001)
-    harness.clock.set_ms(due - 2 * MINUTE + 560)
-    harness.tick_all()
-    harness.clock.set_ms(due - 440)
+    job, due = every_minute_job_visible_early(harness)
     # When a pause is answered just after that read, and the due instant has passed when the early
     # fire's thread first looks at the clock (it started late: no wait)
     real_get_many = JobsStore.get_many
@@ -200,7 +207,7 @@ def test_a_fire_whose_job_its_batch_read_before_its_due_instant_reads_it_again(h
     def read_then_pause(self, keys, whole=False):
         found = real_get_many(self, keys, whole)
         if whole and not paused:
-            paused.append(None)
+            paused.append(None)  # once: the pause's own reads come through here too
             paused[0] = harness.request("POST", f"/v1/jobs/{job['jobId']}/pause")[0]
             harness.clock.set_ms(due)
         return found
@@ -217,19 +224,11 @@ def test_a_fire_whose_job_its_batch_read_before_its_due_instant_reads_it_again(h
 @pytest.mark.parametrize("read_before_due_ms", [440, None])
 def test_a_job_read_before_the_due_instant_is_read_again_when_the_fire_runs_after_it(harness, read_before_due_ms):
     # Given a fire, its job read 0.44 s before its due instant, and a pause answered after that read
-    start = harness.clock.now_ms()
-    due = (start // MINUTE + 3) * MINUTE
-    job = harness.create_job({"name": "paused", "type": "CRON", "schedule": "* * * * *", "target": HOOK})
-    harness.advance((due - 2 * MINUTE - start) / 1000 - 0.001)
-    harness.clock.set_ms(due - 2 * MINUTE + 560)
-    harness.tick_all()
-    harness.clock.set_ms(due - 440)
+    job, due = every_minute_job_visible_early(harness)
     [dispatch] = [d for d in (harness.stores.lanes.open(m["Body"]) for m in take_messages(harness)) if d.due_ms == due]
     read_before = harness.stores.jobs.get(TENANT_A, job["jobId"], consistent=True)
     assert harness.request("POST", f"/v1/jobs/{job['jobId']}/pause")[0] == 200
-    stores = build_stores(harness.settings, harness.session, harness.clock)
-    worker = Worker(stores, Outcomes(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock),
-                    harness.target, harness.clock)
+    worker = worker_of(harness)
     # When the worker processes it at its due instant with that job and when it was read (or
     # without saying when)
     harness.clock.set_ms(due)

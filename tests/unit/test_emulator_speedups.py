@@ -541,21 +541,26 @@ def test_item_answers_written_as_plain_json_parse_as_moto_s_own_writer_makes_the
     assert sum(plain.values()) == sum(compared.values()) - 3
 
 
+def _lane_with_delayed_and_received(delayed: int, visible: int):
+    """A lane holding `delayed` messages due in 10 minutes and `visible` ones, all of these received
+    (in flight): (the backend, the queue, the received messages)."""
+    emulator.speed_up_moto()
+    backend = SQSBackend("us-east-1", "123456789012")
+    backend.create_queue("lane")
+    for i in range(delayed):
+        backend.send_message("lane", f"later{i}", delay_seconds=600)
+    for i in range(visible):
+        backend.send_message("lane", f"m{i}")
+    received = backend.receive_message("lane", 10, 0, 30)
+    return backend, backend.get_queue("lane"), received
+
 def test_a_visibility_batch_changes_the_handles_messages_as_moto_does_among_delayed_ones():
     """In-flight messages are looked at first; a message visible again, an old handle of a message
     received twice, an unknown handle and a timeout beyond 12 hours answer as moto's pass over the
     whole queue answers them."""
     from unittest import mock
 
-    emulator.speed_up_moto()
-    backend = SQSBackend("us-east-1", "123456789012")
-    backend.create_queue("lane")
-    for i in range(50):
-        backend.send_message("lane", f"later{i}", delay_seconds=600)
-    for i in range(4):
-        backend.send_message("lane", f"m{i}")
-    queue = backend.get_queue("lane")
-    received = backend.receive_message("lane", 10, 0, 30)
+    backend, queue, received = _lane_with_delayed_and_received(delayed=50, visible=4)
     assert sorted(m.body for m in received) == ["m0", "m1", "m2", "m3"]
     handles = {m.body: m.receipt_handle for m in received}
     success, errors = backend.change_message_visibility_batch("lane", [
@@ -592,15 +597,7 @@ def test_a_visibility_batch_changes_the_handles_messages_as_moto_does_among_dela
 def test_handles_are_looked_for_among_in_flight_messages_before_the_whole_queue():
     """With minutes of delayed messages in a lane, a delete or a visibility change reads the few
     in-flight messages, not every message of the queue."""
-    emulator.speed_up_moto()
-    backend = SQSBackend("us-east-1", "123456789012")
-    backend.create_queue("lane")
-    for i in range(200):
-        backend.send_message("lane", f"later{i}", delay_seconds=600)
-    for i in range(3):
-        backend.send_message("lane", f"m{i}")
-    received = backend.receive_message("lane", 10, 0, 30)
-    queue = backend.get_queue("lane")
+    backend, queue, received = _lane_with_delayed_and_received(delayed=200, visible=3)
     passes = []
 
     class Counted(list):

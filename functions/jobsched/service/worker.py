@@ -130,18 +130,16 @@ class Worker:
         wait_ms = early_ms(dispatch, now_ms)
         if dispatch.kind is DispatchKind.FIRE and job is not UNREAD and (read_at_ms is None
                                                                      or read_at_ms < dispatch.due_ms):
-            # Read for another record of its batch (the same job's late fire) before this one's due
-            # instant, which has passed by now without a wait here (its thread started late), or
-            # passed in without when it was read: a pause or delete answered in between must be
-            # seen, as after a wait.
+            # The last look at a FIRE's job follows its due instant: a job passed in from a read
+            # before it (for another record of its batch, the same job's late fire), or without
+            # when it was read, is read again, whether this FIRE waits below or its thread started
+            # after the instant: a pause or delete answered in between must be seen.
             job = UNREAD
         if wait_ms:
             # Wait out the sub-second rest first, then read the job: a pause or delete answered
             # during the wait is seen, and its fire does not run. (Read before the wait, a pause
-            # answered 0.5 s before the due second still fired.) A job read before the wait is
-            # read again: the last look at the job must follow the wait.
+            # answered 0.5 s before the due second still fired.)
             self._clock.sleep(wait_ms / 1000)
-            job = UNREAD
         if job is UNREAD:
             job = self._jobs.get(dispatch.tenant_id, dispatch.job_id, consistent=True)
         assert job is None or isinstance(job, Job)
