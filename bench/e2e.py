@@ -846,13 +846,13 @@ class Simulation:
 
     def invoke(self, lane: Lane, batch: list[Message], start: int) -> int:
         """One worker invocation, as handlers/worker.py runs it; returns when it ends."""
-        from jobsched.service.worker import early_ms, reads_its_job
+        from jobsched.service.worker import batch_read_keys
 
         self.clock.set_ms(start + HANDLER_MS)
         self.dynamo.call_ms = DYNAMODB_MS
         opened = [(m, self.stores.lanes.open(m.body)) for m in batch]
         now = self.clock.now_ms()
-        keys = [(d.tenant_id, d.job_id) for _, d in opened if reads_its_job(d) and not early_ms(d, now)]
+        keys = batch_read_keys([d for _, d in opened], now)
         jobs: dict = {}
         if len(keys) >= 2:
             try:

@@ -16,6 +16,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("a worker's batch reads no job for a FIRE still before its due instant", "functions/jobsched/service/worker.py",
+  "            if reads_its_job(d) and not (d.kind is DispatchKind.FIRE and d.due_ms > now_ms)]",
+  "            if reads_its_job(d)]",
+  "tests/unit/test_worker_batch_read.py"),
  ("a FIRE whose job was read before its due instant reads it again", "functions/jobsched/service/worker.py",
   "        if dispatch.kind is DispatchKind.FIRE and job is not UNREAD and (read_at_ms is None\n"
   "                                                                     or read_at_ms < dispatch.due_ms):",

@@ -22,7 +22,7 @@ from jobsched.service.lane_shares import LaneGate
 from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.signing import SigningSecrets
 from jobsched.domain.trace import trace_id_of
-from jobsched.service.worker import LEASE_MARGIN_MS, UNREAD, ArrivedEarly, RedeliverLater, Worker, early_ms, reads_its_job
+from jobsched.service.worker import LEASE_MARGIN_MS, UNREAD, ArrivedEarly, RedeliverLater, Worker, batch_read_keys
 from jobsched.settings import WORKER_BATCH_SIZE
 from jobsched.store.targets import AwsTargetInvoker, TenantSessions
 
@@ -135,10 +135,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
                 opened[record.message_id] = parts.stores.lanes.open(record.body)
             except Exception:  # noqa: BLE001 - attempt() opens it again and reports why
                 continue
-        # A FIRE that waits for its due instant reads its job after the wait (Worker.process):
-        # read here, it would be read twice.
         now = parts.clock.now_ms()
-        keys = [(d.tenant_id, d.job_id) for d in opened.values() if reads_its_job(d) and not early_ms(d, now)]
+        keys = batch_read_keys(opened.values(), now)
         if len(keys) < 2:
             return opened, {}, now
         try:

@@ -27,8 +27,8 @@ LEASE_MARGIN_MS = 60_000
 # SQS delays are whole seconds rounded down: wait out at most this much before calling the target.
 MAX_PRECISION_WAIT_MS = 1_500
 
-__all__ = ["ArrivedEarly", "Outcome", "RedeliverLater", "UNREAD", "WorkResult", "Worker", "callback_token_hash", "early_ms",
-           "reads_its_job"]
+__all__ = ["ArrivedEarly", "Outcome", "RedeliverLater", "UNREAD", "WorkResult", "Worker", "batch_read_keys",
+           "callback_token_hash", "early_ms", "reads_its_job"]
 
 # Worker.process's `job` when the caller did not read it.
 UNREAD = object()
@@ -37,6 +37,15 @@ UNREAD = object()
 def reads_its_job(dispatch: Dispatch) -> bool:
     """Whether processing this dispatch starts by reading its job (a batch can read them at once)."""
     return dispatch.kind not in (DispatchKind.LEASE, DispatchKind.SWEEP, DispatchKind.CHECK)
+
+
+def batch_read_keys(dispatches, now_ms: int) -> list[tuple[str, str]]:
+    """The jobs a batch reads at once before its records fan out: those of its records that read
+    their job and are due by `now_ms`. A FIRE before its due instant reads its own after its wait,
+    or goes back to its queue (ArrivedEarly): read here, it would be read twice or for nothing
+    (Worker.process reads again a FIRE's job read before its due instant)."""
+    return [(d.tenant_id, d.job_id) for d in dispatches
+            if reads_its_job(d) and not (d.kind is DispatchKind.FIRE and d.due_ms > now_ms)]
 
 
 def early_ms(dispatch: Dispatch, now_ms: int) -> int:
