@@ -125,6 +125,9 @@ class JobschedStack(Stack):
         # BatchWriteItem: the tag and name index entries beside each job (store/jobs.py);
         # BatchGetItem: the jobs those entries name (tag and name filters, filtered bulk actions).
         storage.jobs.grant(api_fn, *DDB_READ, *DDB_BATCH_READ, *DDB_PUT, *DDB_QUERY, *DDB_UPDATE, *DDB_BATCH_PUT)
+        # A batch create takes back a job whose first timer could not be written (a conditional
+        # delete of its first version: service/creation.py); nothing else deletes an item one by one.
+        storage.jobs.grant(api_fn, "dynamodb:DeleteItem")
         storage.timers.grant(api_fn, *DDB_BATCH_PUT)
         # PutItem on segments: the dispatch key is made by whichever function needs it first.
         storage.segments.grant(api_fn, *DDB_READ, *DDB_PUT)

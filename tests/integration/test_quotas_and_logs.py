@@ -198,11 +198,11 @@ def test_a_create_counts_both_quotas_in_one_write_to_one_item(harness):
     api_fn = Function("api", api.make_handler(harness.envs["api"], harness.clock, session))
     # A create in a second of its own: one write, which starts the item's second
     assert call(api_fn, "POST", "/v1/jobs", BODY)[0] == 201
-    assert writes == ["ADD used :one SET sec = :sec, secUsed = :one"]
+    assert writes == ["ADD used :n SET sec = :sec, secUsed = :n"]
     # Three more in that same second: one write each, counted in it
     for _ in range(3):
         assert call(api_fn, "POST", "/v1/jobs", BODY)[0] == 201
-    assert writes[1:] == ["ADD used :one, secUsed :one"] * 3
+    assert writes[1:] == ["ADD used :n, secUsed :n"] * 3
     item = harness.session.resource("dynamodb").Table(harness.settings.jobs_table).get_item(
         Key={"tenantId": TENANT_A, "jobId": "quota#active"}, ConsistentRead=True)["Item"]
     assert (item["used"], item["secUsed"], item["sec"]) == (4, 4, harness.clock.now_ms() // 1000)
@@ -212,7 +212,7 @@ def test_a_create_counts_both_quotas_in_one_write_to_one_item(harness):
     harness.clock.advance_ms(1000)
     del writes[:]
     assert call(api_fn, "POST", "/v1/jobs", BODY)[0] == 201
-    assert writes == ["ADD used :one SET sec = :sec, secUsed = :one"]
+    assert writes == ["ADD used :n SET sec = :sec, secUsed = :n"]
 
 
 def test_the_active_jobs_quota_and_the_rate_are_told_apart_when_one_item_counts_both(harness):

@@ -383,6 +383,30 @@ class HeartbeatRequest(_Model):
     ok: bool = False
 
 
+# Batch create (shared/API.md, "v1 additions (round 4)"): each job as POST /v1/jobs takes it, with
+# its own optional idempotency key. The envelope is checked first; each job on its own, so one job's
+# bad input never fails the others.
+MAX_BATCH_JOBS = 100
+# The batch's body: at most this many bytes (a job's own limit still holds for each). Lambda's
+# synchronous invocation carries at most 6 MB each way (the event's headers and envelope included),
+# under API Gateway's 10 MB; the answer (a job's JSON per job) stays under it too.
+MAX_BATCH_BODY_BYTES = 5 * 1024 * 1024
+
+
+class BatchJobRequest(JobRequest):
+    idempotencyKey: str | None = Field(None, min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$")
+
+
+class BatchCreateRequest(_Model):
+    """The document's form of the body; the handler checks the envelope with BatchEnvelope and
+    each job with BatchJobRequest, apart."""
+    jobs: list[BatchJobRequest] = Field(min_length=1, max_length=MAX_BATCH_JOBS)
+
+
+class BatchEnvelope(_Model):
+    jobs: list[Any] = Field(min_length=1, max_length=MAX_BATCH_JOBS)
+
+
 class CompleteRequest(_Model):
     output: Any = None
 
@@ -399,8 +423,13 @@ def parse_body(model: type[_Model], body: str | None) -> Any:
         data = loads_strict(body)
     except ValueError as exc:
         raise InvalidRequest(f"malformed JSON: {exc}", [FieldProblem("body", "not valid JSON (RFC 8259)")]) from None
+    return parse_data(model, data)
+
+
+def parse_data(model: type[_Model], data: Any, where: str = "body") -> Any:
+    """A parsed JSON value → model, or InvalidRequest naming each bad field (never a 500)."""
     if not isinstance(data, dict):
-        raise InvalidRequest("the body must be a JSON object", [FieldProblem("body", "not an object")])
+        raise InvalidRequest(f"the {where} must be a JSON object", [FieldProblem(where, "not an object")])
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from jobsched.api import schemas
 from jobsched.api.models import (
     BackfillRequest,
+    BatchCreateRequest,
     BulkRequest,
     CalendarRequest,
     CompleteRequest,
@@ -55,6 +56,8 @@ IDEMPOTENCY = Param("Idempotency-Key", "header", "a repeat with the same key and
 ROUTES: tuple[Route, ...] = (
     Route("create_job", "POST", "/v1/jobs", "Create a job", 201, schemas.Job, JobRequest, (IDEMPOTENCY,),
           errors=(400, 401, 409, 413, 422, 429)),
+    Route("create_jobs", "POST", "/v1/jobs/batch", "Create 1 to 100 jobs: a result per job, in order", 200,
+          schemas.BatchAnswer, BatchCreateRequest, (IDEMPOTENCY,), errors=(400, 401, 409, 413)),
     Route("list_jobs", "GET", "/v1/jobs", "List the tenant's jobs", 200, schemas.JobList,
           params=(Param("state", "query", "ACTIVE, PAUSED, COMPLETED or CANCELLED"),
                   Param("tag", "query", "key:value; repeatable, all must match"),

@@ -258,3 +258,14 @@ class ErrorBody(_Out):
 
 class Error(_Out):
     error: ErrorBody
+
+
+class BatchResult(_Out):
+    index: int
+    status: int  # 201 created (or the same job again, for a repeated idempotency key), else the error's status
+    job: Job | None = None
+    error: ErrorBody | None = None
+
+
+class BatchAnswer(_Out):
+    results: list[BatchResult]  # one per job of the request, in its order

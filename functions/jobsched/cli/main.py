@@ -12,6 +12,7 @@ import os
 import sys
 from typing import Any, Callable
 
+from jobsched.cli import batch
 from jobsched.cli.client import ApiError, Client
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -91,6 +92,54 @@ def read_body_file(path: str) -> dict:
     if not isinstance(body, dict):
         raise UsageError("--file: the body must be a JSON object")
     return body
+
+
+def json_lines_file(args) -> list[tuple[int, dict]] | None:
+    """`jobs create --file F`: F's job requests, a line each, when F is a JSON-lines file (a
+    `.jsonl` name, or a JSON object a line); None for one JSON body."""
+    if not args.file or args.file == "-":
+        return None
+    try:
+        with open(args.file, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--file: cannot read {args.file}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not batch.is_json_lines(args.file, text):
+        return None
+    if args.idempotency_key:
+        raise UsageError("--idempotency-key: a JSON-lines file takes a key per job (its idempotencyKey field)")
+    try:
+        return batch.read_json_lines(text)
+    except batch.JsonLinesError as exc:
+        raise UsageError(f"--file: {exc}") from None
+
+
+def create_batches(args, client: Client, lines: list[tuple[int, dict]], out, show) -> int:
+    """Each line's request with the flags applied (as to one --file body), sent in batches; prints
+    a line per job: its line number and its id, or its error."""
+    flags = argparse.Namespace(**{**vars(args), "file": None})
+    jobs = []
+    for number, job in lines:
+        try:
+            jobs.append((number, job_body(flags, job)))
+        except UsageError as exc:
+            raise UsageError(f"--file: line {number}: {exc}") from None
+    results = batch.send(client, jobs)
+
+    def render() -> None:
+        for result in results:
+            if result["status"] == 201:
+                print(f"{result['line']}\t{result['job']['jobId']}", file=out)
+            else:
+                error = result["error"]
+                print(f"{result['line']}\t{result['status']} {error['code']}: {error['message']}", file=out)
+
+    show(results, render)
+    failed = [r for r in results if r["status"] != 201]
+    if not failed:
+        return EXIT_OK
+    first = failed[0]
+    return exit_code_for(ApiError(first["status"], first["error"]["code"], first["error"]["message"], []))
 
 
 def request_of(job: dict) -> dict:
@@ -205,6 +254,9 @@ def run_command(args, client: Client, out) -> int:
     group, command = args.group, getattr(args, "command", None)
     if group == "jobs":
         if command == "create":
+            lines = json_lines_file(args)
+            if lines is not None:  # a JSON-lines file: batches of up to 100 (cli/batch.py)
+                return create_batches(args, client, lines, out, show)
             headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
             job = client.call("POST", "/v1/jobs", job_body(args), headers=headers)
             return show(job, lambda: details(job, JOB_KEYS, out))
@@ -420,7 +472,8 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("--if-match", type=int, help="the version the change is based on")
         else:
             cmd.add_argument("--idempotency-key")
-        cmd.add_argument("--file", help="JSON body of the job ('-' for stdin); flags override its fields")
+        cmd.add_argument("--file", help="JSON body of the job ('-' for stdin); flags override its fields. create: "
+                                        "a .jsonl file (a job request a line) is sent in batches of up to 100")
         cmd.add_argument("--name")
         cmd.add_argument("--type", choices=["ONE_TIME", "DELAYED", "CRON", "RATE"])
         cmd.add_argument("--schedule", help="cron '0 3 * * *', duration PT5M, or at()/rate()/cron()")

@@ -65,6 +65,13 @@ class ConditionLost(Exception):
     current: dict | None = field(default=None)
 
 
+class Unavailable(DomainError):
+    """A write the service could not make now (a throttle, an AWS error after its retries): HTTP
+    503, nothing changed; the client repeats the request (with its idempotency key)."""
+
+    code = "THROTTLED"
+
+
 class Unauthorized(DomainError):
     code = "UNAUTHORIZED"
 

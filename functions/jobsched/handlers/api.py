@@ -22,7 +22,10 @@ from jobsched.domain.calendars import checked_job_calendars
 from jobsched.service.calendars import CalendarsService
 from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.api.models import (
+    MAX_BATCH_BODY_BYTES,
     BackfillRequest,
+    BatchEnvelope,
+    BatchJobRequest,
     BulkRequest,
     CalendarRequest,
     CompleteRequest,
@@ -33,6 +36,7 @@ from jobsched.api.models import (
     RotateSigningSecretRequest,
     check_report_size,
     parse_body,
+    parse_data,
 )
 from jobsched.api.openapi import openapi_document
 from jobsched.api.routes import ROUTES
@@ -40,6 +44,7 @@ from jobsched.domain.stats import WINDOWS_MS
 from jobsched.domain.jobs import JobSpec, JobState
 from jobsched.domain.schedule import format_instant, parse_instant
 from jobsched.domain.errors import (
+    Unavailable,
     WrongRegion,
     Conflict,
     DomainError,
@@ -55,6 +60,7 @@ from jobsched import console
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.auth import Authenticator
 from jobsched.service.callbacks import Callbacks
+from jobsched.service.creation import NewJob, batch_job_key
 from jobsched.service.jobs import JobsService, Quotas, body_hash
 from jobsched.service.outcomes import Outcomes
 from jobsched.service.signing import SigningSecrets
@@ -84,6 +90,7 @@ MAX_PAGE_BYTES = 2_500_000
 HTTP_STATUS = {
     InvalidRequest: 400,
     Unauthorized: 401,
+    Unavailable: 503,
     NotFound: 404,
     Conflict: 409,
     WrongRegion: 421,
@@ -93,10 +100,18 @@ HTTP_STATUS = {
 }
 
 
+def http_status(exc: DomainError) -> int:
+    return next((s for cls, s in HTTP_STATUS.items() if isinstance(exc, cls)), 400)
+
+
+def error_body(code: str, message: str, details: list[FieldProblem] | None = None) -> dict:
+    return {"code": code, "message": message, "details": [{"field": d.field, "message": d.message}
+                                                           for d in details or []]}
+
+
 def error_response(status: int, code: str, message: str, details: list[FieldProblem] | None = None,
                    headers: dict[str, str] | None = None) -> Response:
-    body = {"error": {"code": code, "message": message,
-                      "details": [{"field": d.field, "message": d.message} for d in details or []]}}
+    body = {"error": error_body(code, message, details)}
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body, headers=headers)
 
 
@@ -249,6 +264,42 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
             logger.info("job created", extra={"jobId": job.job_id, "type": job.spec.schedule.type.value})
             metrics.add_metric(name="JobsCreated", unit=MetricUnit.Count, value=1)
         return ok(201, job_body(job))
+
+    def create_jobs():
+        tenant_id = tenant()
+        text = body_text()
+        size = len((text or "").encode("utf-8", "surrogatepass"))
+        if size > MAX_BATCH_BODY_BYTES:
+            raise PayloadTooLarge(f"body: {size} bytes is over the {MAX_BATCH_BODY_BYTES} bytes a batch may be",
+                                  [FieldProblem("body", f"over {MAX_BATCH_BODY_BYTES // (1024 * 1024)} MB")])
+        batch = parse_body(BatchEnvelope, text)
+        batch_key = _idempotency_key(header("Idempotency-Key"))
+        results: list[dict | None] = [None] * len(batch.jobs)
+        entries, places = [], []
+        for index, data in enumerate(batch.jobs):
+            try:  # each job on its own: one job's bad input never fails the others
+                request = parse_data(BatchJobRequest, data, "job")
+                key = request.idempotencyKey or (batch_job_key(batch_key, index) if batch_key else None)
+                digest = body_hash(request.model_dump(mode="json", exclude={"idempotencyKey"}))
+                entries.append(NewJob(job_spec(request), digest, key))
+                places.append(index)
+            except DomainError as exc:
+                results[index] = batch_error(index, exc)
+        outcomes = service.create_many(tenant_id, entries, batch_key, body_hash(batch.jobs))
+        for index, outcome in zip(places, outcomes):
+            if isinstance(outcome, DomainError):
+                results[index] = batch_error(index, outcome)
+            else:
+                results[index] = {"index": index, "status": 201, "job": job_body(outcome[0])}
+        made = sum(1 for outcome in outcomes if not isinstance(outcome, DomainError) and outcome[1])
+        if made:
+            logger.info("jobs created", extra={"count": made, "batch": len(batch.jobs)})
+            metrics.add_metric(name="JobsCreated", unit=MetricUnit.Count, value=made)
+        return ok(200, {"results": results})
+
+    def batch_error(index: int, exc: DomainError) -> dict:
+        status = http_status(exc)
+        return {"index": index, "status": status, "error": error_body(exc.code, exc.message, exc.details)}
 
     def list_jobs():
         tenant_id = tenant()
@@ -455,8 +506,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     @app.exception_handler(DomainError)
     def domain_error(exc: DomainError):
-        status = next((s for cls, s in HTTP_STATUS.items() if isinstance(exc, cls)), 400)
-        return error_response(status, exc.code, exc.message, exc.details)
+        return error_response(http_status(exc), exc.code, exc.message, exc.details)
 
     @app.exception_handler(Exception)
     def unexpected(exc: Exception):

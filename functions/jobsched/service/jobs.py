@@ -2,13 +2,11 @@
 tenant's job or execution answers exactly like a missing one."""
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
-from dataclasses import dataclass, replace as replaced_with
+from dataclasses import replace as replaced_with
 
 from jobsched.domain.clock import Clock
-from jobsched.domain.errors import ConditionLost, Conflict, NotFound, QuotaExceeded, UnprocessableRequest
+from jobsched.domain.errors import ConditionLost, Conflict, NotFound, UnprocessableRequest
 from jobsched.domain.executions import (
     Dispatch,
     DispatchKind,
@@ -19,12 +17,14 @@ from jobsched.domain.executions import (
     manual_execution_id,
 )
 from jobsched.domain.flow import backfill_spread_ms
-from jobsched.domain.jobs import Job, JobSpec, JobState, new_job_id
+from jobsched.domain.jobs import Job, JobSpec, JobState
 from jobsched.domain.stats import MAX_RECORDS, WINDOWS_MS, job_stats
 from jobsched.domain.occurrences import (MAX_WINDOW_MS, MISSED_WINDOW_REACH_MS, Occurrence, ledger,
                                          occurrence_times, record_row)
 from jobsched.domain.jobs import MisfirePolicy  # catch-up that does not flood
-from jobsched.domain.timers import Timer, TimerKind, segment_of
+from jobsched.domain.timers import Timer, TimerKind
+from jobsched.service.creation import (IDEMPOTENCY_TTL_SECONDS, Created, JobCreation, NewJob, Quotas,
+                                       body_hash)
 from jobsched.service.handoff import HandOff
 from jobsched.store.jobs import name_prefix as name_prefix_of
 from jobsched.store.jobs import tag_prefix
@@ -33,8 +33,6 @@ from jobsched.store.dynamo import Page, decode_cursor, encode_cursor
 from jobsched.store.jobs import active_counter
 from jobsched.store.queues import Outgoing
 
-# How long an Idempotency-Key is remembered.
-IDEMPOTENCY_TTL_SECONDS = 24 * 3600
 # A bulk action changes at most this many matching jobs per request (about 100 conditional job
 # writes and their index entries: a few seconds, far inside the API's 20 s); the rest is done by
 # the same request repeated with the answer's bulkId. Its record is kept a week.
@@ -43,39 +41,6 @@ BULK_RETENTION_S = 7 * 86_400
 # A trigger's or redrive's PENDING execution that no worker has claimed after this long lost its
 # message (or waited behind a backlog): the SWEEP timer armed with it runs it then.
 SWEEP_AFTER_MS = 5 * 60_000
-
-
-def body_hash(body: object) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-# One counter item takes at most ~1,000 writes a second in DynamoDB; a shard is given half that.
-QUOTA_SHARD_WRITES_PER_SECOND = 500
-SECONDS_MEMO_LIMIT = 10_000  # entries of JobsService._seconds; cleared when passed
-
-
-@dataclass(frozen=True)
-class Quotas:
-    """A tenant's quotas, and how their counters are sharded so that no single item is written on
-    every create or every completion of a busy tenant. Both quotas are counted in the same items
-    (store/jobs.py, take_create_place): a shard holds its places among the tenant's jobs that have
-    not ended and its places among this second's creates, so a create is one write, not two. A
-    limit L over K shards gives each shard ceil(L / K); a take that finds its shard full tries the
-    others, so a request is refused only when every shard is full: at most K - 1 more than L are
-    ever admitted, never fewer. With the default 50 creates a second there is one item."""
-
-    max_active_jobs: int = 100_000
-    max_creates_per_second: int = 50
-
-    @property
-    def active_shards(self) -> int:
-        """A shard is written on every create and every end of a job (a one-time job ends as fast
-        as it is created)."""
-        return _shards(2 * self.max_creates_per_second, self.max_active_jobs)
-
-
-def _shards(writes_per_second: int, limit: int) -> int:
-    return max(1, min(limit, -(-writes_per_second // QUOTA_SHARD_WRITES_PER_SECOND)))
 
 
 MAX_BACKFILL = 1000
@@ -99,76 +64,22 @@ class JobsService:
         self._handoff = handoff
         self._clock = clock
         self._runs = Outcomes(stores, handoff, clock).runs
-        # The second each quota item last counted, as this container saw it: a create tries the
-        # write that fits it first (a new second, or one more in the same second).
-        self._seconds: dict[tuple[str, str], int] = {}
+        self._creation = JobCreation(stores.jobs, handoff, clock, quotas, self._place_first_timer)
 
     # --- jobs ------------------------------------------------------------------------------
     def create(self, tenant_id: str, spec: JobSpec, request_hash: str,
                idempotency_key: str | None = None) -> tuple[Job, bool]:
         """Returns the job and whether this call created it (False: an idempotent repeat).
         `request_hash`: the request's body_hash, which an Idempotency-Key's repeat must match."""
-        now = self._clock.now_ms()
-        job_id = self._handoff.home_for(new_job_id(now))  # regions: marked with its home
-        if idempotency_key:
-            earlier = self._jobs.remember_request(tenant_id, "create", idempotency_key, job_id, request_hash,
-                                                  now // 1000, IDEMPOTENCY_TTL_SECONDS)
-            if earlier is not None:
-                earlier_id, earlier_hash = earlier
-                if earlier_hash != request_hash:
-                    raise Conflict("Idempotency-Key was already used with a different request body")
-                existing = self._jobs.get(tenant_id, earlier_id, consistent=True)
-                if existing is not None:
-                    # The first call may have died before its timer was written: placing it
-                    # again is harmless (same timer key, deterministic execution ids).
-                    self._place_first_timer(existing, existing.spec.schedule.first_fire())
-                    return existing, False
-                job_id = earlier_id  # the first call died before writing the job: finish its work
-        shard = self._take_create_quotas(tenant_id, job_id, now)
-        job = Job(tenant_id, job_id, spec, JobState.ACTIVE, generation=1, version=1, created_ms=now, updated_ms=now,
-                  quota_shard=shard)
-        try:
-            self._jobs.put_new(job)
-        except ConditionLost:
-            self._jobs.give_back_quota(tenant_id, active_counter(shard))
-            job = self.get(tenant_id, job_id)
-        except Exception:
-            self._jobs.give_back_quota(tenant_id, active_counter(shard))
-            raise
-        # Crash between the job write and the timer write: the client saw an error and retries
-        # (with its Idempotency-Key, the retry places the timer of the same job).
-        self._place_first_timer(job, spec.schedule.first_fire())
-        return job, True
+        return self._creation.create(tenant_id, NewJob(spec, request_hash, idempotency_key))
 
-    def _take_create_quotas(self, tenant_id: str, job_id: str, now_ms: int) -> int:
-        """Take a place in both quotas (one write to one shard's item); returns the shard taken."""
-        second = now_ms // 1000
-        quotas = self._quotas
-        shards = quotas.active_shards
-        active_limit = -(-quotas.max_active_jobs // shards)
-        rate_limit = -(-quotas.max_creates_per_second // shards)
-        first = segment_of(job_id, shards)  # the same stable hash that places the job's timers
-        refusals = set()
-        for step in range(shards):
-            shard = (first + step) % shards
-            counter = active_counter(shard)
-            # The second this container last saw on the item: a later one than its own clock's (a
-            # container ahead started it) is counted in; an earlier one, or none, is a new second.
-            seen = self._seconds.get((tenant_id, counter))
-            refused, counted = self._jobs.take_create_place(
-                tenant_id, counter, active_limit, max(second, seen or 0), rate_limit,
-                new_second_first=seen is None or seen < second)
-            if len(self._seconds) > SECONDS_MEMO_LIMIT:
-                self._seconds.clear()
-            self._seconds[(tenant_id, counter)] = counted
-            if refused is None:
-                return shard
-            refusals.add(refused)
-        if refusals == {"active"}:
-            raise QuotaExceeded(f"the tenant has {quotas.max_active_jobs} jobs that have not ended (the "
-                                "quota); cancel some or ask for a higher quota")
-        raise QuotaExceeded(f"more than {quotas.max_creates_per_second} jobs created in one second; "
-                            "slow down and retry")
+    def create_many(self, tenant_id: str, entries: list[NewJob], batch_key: str | None = None,
+                    batch_hash: str = "") -> list[Created]:
+        """A batch create: a result per entry, in order (service/creation.py). `batch_key`: the
+        request's Idempotency-Key, remembered with `batch_hash`."""
+        if batch_key:
+            self._creation.check_batch_key(tenant_id, batch_key, batch_hash)
+        return self._creation.create_many(tenant_id, entries)
 
     def get(self, tenant_id: str, job_id: str) -> Job:
         job = self._jobs.get(tenant_id, job_id, consistent=True) if job_id.startswith("job_") else None

@@ -109,6 +109,25 @@ class JobsStore:
         except ClientError as exc:
             raise (_condition_lost(exc, "job exists") or exc) from exc
 
+    def remove_new(self, job: Job) -> bool:
+        """Take back a job just created whose first timer could not be written (a batch's job is
+        created whole or not at all), only while it is still that first version (nobody changed
+        it since) and holds no calendar (their counts change in a transaction: such a job stays,
+        its create answered with an error that says to repeat it with its idempotency key).
+        True when it is gone."""
+        if job.spec.exclude_calendars:
+            return False
+        try:
+            self._table.delete_item(Key={"tenantId": job.tenant_id, "jobId": job.job_id},
+                                    ConditionExpression="version = :first AND generation = :first",
+                                    ExpressionAttributeValues={":first": 1})
+        except ClientError as exc:
+            if _condition_lost(exc, "job changed"):
+                return False
+            raise
+        self._unindex(job.tenant_id, index_keys(job))  # after the job: a crash leaves an extra entry
+        return True
+
     # --- the tag and name index: items beside the tenant's jobs, "tag#k=v#<jobId>" and
     # "name#<name>#<jobId>" (each part percent-encoded). Written before the job and removed after
     # it, so a crash leaves an extra entry (a list reads each job and keeps only those that
@@ -363,51 +382,69 @@ class JobsStore:
     # --- tenant quotas: counters beside the tenant's jobs (sort keys "quota#...") -------------
     def take_create_place(self, tenant_id: str, counter: str, active_limit: int, second: int, rate_limit: int,
                           new_second_first: bool = False) -> tuple[str | None, int]:
-        """One create counted in one item for both quotas: a place among the tenant's jobs that
-        have not ended (`used` < `active_limit`) and one among this second's creates (`secUsed` <
-        `rate_limit` while `sec` is this second; a later second starts again at one). Returns (None,
-        the second counted) when taken, else ("active" or "rate", the second): the quota that
-        refused. One write when the item's second is the one guessed (`new_second_first`: the
-        item is expected to hold an earlier second); a wrong guess costs a failed write more. An
-        item whose second is later than `second` (another API container's clock is ahead) counts
-        this create in that second."""
+        """One create counted in one item for both quotas (take_create_places of one)."""
+        taken, refused, second = self.take_create_places(tenant_id, counter, active_limit, second, rate_limit, 1,
+                                                         new_second_first)
+        return (None if taken else refused), second
+
+    def take_create_places(self, tenant_id: str, counter: str, active_limit: int, second: int, rate_limit: int,
+                           count: int, new_second_first: bool = False) -> tuple[int, str | None, int]:
+        """Up to `count` creates counted in one item for both quotas: places among the tenant's
+        jobs that have not ended (`used` stays <= `active_limit`) and among this second's creates
+        (`secUsed` stays <= `rate_limit` while `sec` is this second; a later second starts again
+        at the count). Returns (places taken, the quota that refused the rest or None, the second
+        counted). One write when the item's second is the one guessed (`new_second_first`: the
+        item is expected to hold an earlier second) and all fit; a wrong guess or a partial fit
+        costs a failed write more (the failed write's ALL_OLD says what fits). An item whose second
+        is later than `second` (another API container's clock is ahead) counts in that second. A
+        batch create takes its jobs' places in this one write."""
         key = {"tenantId": tenant_id, "jobId": f"{QUOTA_PREFIX}{counter}"}
         attempt = "new" if new_second_first else "same"
+        refused: str | None = None
+        if count > rate_limit:  # more than a whole second's creates: the rest wait for a later second
+            refused, count = "rate", rate_limit
         for _ in range(4):
             try:
+                # DynamoDB conditions have no arithmetic: "used + n <= limit" is "used <= limit - n".
                 if attempt == "same":
                     self._table.update_item(
-                        Key=key, UpdateExpression="ADD used :one, secUsed :one",
-                        ConditionExpression="(attribute_not_exists(used) OR used < :alimit) AND sec = :sec "
-                                            "AND secUsed < :rlimit",
-                        ExpressionAttributeValues={":one": 1, ":alimit": active_limit, ":sec": second,
-                                                   ":rlimit": rate_limit},
+                        Key=key, UpdateExpression="ADD used :n, secUsed :n",
+                        ConditionExpression="(attribute_not_exists(used) OR used <= :amax) AND sec = :sec "
+                                            "AND secUsed <= :rmax",
+                        ExpressionAttributeValues={":n": count, ":amax": active_limit - count, ":sec": second,
+                                                   ":rmax": rate_limit - count},
                         ReturnValuesOnConditionCheckFailure="ALL_OLD")
                 else:
                     self._table.update_item(
-                        Key=key, UpdateExpression="ADD used :one SET sec = :sec, secUsed = :one",
-                        ConditionExpression="(attribute_not_exists(used) OR used < :alimit) AND "
+                        Key=key, UpdateExpression="ADD used :n SET sec = :sec, secUsed = :n",
+                        ConditionExpression="(attribute_not_exists(used) OR used <= :amax) AND "
                                             "(attribute_not_exists(sec) OR sec < :sec)",
-                        ExpressionAttributeValues={":one": 1, ":alimit": active_limit, ":sec": second},
+                        ExpressionAttributeValues={":n": count, ":amax": active_limit - count, ":sec": second},
                         ReturnValuesOnConditionCheckFailure="ALL_OLD")
-                return None, second
+                return count, refused, second
             except ClientError as exc:
                 lost = _condition_lost(exc, "quota")
                 if not lost:
                     raise
             # The item as the condition saw it decides: the quota that refused, or the write that fits.
             current = lost.current or {}
-            if int(current.get("used", 0)) >= active_limit:
-                return "active", second
+            active_room = active_limit - int(current.get("used", 0))
+            if active_room <= 0:
+                return 0, "active", second
+            if active_room < count:  # a partial fit: the places that remain, the rest refused
+                refused, count = "active", active_room
             counted = current.get("sec")
             if counted is not None and int(counted) >= second:
                 second = int(counted)  # this second, or a later one another container's clock started
-                if int(current.get("secUsed", 0)) >= rate_limit:
-                    return "rate", second
+                rate_room = rate_limit - int(current.get("secUsed", 0))
+                if rate_room <= 0:
+                    return 0, "rate", second
+                if rate_room < count:
+                    refused, count = "rate", rate_room
                 attempt = "same"
             else:
                 attempt = "new"  # the item holds an earlier second, or none: this create starts one
-        return "rate", second  # the item changed under four writes in a row: busy now, refused
+        return 0, "rate", second  # the item changed under four writes in a row: busy now, refused
 
     def give_back_quota(self, tenant_id: str, counter: str, count: int = 1) -> None:
         """Subtract `count` places, never below zero."""
