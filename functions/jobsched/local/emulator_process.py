@@ -141,12 +141,13 @@ def serve(port: int, parent_pid: int) -> None:
         sys.exit(f"the emulator's process needs {CONTROL_SECRET_ENV} and {CREDENTIALS_ENV}: the local stack starts it")
     credentials = StackCredentials.parse(credentials_text)
     use_local_aws_env(credentials=credentials)
-    from jobsched.local.tasks import hold_tasks_running
+    from jobsched.local.tasks import create_local_network, hold_tasks_running
 
     hold_tasks_running()  # container tasks stop when their process ends or StopTask says (local/tasks.py)
     control = Control()
     control.server = SerializedServer(port=port, control=control, control_secret=secret,
                                       credentials=credentials).start()
+    create_local_network()  # after start()'s reset: the container jobs' VPC, with the same ids each time
     use_local_aws_env(control.server.url, credentials)  # the restore talks to this server
     print(READY_LINE + control.server.url, flush=True)
     signal.signal(signal.SIGTERM, lambda *_: control.stop())
