@@ -88,8 +88,10 @@ if __name__ == "__main__":
 @pytest.fixture(scope="module")
 def local_stack(tmp_path_factory):
     saved_env = dict(os.environ)
-    runtime, _, dev_key = boot(Options(port=0, emulator_port=0, segments=2, workdir=tmp_path_factory.mktemp("local")),
-                               [], progress=lambda text: None)
+    workdir = tmp_path_factory.mktemp("local") / "work"
+    workdir.mkdir(mode=0o755)  # as a user's directory may be: the stack makes it its own
+    runtime, _, dev_key = boot(Options(port=0, emulator_port=0, segments=2, workdir=workdir), [],
+                               progress=lambda text: None)
     yield runtime, dev_key
     runtime.stop()
     os.environ.clear()
@@ -136,7 +138,8 @@ def assert_refused(calls: dict) -> None:
 def test_a_container_job_gets_nothing_of_the_stacks(local_stack):
     runtime, dev_key = local_stack
     workdir = runtime.options.workdir.resolve()
-    files = [workdir / "state.json", workdir / "dev-key", workdir / CREDENTIALS_FILE, Path(f"/proc/{os.getpid()}/environ")]
+    files = [workdir / "state.json", workdir / "dev-key", workdir / CREDENTIALS_FILE,
+             Path(f"/proc/{os.getpid()}/environ")]
     assert all(path.exists() for path in files)
     for path in files[:3]:
         assert path.stat().st_mode & 0o777 == 0o600, path

@@ -153,7 +153,8 @@ def expected_signature(environ: dict, body: bytes, access_key_id: str, secret: s
 
 def _epoch(amz_date: str) -> float:
     """X-Amz-Date (20261128T043753Z) in seconds; ValueError when it is not one."""
-    if len(amz_date) != 16 or amz_date[8] != "T" or amz_date[15] != "Z" or not (amz_date[:8] + amz_date[9:15]).isdigit():
+    digits = amz_date[:8] + amz_date[9:15]
+    if len(amz_date) != 16 or amz_date[8] != "T" or amz_date[15] != "Z" or not digits.isdigit():
         raise ValueError(amz_date)
     return calendar.timegm((int(amz_date[0:4]), int(amz_date[4:6]), int(amz_date[6:8]), int(amz_date[9:11]),
                             int(amz_date[11:13]), int(amz_date[13:15]), 0, 0, 0))
