@@ -78,6 +78,8 @@ def read(path):
         return type(exc).__name__
 
 if __name__ == "__main__":
+    import subprocess
+    subprocess.Popen(["sleep", "300"], start_new_session=True)  # left running, out of the task's process group
     report = {"uid": os.getuid(), "aws": sorted(k for k in os.environ if k.startswith("AWS_")),
               "files": {p: read(p) for p in os.environ.get("STACK_FILES", "").split(":") if p},
               "calls": calls(os.environ["EMULATOR"])}
@@ -129,6 +131,19 @@ def run_probe(api_url, key, tenant, setup, environment, seconds=40) -> dict:
     raise AssertionError("the probe did not end")
 
 
+def processes_of(uid: int) -> list[int]:
+    """The live (not zombie) processes of a uid."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if int(fields.get("Uid", "-1 ").split()[0]) == uid and not fields.get("State", "").strip().startswith("Z"):
+            found.append(int(status.parent.name))
+    return found
+
+
 def assert_refused(calls: dict) -> None:
     for name, (status, body) in calls.items():
         assert status == 403, (name, status, body)
@@ -151,6 +166,8 @@ def test_a_container_job_gets_nothing_of_the_stacks(local_stack):
     if ROOT:  # a user of its own, who may enter none of the stack's files
         assert report["uid"] != 0
         assert set(report["files"].values()) == {"PermissionError"}, report["files"]
+        # and when it ends, nothing of it runs on (the sleep it left in a session of its own).
+        assert not [pid for pid in processes_of(report["uid"]) if pid != os.getpid()]
     assert_refused(report["calls"])
 
     # The probe's signer is right: signed with the stack's own keys, the same call is answered.

@@ -301,11 +301,18 @@ class LocalTaskRunner:
 
 
 def _end(run: _Run) -> None:
-    """As a container's end: what its command left running is killed, its filesystem discarded."""
+    """As a container's end: what its command left running is killed, its filesystem discarded.
+    A task of its own user: every process of that user (`kill -KILL -1` run as it), even one that
+    left the task's process group; else the task's process group."""
     try:
-        os.killpg(run.process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        if run.uid is not None:
+            subprocess.run(["kill", "-KILL", "-1"], user=run.uid, group=run.uid, extra_groups=[], cwd="/",
+                           env={"PATH": TASK_PATH}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=10, check=False)
+        else:
+            os.killpg(run.process.pid, signal.SIGKILL)
+    except (OSError, subprocess.SubprocessError):
+        pass  # nothing left to kill, or no kill command: the scratch directory still goes
     shutil.rmtree(run.workdir, ignore_errors=True)
 
 
