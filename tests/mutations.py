@@ -737,9 +737,16 @@ MUTATIONS = [
   "os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), \"w\") as handle:\n            handle.write(self.text()",
   "os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), \"w\") as handle:\n            handle.write(self.text()",
   "tests/e2e/test_local_isolation.py::test_a_container_job_gets_nothing_of_the_stacks"),
- ("local restart: the container network keeps its ids", "functions/jobsched/local/tasks.py",
-  '        with _fixed_id(subnets, "random_subnet_id", LOCAL_SUBNET_ID):',
-  "        with contextlib.nullcontext():",
+ ("local restart: the container network keeps its ids (made anew with random ids at each start, as before)",
+  "functions/jobsched/local/tasks.py",
+  [("        if LOCAL_VPC_ID in backend.vpcs:\n            return\n", "        return\n"),
+   ("    ec2.modify_vpc_attribute(VpcId=LOCAL_VPC_ID, EnableDnsHostnames={\"Value\": True})\n"
+    "    subnet = ec2.describe_subnets(SubnetIds=[LOCAL_SUBNET_ID])[\"Subnets\"][0][\"SubnetId\"]\n"
+    "    group = ec2.describe_security_groups(GroupIds=[LOCAL_SECURITY_GROUP_ID])[\"SecurityGroups\"][0][\"GroupId\"]\n",
+    "    vpc = ec2.create_vpc(CidrBlock=LOCAL_VPC_CIDR)[\"Vpc\"][\"VpcId\"]\n"
+    "    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock=LOCAL_SUBNET_CIDR)[\"Subnet\"][\"SubnetId\"]\n"
+    "    group = ec2.create_security_group(GroupName=\"g\", Description=\"d\", VpcId=vpc)[\"GroupId\"]\n")],
+  None,
   "tests/e2e/test_local_restart.py::test_a_container_job_runs_again_after_a_restart_and_a_cli_made_tenant_has_its_definition"),
  ("local restart: every kept tenant gets its task definition at start", "functions/jobsched/local/__main__.py",
   "                  *runtime.grant_container_tasks(tenants + kept)]",
