@@ -15,7 +15,7 @@ PARENT = textwrap.dedent("""
 
     use_local_aws_env()
     emulator = EmulatorProcess().start()
-    dynamodb = boto3.client("dynamodb", endpoint_url=emulator.url)
+    dynamodb = emulator.credentials.session().client("dynamodb", endpoint_url=emulator.url)
     dynamodb.create_table(TableName="jobs-physical", KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
                           AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
                           BillingMode="PAY_PER_REQUEST")

@@ -132,3 +132,61 @@ def test_a_rotated_signing_secret_still_signs_calls_after_a_restart(tmp_path, bo
         echo.stop()
         os.environ.clear()
         os.environ.update(saved_env)
+
+
+def test_a_container_job_runs_again_after_a_restart_and_a_cli_made_tenant_has_its_definition(tmp_path, boots,
+                                                                                              monkeypatch):
+    """The container network's ids are the stack's printed ones at every start (new ones ended a
+    kept job DEAD, InvalidSubnetID.NotFound), and a tenant made with `jobsched keys --local create`
+    gets its task definition, then and at every later start."""
+    from io import StringIO
+
+    from jobsched.cli.main import main as cli
+
+    saved_env = dict(os.environ)
+    workdir = tmp_path / "local"
+    quiet = lambda text: None  # noqa: E731
+    for name in ("JOBSCHED_EMULATOR_URL", "JOBSCHED_EMULATOR_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("JOBSCHED_WORKDIR", str(workdir))
+
+    def container_job(runtime, key, tenant):
+        setup = runtime.container_setup
+        status, job = call(runtime, "POST", "/v1/jobs", {
+            "name": "kept", "type": "RATE", "schedule": "PT1H", "retryPolicy": {"maxAttempts": 1},
+            "target": {"type": "ECS_TASK", "cluster": setup["cluster"], "container": "main",
+                       "taskDefinition": f"arn:aws:ecs:us-east-1:123456789012:task-definition/local-{tenant}:1",
+                       "subnets": [setup["subnet"]], "securityGroups": [setup["securityGroup"]],
+                       "command": ["sh", "-c", "echo ran"]}}, key=key)
+        assert status == 201, job
+        return job
+
+    def runs(runtime, key, job):
+        status, execution = call(runtime, "POST", f"/v1/jobs/{job['jobId']}/trigger", key=key)
+        assert status == 202, execution
+        path = f"/v1/executions/{execution['executionId']}"
+        wait_for(lambda: call(runtime, "GET", path, key=key)[1]["status"] not in ("PENDING", "RUNNING"), 30)
+        return call(runtime, "GET", path, key=key)[1]
+
+    try:
+        runtime, _, _ = boots(Options(port=0, segments=2, workdir=workdir), [("tenant-1", "k1")], progress=quiet)
+        out = StringIO()
+        assert cli(["--json", "keys", "--local", "create", "tenant-cli"], out=out) == 0
+        made = json.loads(out.getvalue())
+        assert made["taskDefinition"].endswith("task-definition/local-tenant-cli:1")
+        printed = runtime.container_setup
+        jobs = {"k1": container_job(runtime, "k1", "tenant-1"),
+                made["apiKey"]: container_job(runtime, made["apiKey"], "tenant-cli")}
+        for key, job in jobs.items():
+            assert runs(runtime, key, job)["status"] == "SUCCEEDED"
+        runtime.stop()
+
+        runtime, _, _ = boots(Options(port=0, segments=2, workdir=workdir), [], progress=quiet)
+        assert runtime.container_setup == printed
+        for key, job in jobs.items():
+            execution = runs(runtime, key, job)
+            assert execution["status"] == "SUCCEEDED", execution
+        runtime.stop()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)

@@ -328,8 +328,8 @@ def test_a_container_job_runs_its_command_as_a_local_process_with_its_environmen
         assert status == 201, job
         return job
 
-    script = ("import json, os, pathlib; p = json.loads(os.environ['JOBSCHED_PAYLOAD']); "
-              "pathlib.Path('seen.json').write_text(json.dumps({'rows': p['rows'], 'greeting': os.environ['GREETING'], "
+    script = ("import json, os; p = json.loads(os.environ['JOBSCHED_PAYLOAD']); "
+              "print(json.dumps({'rows': p['rows'], 'greeting': os.environ['GREETING'], "
               "'attempt': os.environ['JOBSCHED_ATTEMPT'], 'id': os.environ['JOBSCHED_EXECUTION_ID']})); print('done')")
     jobs = {"ok": container_job("ok", ["python3", "-c", script]),
             "fails": container_job("fails", ["sh", "-c", "exit 3"]),
@@ -346,8 +346,10 @@ def test_a_container_job_runs_its_command_as_a_local_process_with_its_environmen
     ok = ended["ok"]
     assert ok["status"] == "SUCCEEDED" and ok["task"]["exitCode"] == 0
     log = ok["task"]["logUrl"]
-    assert log.startswith("file://") and open(log[len("file://"):]).read().strip() == "done"
-    seen = json.loads(open(log[len("file://"):].replace("output.log", "seen.json")).read())
+    assert log.startswith("file://")
+    seen_line, done = open(log[len("file://"):]).read().strip().splitlines()
+    assert done == "done"
+    seen = json.loads(seen_line)
     assert seen == {"rows": 3, "greeting": "hello", "attempt": "1", "id": ok["executionId"]}
     assert ended["fails"]["status"] == "DEAD" and ended["fails"]["task"]["exitCode"] == 3
     # The CLI shows the task, its exit code and its log link.

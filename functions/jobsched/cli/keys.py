@@ -22,11 +22,27 @@ def local_emulator_url() -> str:
         return os.environ["JOBSCHED_EMULATOR_URL"]
     if os.environ.get("JOBSCHED_EMULATOR_PORT"):
         return f"http://127.0.0.1:{os.environ['JOBSCHED_EMULATOR_PORT']}"
-    written = Path(os.environ.get("JOBSCHED_WORKDIR", ".build/local")) / EMULATOR_URL_FILE
+    written = _local_workdir() / EMULATOR_URL_FILE
     try:
         return written.read_text().strip() or LOCAL_EMULATOR
     except OSError:
         return LOCAL_EMULATOR
+
+
+def _local_workdir() -> Path:
+    return Path(os.environ.get("JOBSCHED_WORKDIR", ".build/local"))
+
+
+def local_session():
+    """A session signed with the running local stack's own credentials (its emulator takes no
+    other), read from its work directory (readable by the stack's user only)."""
+    from jobsched.local.emulator_auth import CREDENTIALS_FILE, StackCredentials
+
+    try:
+        return StackCredentials.read(_local_workdir()).session()
+    except (OSError, ValueError, KeyError) as exc:
+        raise KeyAdminError(f"cannot read the local stack's credentials in {_local_workdir() / CREDENTIALS_FILE} "
+                            f"({exc}); is `make run` running with this JOBSCHED_WORKDIR, as this user?") from exc
 API_KEYS_LOGICAL_PREFIX = "StorageApiKeys"
 
 
@@ -37,6 +53,7 @@ class KeyAdminError(RuntimeError):
 @dataclass
 class KeyAdmin:
     store: ApiKeysStore
+    local_ecs: object = None  # the local stack's ECS (--local): a new tenant gets its task definition
 
     @classmethod
     def connect(cls, local: bool = False, endpoint_url: str | None = None, table: str | None = None,
@@ -45,9 +62,8 @@ class KeyAdmin:
 
         if local:
             endpoint_url = endpoint_url or local_emulator_url()
-            # The emulator takes any credentials; never send real ones to it.
-            session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing",
-                                            region_name="us-east-1")
+            # The stack's own credentials: never real ones, and the emulator takes no others.
+            session = local_session()
         else:
             session = boto3.session.Session()
         if table is None:
@@ -58,7 +74,18 @@ class KeyAdmin:
                           and r["ResourceType"] == "AWS::DynamoDB::Table"), None)
             if table is None:
                 raise KeyAdminError(f"stack {stack} has no ApiKeys table")
-        return cls(ApiKeysStore(session.resource("dynamodb", endpoint_url=endpoint_url), table))
+        return cls(ApiKeysStore(session.resource("dynamodb", endpoint_url=endpoint_url), table),
+                   session.client("ecs", endpoint_url=endpoint_url) if local else None)
+
+    def grant_local_container_tasks(self, tenant_id: str) -> list[str]:
+        """With --local: the tenant's task definition for container jobs, as `make run` registers
+        one for the tenants it starts with (local/tasks.py). Returns the lines that name it."""
+        if self.local_ecs is None:
+            return []
+        from jobsched.local.tasks import register_tenant_definitions
+
+        arn = register_tenant_definitions(self.local_ecs, [tenant_id])[tenant_id]
+        return [f"container jobs: taskDefinition {arn}"]
 
     def create(self, tenant_id: str) -> tuple[str, str]:
         if not tenant_id.strip():

@@ -431,12 +431,15 @@ def run_keys(args, out) -> int:
     admin = KeyAdmin.connect(local=args.local, endpoint_url=args.endpoint_url, table=args.table, stack=args.stack)
     if args.command == "create":
         key_id, key = admin.create(args.tenant)
+        granted = admin.grant_local_container_tasks(args.tenant)
         record = {"tenantId": args.tenant, "keyId": key_id, "apiKey": key}
+        if granted:
+            record["taskDefinition"] = granted[0].rsplit(" ", 1)[-1]
         if args.json:
             print(json.dumps(record, indent=2), file=out)
         else:
-            print(f"tenant {args.tenant}: {key}\n(key id {key_id}; the key is shown once and stored only hashed)",
-                  file=out)
+            print("\n".join([f"tenant {args.tenant}: {key}", *granted,
+                             f"(key id {key_id}; the key is shown once and stored only hashed)"]), file=out)
         return EXIT_OK
     if args.command == "list":
         keys = admin.list(args.tenant)

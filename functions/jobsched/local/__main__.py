@@ -86,8 +86,9 @@ def _dev_key(workdir: Path, keys) -> str:
         return key
     _, key = keys.issue("dev")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(key + "\n")
-    path.chmod(0o600)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:  # never readable by others
+        handle.write(key + "\n")
+    path.chmod(0o600)  # a file left by an earlier version may have had another mode
     return key
 
 
@@ -101,7 +102,8 @@ def boot(options: Options, seeded: list[tuple[str, str]], progress=None):
     from jobsched.service.auth import ApiKeys
     from jobsched.store.aws import build_stores
 
-    keys = ApiKeys(build_stores(runtime.settings).api_keys, SystemClock())
+    stores = build_stores(runtime.settings)
+    keys = ApiKeys(stores.api_keys, SystemClock())
     if seeded:
         for tenant, key in seeded:
             keys.register(tenant, key)
@@ -111,8 +113,11 @@ def boot(options: Options, seeded: list[tuple[str, str]], progress=None):
         demo_key = _dev_key(options.workdir, keys)
         key_lines = [f"  tenant dev: {demo_key}"]
     tenants = [tenant for tenant, _ in seeded] if seeded else ["dev"]
+    # And every tenant the state kept (made with `jobsched keys --local create`, or seeded at an
+    # earlier start): the emulator keeps no ECS state, each start registers their definitions again.
+    kept = sorted({k["tenantId"] for k in stores.api_keys.list_keys(None) if not k.get("revoked")} - set(tenants))
     key_lines += ["Container jobs (ECS_TASK, run here as local processes):",
-                  *runtime.grant_container_tasks(tenants)]
+                  *runtime.grant_container_tasks(tenants + kept)]
     progress("jobsched: keys stored; waiting for the first tick of every segment ...")
     runtime.mark_ready()
     return runtime, key_lines, demo_key

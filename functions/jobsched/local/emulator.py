@@ -827,13 +827,25 @@ class KeepAliveWsgiServer:
                 pass
 
 
+def _refusal(environ: dict, credentials):
+    """The 403 for a request not signed with the stack's credentials (None: signed with them)."""
+    import io
+
+    from jobsched.local.emulator_auth import check
+
+    source = environ["wsgi.input"]
+    body = source.getvalue() if isinstance(source, io.BytesIO) else source.read()
+    environ["wsgi.input"] = io.BytesIO(body)
+    return check(environ, body, credentials)
+
+
 class SerializedServer:
     """moto's server on loopback, one request at a time. `control`, if given, answers the
     requests under CONTROL_PREFIX (method, path after the prefix, body) → (status, JSON-able),
     outside the lock (what it does takes the lock itself where it reads the emulator)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, control=None, control_secret: str | None = None,
-                 direct: bool = True) -> None:
+                 direct: bool = True, credentials=None) -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
         speed_up_moto()
@@ -865,6 +877,13 @@ class SerializedServer:
                 body = environ["wsgi.input"].read(length) if length else b""
                 status, answer = control(environ["REQUEST_METHOD"], path[len(CONTROL_PREFIX):], body)
                 return answer_json(start_response, status, answer)
+            if credentials is not None and not path.startswith(MOTO_API_PREFIX):
+                # Only the stack's own signed requests (local/emulator_auth.py), checked outside the lock.
+                refused = _refusal(environ, credentials)
+                if refused is not None:
+                    start_response(f"{refused.status} Forbidden",
+                                   [*refused.headers, ("Content-Length", str(len(refused.body)))])
+                    return [refused.body]
             operation = operation_of(environ)
             if operation not in READ_ONLY_OPERATIONS:
                 self.mutations += 1

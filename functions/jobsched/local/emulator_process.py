@@ -27,12 +27,16 @@ import urllib.request
 from pathlib import Path
 
 from jobsched.local.emulator import CONTROL_PREFIX, CONTROL_SECRET_HEADER
+from jobsched.local.emulator_auth import StackCredentials
 
 READY_LINE = "jobsched-emulator ready at "
 PARENT_CHECK_SECONDS = 0.5
 # The per-start secret of the control routes, handed to the emulator's process in its environment
 # (not on its command line, which every user of the machine can read).
 CONTROL_SECRET_ENV = "JOBSCHED_CONTROL_SECRET"
+# The stack's AWS credentials (emulator_auth.py), handed over the same way: the emulator answers
+# only requests signed with them (or with what its STS handed out).
+CREDENTIALS_ENV = "JOBSCHED_EMULATOR_CREDENTIALS"
 
 
 # --- in the emulator's process -------------------------------------------------------------------
@@ -132,15 +136,19 @@ def serve(port: int, parent_pid: int) -> None:
     # lateness's 50 a second instead of 224 s (docs/performance.md).
     sys.setswitchinterval(EMULATOR_SWITCH_INTERVAL_S)
     secret = os.environ.pop(CONTROL_SECRET_ENV, "")
-    if not secret:
-        sys.exit(f"the emulator's process needs {CONTROL_SECRET_ENV}: the local stack starts it")
-    use_local_aws_env()
-    from jobsched.local.tasks import hold_tasks_running
+    credentials_text = os.environ.pop(CREDENTIALS_ENV, "")
+    if not secret or not credentials_text:
+        sys.exit(f"the emulator's process needs {CONTROL_SECRET_ENV} and {CREDENTIALS_ENV}: the local stack starts it")
+    credentials = StackCredentials.parse(credentials_text)
+    use_local_aws_env(credentials=credentials)
+    from jobsched.local.tasks import create_local_network, hold_tasks_running
 
     hold_tasks_running()  # container tasks stop when their process ends or StopTask says (local/tasks.py)
     control = Control()
-    control.server = SerializedServer(port=port, control=control, control_secret=secret).start()
-    use_local_aws_env(control.server.url)  # the restore talks to this server
+    control.server = SerializedServer(port=port, control=control, control_secret=secret,
+                                      credentials=credentials).start()
+    create_local_network()  # after start()'s reset: the container jobs' VPC, with the same ids each time
+    use_local_aws_env(control.server.url, credentials)  # the restore talks to this server
     print(READY_LINE + control.server.url, flush=True)
     signal.signal(signal.SIGTERM, lambda *_: control.stop())
     while not control.done.wait(PARENT_CHECK_SECONDS):
@@ -168,13 +176,15 @@ class EmulatorProcess:
         self._start_timeout = start_timeout
         self._process: subprocess.Popen | None = None
         self._secret = secrets.token_urlsafe(32)  # new at each start: nothing outside the stack knows it
+        # The AWS credentials the stack signs with, new at each start too (docs/reliability.md).
+        self.credentials = StackCredentials.new()
 
     def start(self) -> "EmulatorProcess":
         import jobsched
 
         package_root = str(Path(jobsched.__file__).resolve().parent.parent)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])),
-               CONTROL_SECRET_ENV: self._secret}
+               CONTROL_SECRET_ENV: self._secret, CREDENTIALS_ENV: self.credentials.text()}
         self._process = subprocess.Popen(
             [sys.executable, "-m", "jobsched.local.emulator_process", "--port", str(self.port),
              "--parent", str(os.getpid())],

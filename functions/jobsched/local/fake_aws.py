@@ -17,9 +17,15 @@ LOCAL_AWS_ENV = {
 }
 
 
-def use_local_aws_env(endpoint_url: str | None = None) -> None:
+def use_local_aws_env(endpoint_url: str | None = None, credentials=None) -> None:
+    """The process's AWS environment; with `credentials` (a StackCredentials, local/emulator_auth.py),
+    every client it builds signs with the local stack's own keys, the only ones its emulator takes."""
     os.environ.update(LOCAL_AWS_ENV)
     os.environ.pop("AWS_PROFILE", None)
+    if credentials is not None:
+        os.environ["AWS_ACCESS_KEY_ID"] = credentials.access_key_id
+        os.environ["AWS_SECRET_ACCESS_KEY"] = credentials.secret_access_key
+        os.environ.pop("AWS_SESSION_TOKEN", None)
     if endpoint_url:
         os.environ["AWS_ENDPOINT_URL"] = endpoint_url
     else:

@@ -203,6 +203,10 @@ class LocalRuntime:
         that store keys first pass False and call mark_ready() after)."""
         opts = self.options
         use_local_aws_env()
+        # The stack's own: state, keys, credentials, metrics, task logs. Nobody else enters it (a
+        # container job's process runs as another user: local/tasks.py).
+        opts.workdir.mkdir(parents=True, exist_ok=True)
+        opts.workdir.chmod(0o700)
         if opts.keep_metrics and not isinstance(sys.stdout, EmfTee):
             # Keep the EMF lines the functions print (what CloudWatch ingests) for `jobsched stats`.
             sys.stdout = EmfTee(sys.stdout, opts.workdir / "metrics.jsonl", echo_metrics=not opts.quiet_functions)
@@ -211,9 +215,10 @@ class LocalRuntime:
         progress(f"jobsched: starting the AWS emulator (moto, a process of its own) on port "
                  f"{opts.emulator_port or 'any'} ...")
         self.emulator = EmulatorProcess(port=opts.emulator_port).start()
-        use_local_aws_env(self.emulator.url)
-        opts.workdir.mkdir(parents=True, exist_ok=True)
+        # Every client from here on signs with the stack's credentials: the emulator takes no other.
+        use_local_aws_env(self.emulator.url, self.emulator.credentials)
         (opts.workdir / EMULATOR_URL_FILE).write_text(self.emulator.url + "\n")  # for `jobsched keys --local`
+        self.emulator.credentials.write(opts.workdir)  # and its credentials (mode 0600)
 
         import boto3
 
