@@ -24,13 +24,6 @@ def ecs_harness(harness):
 
 def _with_ecs(harness, session=None):
     """`session`: what the invoker makes its clients from (a fault double's, by default the harness's)."""
-    from jobsched.adapters.http_target import HttpTargetInvoker
-    from jobsched.adapters.targets import TargetRouter
-    from jobsched.handlers import api, worker
-    from jobsched.local.events import Function
-    from jobsched.settings import Env
-    from jobsched.store.targets import AwsTargetInvoker, TenantSessions
-
     harness.ecs = harness.session.client("ecs")
     harness.ecs.create_cluster(clusterName=CLUSTER)
     # Fargate's awsvpc networking: the subnet and the security group must exist.
@@ -42,6 +35,18 @@ def _with_ecs(harness, session=None):
     # Container networks: tenant A may use this subnet and group, tenant B another network.
     allow_networks(harness, {TENANT_A: {"subnets": [harness.subnet], "securityGroups": [harness.group]},
                              TENANT_B: {"subnets": ["subnet-0b0b0b0b"], "securityGroups": ["sg-0b0b0b0b"]}})
+    return make_functions(harness, session)
+
+
+def make_functions(harness, session=None):
+    """The API and the worker (with the real invoker) from the harness's settings, made again."""
+    from jobsched.adapters.http_target import HttpTargetInvoker
+    from jobsched.adapters.targets import TargetRouter
+    from jobsched.handlers import api, worker
+    from jobsched.local.events import Function
+    from jobsched.settings import Env
+    from jobsched.store.targets import AwsTargetInvoker, TenantSessions
+
     sessions = TenantSessions(harness.session, harness.envs["worker"][Env.TARGETS_ROLE_ARN], harness.clock.now_ms)
     harness.router = TargetRouter(HttpTargetInvoker(allow_private=True),
                                   AwsTargetInvoker(session or harness.session, sessions))
@@ -61,7 +66,7 @@ def _with_ecs(harness, session=None):
 
 def allow_networks(harness, policy: dict) -> None:
     """The operator's ecsNetworks, as the stack hands it to the API and the worker (their
-    functions are made again by _with_ecs, or by the caller)."""
+    functions are made again by make_functions)."""
     from jobsched.domain.task_networks import TaskNetworks
     from jobsched.settings import Env
 
