@@ -16,6 +16,15 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("Fargate rate in the strict layer: RunTask over it is throttled", "functions/jobsched/local/strict_aws.py",
+  "        if not (self.ledger.take_tokens(\"ecs:RunTask\"", "        if False and not (self.ledger.take_tokens(\"ecs:RunTask\"",
+  "tests/integration/test_container_networks.py::test_run_tasks_over_fargates_rate_are_held_back_and_all_run_on_their_first_attempt"),
+ ("RunTask throttled by the strict layer: a herd runs on first attempts", "functions/jobsched/service/worker.py",
+  "        if outcome.throttled and self._give_back_attempt(job, dispatch, claim, token):", "        if False:",
+  "tests/integration/test_container_networks.py::test_run_tasks_over_fargates_rate_are_held_back_and_all_run_on_their_first_attempt"),
+ ("container networks: a policy over its share of the functions' environment fails synthesis",
+  "infra/jobsched_infra/config.py", "    if len(networks.text()) > MAX_POLICY_CHARS:", "    if False:",
+  "tests/infra/test_container_networks.py::test_ecs_networks_over_its_share_of_the_functions_environment_fails_synthesis"),
  ("container networks: the API holds a container job to its tenant's networks", "functions/jobsched/handlers/api.py",
   "        check_task_networks(spec, tenant_id, parts.settings.ecs_networks)\n", "",
   "tests/integration/test_container_networks.py::test_the_api_refuses_a_container_job_outside_its_tenants_networks"),

@@ -73,3 +73,19 @@ def test_a_bad_ecs_networks_setting_stops_the_function_at_its_start():
     with pytest.raises(SettingsError, match=Env.ECS_NETWORKS):
         Settings.from_env({**{name: "1" for name in FUNCTION_ENV["worker"]}, Env.SEGMENTS: "1",
                            Env.ECS_NETWORKS: '{"t": {"subnets": []}}'}, "worker")
+
+
+def test_the_operations_guides_ecs_networks_command_works_as_written():
+    """docs/operations.md's `cdk deploy -c ecsNetworks='...'`, split as a shell splits it: the CDK
+    CLI hands the value over as the string after `ecsNetworks=`."""
+    import shlex
+    from pathlib import Path
+
+    from jobsched_infra.config import StackConfig
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    [line] = [line for line in guide.splitlines() if line.startswith("cdk deploy -c ecsNetworks=")]
+    words = shlex.split(line)
+    value = words[words.index("-c") + 1].split("=", 1)[1]
+    networks = StackConfig.from_context(Node(ecsNetworks=value)).ecs_networks
+    assert networks.of("acme") is not None and networks.of("someone-else") is not None

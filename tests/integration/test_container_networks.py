@@ -106,3 +106,18 @@ def test_a_refused_run_task_holds_the_execution_back_without_using_an_attempt(th
     assert end_task(harness, task, 0) == {"outcome": "SUCCEEDED"}
     done = only_execution(harness, job)
     assert done["status"] == "SUCCEEDED" and [a["status"] for a in done["attempts"]] == ["SUCCEEDED"]
+
+
+def test_run_tasks_over_fargates_rate_are_held_back_and_all_run_on_their_first_attempt(ecs_harness):
+    """Through the strict layer, which throttles RunTask as Fargate does (here scaled down to a
+    bucket of 2 calls refilled at 1 a second): a herd of container jobs due together all start,
+    later, each on its first attempt, none failed for the account's rate."""
+    harness = ecs_harness
+    harness.strict.limits.run_task_calls = (2, 1)
+    definition = task_definition(harness)
+    jobs = [ecs_job(harness, definition, retryPolicy={"maxAttempts": 1}) for _ in range(6)]
+    harness.advance(40)
+    assert harness.strict.ledger.throttled_calls > 0
+    executions = [only_execution(harness, job) for job in jobs]
+    assert [(e["status"], e["attempt"]) for e in executions] == [("RUNNING", 1)] * 6, executions
+    assert len(tasks_of(harness)) == 6 and sum(e["throttledMs"] is not None for e in executions) >= 4
