@@ -16,6 +16,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("a held-back FIRE of a changed job ends its waiting execution", "functions/jobsched/service/worker.py",
+  "            if dispatch.kind is not DispatchKind.FIRE or dispatch.throttled_from_ms is not None:",
+  "            if dispatch.kind is not DispatchKind.FIRE:",
+  "tests/integration/test_container_networks.py::test_a_held_back_fire_whose_job_was_cancelled_meanwhile_ends_its_waiting_execution"),
  ("Fargate rate in the strict layer: RunTask over it is throttled", "functions/jobsched/local/strict_aws.py",
   "        if not (self.ledger.take_tokens(\"ecs:RunTask\"", "        if False and not (self.ledger.take_tokens(\"ecs:RunTask\"",
   "tests/integration/test_container_networks.py::test_run_tasks_over_fargates_rate_are_held_back_and_all_run_on_their_first_attempt"),

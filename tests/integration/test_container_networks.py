@@ -121,3 +121,18 @@ def test_run_tasks_over_fargates_rate_are_held_back_and_all_run_on_their_first_a
     executions = [only_execution(harness, job) for job in jobs]
     assert [(e["status"], e["attempt"]) for e in executions] == [("RUNNING", 1)] * 6, executions
     assert len(tasks_of(harness)) == 6 and sum(e["throttledMs"] is not None for e in executions) >= 4
+
+
+def test_a_held_back_fire_whose_job_was_cancelled_meanwhile_ends_its_waiting_execution(throttled):
+    """A FIRE held back after its claim (RunTask throttled) left a PENDING execution: when the job
+    is cancelled before the FIRE comes back, that execution ends CANCELLED, not PENDING for ever."""
+    harness, double = throttled
+    double.refusals = 10 ** 6  # Fargate stays throttled
+    job = ecs_job(harness, task_definition(harness))
+    harness.advance(6)
+    assert only_execution(harness, job)["status"] == "PENDING"
+    status, answer = harness.request("DELETE", f"/v1/jobs/{job['jobId']}")
+    assert status == 200, answer
+    harness.advance(60)
+    execution = only_execution(harness, job)
+    assert execution["status"] == "CANCELLED" and tasks_of(harness) == [], execution
