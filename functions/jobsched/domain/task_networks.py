@@ -95,7 +95,8 @@ def network_problem(policy: TaskNetworks | None, tenant_id: str, config: dict) -
                            "ecsNetworks): ask the operator")
     outside = [s for s in config.get("subnets") or [] if s not in allowed.subnets]
     if outside:
-        return "subnets", f"{outside[0]} is not among the subnets this tenant may use ({', '.join(sorted(allowed.subnets))})"
+        return "subnets", (f"{outside[0]} is not among the subnets this tenant may use "
+                           f"({', '.join(sorted(allowed.subnets))})")
     outside = [g for g in groups if g not in allowed.security_groups]
     if outside:
         return "securityGroups", (f"{outside[0]} is not among the security groups this tenant may use "
