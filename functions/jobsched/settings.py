@@ -8,6 +8,7 @@ from typing import Mapping
 
 from jobsched.domain.jobs import Priority
 from jobsched.domain.lane_shares import parse_caps
+from jobsched.domain.task_networks import NetworkPolicyError, TaskNetworks
 
 # Records per worker invocation (the lanes' event source mappings); the worker runs them all at
 # once, a thread each, so every attempt's timeout fits one invocation.
@@ -65,6 +66,11 @@ class Env:
     # RunTask); absent (tests of other parts): no check.
     ECS_TASK_DEFINITIONS = "ECS_TASK_DEFINITIONS"
     ECS_CLUSTERS = "ECS_CLUSTERS"
+    # Container networks (domain/task_networks.py): per tenant (or "*" for every other tenant), the
+    # subnets and security groups its tasks may join and whether they may have a public IP, as
+    # compact JSON. The API refuses a job outside them; the worker checks again before RunTask.
+    # Empty ("{}"): no tenant may run a container task; absent (tests of other parts): no check.
+    ECS_NETWORKS = "ECS_NETWORKS"
     # Where a container task's logs are linked (`{taskId}` replaced); absent: the ECS console.
     TASK_LOGS_URL = "TASK_LOGS_URL"
     # Regions (issue 25, domain/ownership.py). REGIONS: the deployment's regions in a fixed order
@@ -129,6 +135,7 @@ class Settings:
     alert_topic_arn: str = ""  # absence alerts (worker)
     ecs_task_definitions: tuple[str, ...] | None = None  # container tasks: None when not set
     ecs_clusters: tuple[str, ...] | None = None
+    ecs_networks: TaskNetworks | None = None  # container networks: None when not set
     function: str = ""  # api, tick or worker
     # Regions (Env.REGIONS): empty or one region: single-region, every segment owned, epoch 0.
     regions: tuple[str, ...] = ()
@@ -193,6 +200,7 @@ class Settings:
             alert_topic_arn=env.get(Env.ALERT_TOPIC_ARN, ""),
             ecs_task_definitions=_list_or_none(env, Env.ECS_TASK_DEFINITIONS),
             ecs_clusters=_list_or_none(env, Env.ECS_CLUSTERS),
+            ecs_networks=_networks(env),
             function=function,
             **_regions(env),
         )
@@ -223,6 +231,15 @@ def _list_or_none(env: Mapping[str, str], name: str) -> tuple[str, ...] | None:
     if name not in env:
         return None
     return tuple(p for p in env[name].split(",") if p)
+
+
+def _networks(env: Mapping[str, str]) -> TaskNetworks | None:
+    if Env.ECS_NETWORKS not in env:
+        return None
+    try:
+        return TaskNetworks.parse(env[Env.ECS_NETWORKS])
+    except NetworkPolicyError as exc:
+        raise SettingsError(f"{Env.ECS_NETWORKS}: {exc}") from None
 
 
 def _lane_caps(env: Mapping[str, str]) -> tuple[tuple[Priority, int], ...]:

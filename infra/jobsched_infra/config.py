@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobsched.domain.task_networks import MAX_POLICY_CHARS, NetworkPolicyError, TaskNetworks
 from jobsched.sizing import MAX_SEGMENTS, PROFILES, Sizing, TableSizing, profile_sizing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,6 +88,11 @@ class StackConfig:
     ecs_task_definitions: tuple[str, ...] = ()
     ecs_clusters: tuple[str, ...] = ()
     ecs_task_roles: tuple[str, ...] = ()
+    # Container networks (functions/jobsched/domain/task_networks.py): per tenant (or "*" for every
+    # tenant not named), the subnets and security groups its tasks may join and whether they may
+    # have a public IP. None named: no tenant may run a container task (ECS would otherwise take
+    # the job's own choice, and with no security group the VPC's default one).
+    ecs_networks: TaskNetworks = TaskNetworks()
     # Regions (issue 25; jobsched_infra/regions.py): `-c regions=a,b,...` (2..9, in a fixed order)
     # makes one stack per region; empty or one region: the single-region stack, as before.
     regions: tuple[str, ...] = ()
@@ -184,6 +190,7 @@ class StackConfig:
             ecs_task_definitions=_arn_list(get("ecsTaskDefinitions", []), "ecsTaskDefinitions", ":task-definition/"),
             ecs_clusters=_arn_list(get("ecsClusters", []), "ecsClusters", ":cluster/"),
             ecs_task_roles=_arn_list(get("ecsTaskRoles", []), "ecsTaskRoles", ":role/"),
+            ecs_networks=_networks(get("ecsNetworks", {})),
             **_regions(get),
         )
 
@@ -223,6 +230,20 @@ def _arn_list(value, key: str, kind: str) -> tuple[str, ...]:
                                               for i in items if i):
         raise ConfigError(f"context '{key}' must be a list of ARNs (patterns) containing '{kind}'")
     return tuple(i for i in items if i)
+
+
+def _networks(value) -> TaskNetworks:
+    """`-c ecsNetworks='{"tenant-a": {"subnets": [...], "securityGroups": [...]}}'` (the CLI passes a
+    string: JSON text is taken) or the same object in cdk.json."""
+    try:
+        networks = TaskNetworks.parse(value)
+    except NetworkPolicyError as exc:
+        raise ConfigError(f"context 'ecsNetworks': {exc}") from None
+    if len(networks.text()) > MAX_POLICY_CHARS:
+        raise ConfigError(f"context 'ecsNetworks' is {len(networks.text())} characters as the functions' environment "
+                          f"carries it, over {MAX_POLICY_CHARS} (Lambda allows 4 KB for all of a function's "
+                          "variables): give tenants that share networks the \"*\" entry")
+    return networks
 
 
 def _choice(value, allowed: tuple[str, ...], key: str) -> str:

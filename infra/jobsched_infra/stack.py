@@ -100,6 +100,8 @@ class JobschedStack(Stack):
             # Container tasks: the API refuses a job whose task definition or cluster is not granted.
             Env.ECS_TASK_DEFINITIONS: ",".join(config.ecs_task_definitions),
             Env.ECS_CLUSTERS: ",".join(config.ecs_clusters),
+            # Container networks: a job outside its tenant's is refused (the worker checks again).
+            Env.ECS_NETWORKS: config.ecs_networks.text(),
             **({Env.TARGET_ARN_PATTERNS: ",".join(config.target_arn_patterns)} if config.target_arn_patterns else {}),
             **signing_env,
         }, timeout=API_TIMEOUT, memory_mb=512,
@@ -116,6 +118,7 @@ class JobschedStack(Stack):
             Env.LANE_TENANT_PERCENT: str(config.lane_tenant_percent),
             Env.LANE_HOST_PERCENT: str(config.lane_host_percent),
             Env.ATTEMPT_LOG_PERCENT: str(config.attempt_log_percent),
+            Env.ECS_NETWORKS: config.ecs_networks.text(),  # checked again before each RunTask
             **signing_env,
         }, timeout=WORKER_TIMEOUT, memory_mb=WORKER_MEMORY_MB,
             reserved_concurrent_executions=config.worker_reserved_concurrency or None)

@@ -269,3 +269,50 @@ class RetriedAfterReadTimeout:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
+
+
+class ThrottledRunTask:
+    """A boto3 session whose ECS clients refuse RunTask while `refusals` is left, as an account over
+    Fargate's RunTask rate does (ThrottlingException, "Rate exceeded", after botocore's retries), or
+    with `capacity` as RunTask answers when Fargate has no capacity (no task, a failure whose reason
+    says so). Every other call, and every RunTask after the refusals, reaches the real client."""
+
+    CAPACITY_REASON = "Capacity is unavailable at this time. Please try again later or in a different availability zone"
+
+    def __init__(self, session, refusals: int, capacity: bool = False) -> None:
+        self._session = session
+        self.refusals = refusals
+        self._capacity = capacity
+        self.refused = 0
+        self.started = 0
+
+    def client(self, service: str, *args, **kwargs):
+        real = self._session.client(service, *args, **kwargs)
+        return _RefusingEcs(real, self) if service == "ecs" else real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+
+class _RefusingEcs:
+    def __init__(self, client, double: ThrottledRunTask) -> None:
+        self._client = client
+        self._double = double
+
+    def run_task(self, **kwargs) -> dict:
+        from botocore.exceptions import ClientError
+
+        double = self._double
+        if double.refusals <= 0:
+            double.started += 1
+            return self._client.run_task(**kwargs)
+        double.refusals -= 1
+        double.refused += 1
+        if double._capacity:
+            return {"tasks": [], "failures": [{"arn": kwargs.get("taskDefinition"),
+                                               "reason": ThrottledRunTask.CAPACITY_REASON}]}
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"},
+                           "ResponseMetadata": {"HTTPStatusCode": 400}}, "RunTask")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)

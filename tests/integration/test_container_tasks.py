@@ -22,16 +22,34 @@ def ecs_harness(harness):
     release()
 
 
-def _with_ecs(harness):
+def _with_ecs(harness, session=None):
+    """`session`: what the invoker makes its clients from (a fault double's, by default the harness's)."""
+    harness.ecs = harness.session.client("ecs")
+    harness.ecs.create_cluster(clusterName=CLUSTER)
+    # Fargate's awsvpc networking: the subnet and the security group must exist.
+    ec2 = harness.session.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})  # each task's ENI gets a name
+    harness.subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+    harness.group = ec2.create_security_group(GroupName="tasks", Description="tasks", VpcId=vpc)["GroupId"]
+    # Container networks: tenant A may use this subnet and group, tenant B another network.
+    allow_networks(harness, {TENANT_A: {"subnets": [harness.subnet], "securityGroups": [harness.group]},
+                             TENANT_B: {"subnets": ["subnet-0b0b0b0b"], "securityGroups": ["sg-0b0b0b0b"]}})
+    return make_functions(harness, session)
+
+
+def make_functions(harness, session=None):
+    """The API and the worker (with the real invoker) from the harness's settings, made again."""
     from jobsched.adapters.http_target import HttpTargetInvoker
     from jobsched.adapters.targets import TargetRouter
-    from jobsched.handlers import worker
+    from jobsched.handlers import api, worker
     from jobsched.local.events import Function
     from jobsched.settings import Env
     from jobsched.store.targets import AwsTargetInvoker, TenantSessions
 
     sessions = TenantSessions(harness.session, harness.envs["worker"][Env.TARGETS_ROLE_ARN], harness.clock.now_ms)
-    harness.router = TargetRouter(HttpTargetInvoker(allow_private=True), AwsTargetInvoker(harness.session, sessions))
+    harness.router = TargetRouter(HttpTargetInvoker(allow_private=True),
+                                  AwsTargetInvoker(session or harness.session, sessions))
     inner = worker.make_handler(harness.envs["worker"], harness.clock, harness.session, harness.router)
 
     def invocation(event, context):
@@ -42,15 +60,18 @@ def _with_ecs(harness):
 
     harness.worker = Function("worker", invocation)
     harness.poller._worker = harness.worker
-    harness.ecs = harness.session.client("ecs")
-    harness.ecs.create_cluster(clusterName=CLUSTER)
-    # Fargate's awsvpc networking: the subnet and the security group must exist.
-    ec2 = harness.session.client("ec2")
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})  # each task's ENI gets a name
-    harness.subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
-    harness.group = ec2.create_security_group(GroupName="tasks", Description="tasks", VpcId=vpc)["GroupId"]
+    harness.api = Function("api", api.make_handler(harness.envs["api"], harness.clock, harness.session))
     return harness
+
+
+def allow_networks(harness, policy: dict) -> None:
+    """The operator's ecsNetworks, as the stack hands it to the API and the worker (their
+    functions are made again by make_functions)."""
+    from jobsched.domain.task_networks import TaskNetworks
+    from jobsched.settings import Env
+
+    for name in ("api", "worker"):
+        harness.envs[name] = {**harness.envs[name], Env.ECS_NETWORKS: TaskNetworks.parse(policy).text()}
 
 
 def task_definition(harness, family="local-report", tenant=TENANT_A, role="local-task-report"):

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from jobsched.adapters.targets import largest_payload_bytes
 from jobsched.api.models import MAX_PAYLOAD_BYTES, MAX_TASK_TIMEOUT_SEC, MAX_TIMEOUT_SEC, JobRequest, MisfirePolicyModel
 from jobsched.domain.container_tasks import MAX_OVERRIDES_CHARS, largest_fixed_overrides
+from jobsched.domain.task_networks import TaskNetworks, network_problem
 from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
 from jobsched.domain.calendars import EXCLUDED, checked_job_calendars, is_excluded
@@ -370,6 +371,18 @@ def _check_task(target: Target, field: str, scope: "TargetScope") -> None:
                              f"{MAX_OVERRIDES_CHARS}-character overrides with the scheduler's variables",
                              [FieldProblem(f"{field}.environment", f"command and environment over "
                                                                    f"{MAX_OVERRIDES_CHARS} characters")])
+
+
+def check_task_networks(spec: JobSpec, tenant_id: str, networks: TaskNetworks | None) -> None:
+    """Container networks: each container task of the job (its target, its steps') runs only in
+    the subnets and security groups its tenant may use (domain/task_networks.py): 422 naming the field."""
+    targets = [("target", spec.target)] + [(f"steps.{i}.target", step.target)
+                                           for i, step in enumerate(spec.steps.steps if spec.steps else ())]
+    for where, target in targets:
+        if target is not None and target.type is TargetType.ECS_TASK:
+            problem = network_problem(networks, tenant_id, target.config)
+            if problem is not None:
+                raise UnprocessableRequest.for_field(f"{where}.{problem[0]}", problem[1])
 
 
 def _fits_with_envelope(payload_size: int, target: Target, where: str) -> None:

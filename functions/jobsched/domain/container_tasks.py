@@ -53,6 +53,25 @@ UNLISTED_RETRY_MS = 30_000
 # task's whole timeout.
 CALL_LEASE_MS = 120_000
 
+# RunTask refused for the account's rate (ThrottlingException: Fargate allows 20 RunTask calls a
+# second with a burst of 100, per account and Region) or for capacity (its `failures`, below)
+# starts nothing: the execution is held back without using an attempt (service/worker.py), as
+# flow control holds one back, for at most this long since it was first held; past it, the
+# refusal is an attempt's failure like any other (a capacity shortage that outlasts it is an outage).
+THROTTLE_HOLD_LIMIT_MS = 15 * 60_000
+# RunTask `failures` reasons that mean capacity, not the request: Fargate's "Capacity is
+# unavailable at this time. Please try again later or in a different availability zone", an EC2
+# capacity provider's RESOURCE:CPU / RESOURCE:MEMORY / RESOURCE:ENI..., and the account's quota of
+# concurrent tasks or vCPUs ("You've reached the limit on the number of ... you can run concurrently").
+CAPACITY_REASONS = ("Capacity is unavailable", "RESOURCE:", "reached the limit on the number of")
+
+
+def capacity_refusal(failures: list[dict]) -> bool:
+    """Every failure RunTask answered is one of capacity: trying later may start the task."""
+    reasons = [str(f.get("reason") or "") for f in failures]
+    return bool(reasons) and all(any(mark in r for mark in CAPACITY_REASONS) for r in reasons)
+
+
 # The stop codes ECS gives a task that never ran its container (docs/architecture.md).
 NOT_STARTED_CODES = frozenset({"TaskFailedToStart"})
 

@@ -249,6 +249,9 @@ class AttemptOutcome:
     retryable: bool = True  # False: repeating the call would not help (a 4xx other than 408, 429)
     retry_after_ms: int | None = None  # the target asked for this wait (Retry-After on 429, 503)
     task: dict | None = None  # a container task: the task this attempt started (or ended with)
+    # The target refused the call for its rate or capacity before it started anything (RunTask
+    # throttled): the worker gives the attempt back and holds the execution back (service/worker.py).
+    throttled: bool = False
 
 
 def _plain_task(value: Any) -> dict | None:

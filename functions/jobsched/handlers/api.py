@@ -14,7 +14,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from jobsched.domain.executions import job_id_of
 from jobsched.domain.ownership import home_index
-from jobsched.api.mapping import OwnResources, TargetScope, execution_to_json, job_to_json, preview_schedule, to_spec
+from jobsched.api.mapping import (OwnResources, TargetScope, check_task_networks, execution_to_json, job_to_json,
+                                  preview_schedule, to_spec)
 from jobsched.api.mapping import preview_catch_up  # catch-up that does not flood
 from jobsched.api.mapping import calendar_to_json, preview_excluding
 from jobsched.api.mapping import occurrence_to_json  # the occurrence ledger
@@ -250,15 +251,19 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     def request_body() -> JobRequest:
         return parse_body(JobRequest, body_text())
 
-    def job_spec(request: JobRequest) -> JobSpec:
-        """The HTTP boundary mapped to the domain here: the use cases take a JobSpec."""
-        return to_spec(request, parts.clock.now_ms(), own)
+    def job_spec(request: JobRequest, tenant_id: str) -> JobSpec:
+        """The HTTP boundary mapped to the domain here: the use cases take a JobSpec (its container
+        tasks within the tenant's networks)."""
+        spec = to_spec(request, parts.clock.now_ms(), own)
+        check_task_networks(spec, tenant_id, parts.settings.ecs_networks)
+        return spec
 
     # One function per entry of api/routes.py; registered from that table below.
     def create_job():
         tenant_id = tenant()
         request = request_body()
-        job, created = service.create(tenant_id, job_spec(request), body_hash(request.model_dump(mode="json")),
+        job, created = service.create(tenant_id, job_spec(request, tenant_id),
+                                      body_hash(request.model_dump(mode="json")),
                                       _idempotency_key(header("Idempotency-Key")))
         if created:
             logger.info("job created", extra={"jobId": job.job_id, "type": job.spec.schedule.type.value})
@@ -328,8 +333,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     def replace_job(jobId: str):  # noqa: N803
         tenant_id = tenant()
-        job = service.replace(tenant_id, jobId, job_spec(request_body()), _int_param(header("If-Match"), "If-Match",
-                                                                                        None))
+        job = service.replace(tenant_id, jobId, job_spec(request_body(), tenant_id),
+                              _int_param(header("If-Match"), "If-Match", None))
         return ok(200, job_body(job))
 
     def cancel_job(jobId: str):  # noqa: N803

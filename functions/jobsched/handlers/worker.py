@@ -113,7 +113,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
     lanes = LaneGate(parts.stores.flow, parts.clock, dict(settings.lane_caps), settings.lane_tenant_percent,
                      settings.lane_host_percent) if settings.lane_caps else None
     containers = ContainerTasks(parts.stores, outcomes, parts.clock, calls=getattr(invoker, "task_calls", None),
-                                log_url=task_log_url(env))
+                                log_url=task_log_url(env), networks=parts.settings.ecs_networks)
     worker = Worker(parts.stores, outcomes, invoker, parts.clock, lanes, containers)
     worker.regions = parts.handoff  # segment leases (service/ownership.py): single-region acts on all
     pools = [ThreadPoolExecutor(max_workers=BATCH_SIZE, thread_name_prefix="attempt")]

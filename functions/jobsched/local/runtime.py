@@ -38,6 +38,14 @@ def _gateway_error(length_text: str) -> tuple[int, dict, bytes]:
     return status, {"Content-Type": "application/json"}, json.dumps({"message": message}).encode()
 
 
+def local_networks(setup: dict) -> str:
+    """Every local tenant's container network ("*"): the local cluster's subnet and security group."""
+    from jobsched.domain.task_networks import DEFAULT_TENANT, TaskNetworks
+
+    return TaskNetworks.parse({DEFAULT_TENANT: {"subnets": [setup["subnet"]],
+                                                "securityGroups": [setup["securityGroup"]]}}).text()
+
+
 def local_lanes(worker_env: dict[str, str], containers_per_lane: int | None) -> tuple[dict[str, str], dict[Priority, int]]:
     """The worker's settings as the local stack runs it, and each lane's worker containers at
     most: with `containers_per_lane` None, the lane's cap in the template (its event source's
@@ -268,6 +276,11 @@ class LocalRuntime:
         tasks_root = (opts.workdir / "tasks").resolve()
         for name in ("worker", "task_events"):
             envs[name] = {**envs[name], Env.TASK_LOGS_URL: f"file://{tasks_root}/{{taskId}}/output.log"}
+        # Container networks: the local cluster's subnet and security group (as `make run` prints
+        # them) are every local tenant's, as an operator grants them with `-c ecsNetworks`.
+        self.container_setup = prepare_local_cluster(session)
+        for name in ("api", "worker"):
+            envs[name] = {**envs[name], Env.ECS_NETWORKS: local_networks(self.container_setup)}
         envs = {name: {**env, **opts.env_overrides.get(name, {})} for name, env in envs.items()}
         clock = SystemClock()
         self.settings = Settings.from_env(envs["api"], "api")
@@ -291,7 +304,6 @@ class LocalRuntime:
         self.task_runner = LocalTaskRunner(session.client("ecs", config=lean_config()),
                                            self.functions["task_events"].invoke, clock.now_ms,
                                            root=tasks_root)
-        self.container_setup = prepare_local_cluster(session)
         progress("jobsched: starting the API, the ticks, the lane pollers and the container task runner ...")
         self._thread("tasks", self._run_tasks)
         self._thread("api", api_server.serve_forever)

@@ -67,6 +67,11 @@ EVENTS_MAX_ENTRIES = 10
 PARTITION_WCU_PER_SECOND = 1000
 PARTITION_RCU_PER_SECOND = 3000
 KMS_REQUESTS_PER_SECOND = 100_000  # shared symmetric quota in us-east-1
+# Fargate, per account and Region (ECS Developer Guide, "AWS Fargate throttling quotas"): RunTask
+# calls at 20 a second, burst and sustained; tasks launched from a bucket of 100 refilled at 20 a
+# second. Over either: ThrottlingException.
+RUN_TASK_CALLS = (20, 20)  # (bucket, refill a second)
+FARGATE_LAUNCHES = (100, 20)
 KMS_CRYPTO_OPERATIONS = frozenset({"Decrypt", "Encrypt", "GenerateDataKey", "GenerateDataKeyWithoutPlaintext",
                                    "GenerateDataKeyPair", "GenerateDataKeyPairWithoutPlaintext", "GenerateMac",
                                    "GenerateRandom", "ReEncrypt", "VerifyMac"})
@@ -496,6 +501,8 @@ class Ledger:
         self.kms_total = 0
         self.denied: list[str] = []
         self.assumed_roles = 0
+        self.buckets: dict[str, tuple[float, int]] = {}  # token buckets: name → (tokens, when)
+        self.throttled_calls = 0
 
     def used(self, key: str, second: int) -> tuple[float, float]:
         with self._lock:
@@ -519,6 +526,18 @@ class Ledger:
         with self._lock:
             self.assumed_roles += 1
 
+    def take_tokens(self, bucket: str, now_ms: int, size: int, per_second: int, count: int = 1) -> bool:
+        """A token bucket of the account's (full at first): False, and nothing taken, when it has
+        fewer than `count` tokens now."""
+        with self._lock:
+            tokens, at = self.buckets.get(bucket, (float(size), now_ms))
+            tokens = min(float(size), tokens + (now_ms - at) * per_second / 1000)
+            taken = tokens >= count
+            self.buckets[bucket] = (tokens - count if taken else tokens, now_ms)
+            if not taken:
+                self.throttled_calls += 1
+            return taken
+
     def count_kms(self, second: int) -> int:
         with self._lock:
             at, count = self.kms_second
@@ -537,6 +556,8 @@ class Limits:
     partition_wcu: int = PARTITION_WCU_PER_SECOND
     partition_rcu: int = PARTITION_RCU_PER_SECOND
     kms_per_second: int = KMS_REQUESTS_PER_SECOND
+    run_task_calls: tuple[int, int] = RUN_TASK_CALLS
+    fargate_launches: tuple[int, int] = FARGATE_LAUNCHES
 
 
 @dataclass
@@ -1262,6 +1283,16 @@ class StrictAws:
                 raise _error(client, call.operation, "ValidationException",
                              f"Total size of the entries in the request is over the limit ({size} bytes > "
                              f"{EVENTS_MAX_ENTRY_BYTES}).", 400)
+
+    def _check_ecs(self, client, call: _Call) -> None:
+        """RunTask over Fargate's rates (the calls', then the tasks launched) is throttled."""
+        if call.operation != "RunTask":
+            return
+        now = self.now_ms()
+        if not (self.ledger.take_tokens("ecs:RunTask", now, *self.limits.run_task_calls)
+                and self.ledger.take_tokens("fargate:launches", now, *self.limits.fargate_launches,
+                                            count=int(call.params.get("count") or 1))):
+            raise _error(client, call.operation, "ThrottlingException", "Rate exceeded", 400)
 
     def _check_kms(self, client, call: _Call) -> None:
         if call.operation not in KMS_CRYPTO_OPERATIONS:

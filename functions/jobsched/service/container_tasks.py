@@ -19,6 +19,7 @@ from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import (AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, Execution,
                                         ExecutionStatus, job_id_of)
 from jobsched.domain.jobs import Job
+from jobsched.domain.task_networks import TaskNetworks, network_problem
 from jobsched.service.outcomes import Outcome, Outcomes, as_step_view
 
 LEASE_MARGIN_MS = 60_000  # as the worker's (service/worker.py): a stray redelivery never beats the deadline check
@@ -47,13 +48,27 @@ class ContainerTasks:
     the task_events function records ends from events and needs none."""
 
     def __init__(self, stores, outcomes: Outcomes, clock: Clock, calls=None,
-                 log_url: Callable[[str, str], str] = default_log_url) -> None:
+                 log_url: Callable[[str, str], str] = default_log_url, networks: TaskNetworks | None = None) -> None:
         self._jobs = stores.jobs
         self._executions = stores.executions
         self._outcomes = outcomes
         self._clock = clock
         self._calls = calls
         self._log_url = log_url
+        self._networks = networks  # container networks (domain/task_networks.py); None: not held to one
+
+    # --- the worker: before RunTask ------------------------------------------------------------
+
+    def refused(self, job: Job) -> AttemptOutcome | None:
+        """Container networks, checked again before RunTask: a job created before the operator
+        narrowed its tenant's networks (or with no security group, before that was refused) never
+        starts a task outside them; its attempt ends with the reason, not retried (the policy
+        decides the same way every time). None: it may run."""
+        problem = network_problem(self._networks, job.tenant_id, job.spec.target.config)
+        if problem is None:
+            return None
+        return AttemptOutcome(False, ExecutionStatus.FAILED, f"task not started: target.{problem[0]}: {problem[1]}",
+                              retryable=False)
 
     # --- the worker: RunTask answered --------------------------------------------------------
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, ExecutionStatus
-from jobsched.domain.container_tasks import CALL_LEASE_MS
+from jobsched.domain.container_tasks import CALL_LEASE_MS, THROTTLE_HOLD_LIMIT_MS
 from jobsched.domain.jobs import Job, JobState, OverlapPolicy, TargetType
 from jobsched.service.container_tasks import ContainerTasks
 from jobsched.domain.hooks import alert_of_hook, hook_of
@@ -163,7 +163,8 @@ class Worker:
             # one waiting for this retry) ends CANCELLED: none is left waiting forever because its
             # job went away or changed. A FIRE has no record before its claim, so a stale FIRE
             # (every paused or updated job's message in flight) costs no write.
-            if dispatch.kind is not DispatchKind.FIRE:
+            if dispatch.kind is not DispatchKind.FIRE or dispatch.throttled_from_ms is not None:
+                # (A FIRE held back after its claim, its RunTask throttled, has a PENDING record.)
                 self._end_waiting(dispatch)
             return WorkResult(Outcome.STALE_MESSAGE)
 
@@ -249,7 +250,11 @@ class Worker:
                 return WorkResult(adopted, claim.attempt, late_ms)
         # Crash from here until the result is written: SQS redelivers after the visibility
         # timeout, by then the lease has expired, and the next delivery takes over (LOST).
-        outcome = self._call(job, dispatch, claim.attempt, token, claim.progress)
+        # Container networks: checked again before RunTask (the job may predate the policy).
+        refused = self._containers.refused(job) if _runs_a_task(job) and self._containers is not None else None
+        outcome = refused or self._call(job, dispatch, claim.attempt, token, claim.progress)
+        if outcome.throttled and self._give_back_attempt(job, dispatch, claim, token):
+            return WorkResult(Outcome.THROTTLED, claim.attempt, late_ms)
         if outcome.accepted and outcome.task is not None and self._containers is not None:
             # Crash before the task is recorded: its end event still records the attempt (its
             # attempt is the execution's), and a redelivery after the claim's lease adopts it.
@@ -269,6 +274,24 @@ class Worker:
         records = [r for r in (claim.taken_over,) if r is not None]
         records.append(AttemptRecord(claim.attempt, outcome.status, now, self._clock.now_ms(), outcome.error))
         return WorkResult(self._outcomes.finish(job, dispatch, claim.attempt, records, outcome), claim.attempt, late_ms)
+
+    def _give_back_attempt(self, job: Job, dispatch: Dispatch, claim, token: str) -> bool:
+        """The target refused the call for its rate or capacity and started nothing (RunTask
+        throttled): the claim is released (the execution PENDING with the attempt before this one)
+        and the dispatch sent again later, as flow control holds one back (service/flow.py), so no
+        attempt is used. False once it has been held THROTTLE_HOLD_LIMIT_MS, or when the claim is no
+        longer this one's to release (a cancel asked meanwhile): the refusal is then the attempt's end."""
+        now = self._clock.now_ms()
+        if dispatch.throttled_from_ms is not None and now - dispatch.throttled_from_ms > THROTTLE_HOLD_LIMIT_MS:
+            return False
+        try:
+            self._executions.release_claim(dispatch, claim.attempt, callback_token_hash(token), claim.taken_over)
+        except ConditionLost:
+            return False
+        # Crash here: the message comes back and claims the PENDING execution (same attempt number).
+        self._flow.give_back(job, dispatch.execution_id)
+        self._flow.hold_back(job, replace(dispatch, attempt=claim.attempt))
+        return True
 
     def _call(self, job: Job, dispatch: Dispatch, attempt: int, token: str, progress) -> AttemptOutcome:
         """The target's call. An exception raised while making it (a KMS or DynamoDB failure while

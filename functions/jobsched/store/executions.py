@@ -142,6 +142,32 @@ class ExecutionsStore:
         progress = json.loads(old["progress"]) if old.get("progress") else None
         return Claim(attempt=int(old.get("attempt", 0)) + 1, taken_over=taken_over, progress=progress)
 
+    def release_claim(self, dispatch: Dispatch, attempt: int, token_hash: str,
+                      taken_over: AttemptRecord | None = None) -> None:
+        """The attempt's call started nothing (the target throttled it): the execution waits again
+        (PENDING) with the attempt before this one, so the dispatch sent again later claims this
+        attempt number anew. Fenced on this claim (its token), on no task recorded and no cancel
+        asked meanwhile; a taken-over attempt's LOST record is kept. Raises ConditionLost."""
+        records = [taken_over.to_item()] if taken_over is not None else []
+        try:
+            self._client.update_item(
+                TableName=self._name,
+                Key={"jobId": {"S": dispatch.job_id}, "executionId": {"S": dispatch.execution_id}},
+                UpdateExpression=("SET #st = :pending, attempt = :prev, "
+                                  "attempts = list_append(if_not_exists(attempts, :empty), :records) "
+                                  "REMOVE leaseUntilMs, callbackTokenHash, attemptStartedMs"),
+                ConditionExpression=("#st = :running AND attempt = :mine AND callbackTokenHash = :token "
+                                     "AND attribute_not_exists(#task) AND attribute_not_exists(cancelRequested)"),
+                ExpressionAttributeNames={"#st": "status", "#task": "task"},
+                ExpressionAttributeValues=values_to_wire({
+                    ":pending": ExecutionStatus.PENDING.value, ":running": ExecutionStatus.RUNNING.value,
+                    ":prev": attempt - 1, ":mine": attempt, ":token": token_hash, ":empty": [],
+                    ":records": records}),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            raise (_condition_lost(exc, "claim released") or exc) from exc
+
     def finish_attempt(
         self,
         dispatch: Dispatch,

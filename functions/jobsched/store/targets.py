@@ -18,9 +18,11 @@ from jobsched.adapters.targets import (EVENTBRIDGE_MAX_ENTRY_BYTES, SNS_MAX_MESS
 from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job, TargetType
-from jobsched.domain.container_tasks import client_token, container_overrides, started_by, task_tags
+from jobsched.domain.container_tasks import (capacity_refusal, client_token, container_overrides, started_by,
+                                             task_tags)
 from jobsched.domain.tenant_tags import TENANT_TAG_KEY, grant_hint, is_taggable, task_grant_hint
 from jobsched.domain.trace import trace_context
+from jobsched.store.aws import THROTTLE_CODES
 
 MAX_OUTPUT_BYTES = 4096
 # How each target service answers a call IAM does not allow (SQS, SNS, EventBridge and Lambda).
@@ -248,6 +250,11 @@ class AwsTargetInvoker:
             code = error.get("Code")
             if code in EXPIRED_CODES and self._tenants is not None:
                 raise _Expired(f"{code}: {error.get('Message')}") from exc
+            if kind is TargetType.ECS_TASK and code in THROTTLE_CODES:
+                # RunTask over the account's rate (after botocore's own retries): nothing started,
+                # the execution is held back without using an attempt (service/worker.py).
+                return AttemptOutcome(False, ExecutionStatus.FAILED, f"{code}: {error.get('Message')}",
+                                      throttled=True)
             if code in ACCESS_DENIED_CODES:
                 # IAM decides the same way on every retry until someone grants the target: the
                 # execution ends DEAD now, naming the reason, instead of retrying into the same no.
@@ -285,11 +292,15 @@ class AwsTargetInvoker:
             tags=task_tags(dispatch.execution_id, attempt), propagateTags="TASK_DEFINITION")
         started = answer.get("tasks") or []
         if not started:
-            # Unplaceable (no capacity, a bad subnet, an image it cannot pull before placement):
-            # this attempt failed with ECS's reason and is retried under the job's policy.
+            # Unplaceable (a bad subnet, an image it cannot pull before placement): this attempt
+            # failed with ECS's reason and is retried under the job's policy. No capacity now
+            # (Fargate's, or the account's quota of running tasks): held back without using an
+            # attempt, as a throttle is (domain/container_tasks.py CAPACITY_REASONS).
+            failures = answer.get("failures") or []
             reasons = "; ".join(f"{f.get('reason')}{': ' + f['detail'] if f.get('detail') else ''}"
-                                for f in answer.get("failures") or []) or "RunTask started no task"
-            return _failed(f"task not started: {reasons[:500]}")
+                                for f in failures) or "RunTask started no task"
+            return AttemptOutcome(False, ExecutionStatus.FAILED, f"task not started: {reasons[:500]}",
+                                  throttled=capacity_refusal(failures))
         return AttemptOutcome(True, ExecutionStatus.RUNNING, None, None, accepted=True,
                               task=_task_record(config, started[0]["taskArn"], attempt))
 
