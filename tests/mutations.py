@@ -16,6 +16,18 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("ownership: a call failing for its replica's region is made in the next replica", "functions/jobsched/store/ownership.py",
+  "                    if place == len(order) - 1 or not region_level(exc):",
+  "                    if True:",
+  "tests/integration/test_regions_sim.py::test_losing_the_ownership_tables_nearest_replica_loses_nothing_and_runs_nothing_twice"),
+ ("ownership: a server error (5xx) counts as the replica's region failing", "functions/jobsched/store/ownership.py",
+  "        return exc.response.get(\"Error\", {}).get(\"Code\") in REGION_LEVEL_CODES or status >= 500",
+  "        return False",
+  "tests/unit/test_ownership.py::test_a_replica_that_fails_for_its_region_is_passed_over_for_the_next_then_tried_again"),
+ ("infra: every function is granted the ownership table in every replica it may call", "infra/jobsched_infra/storage.py",
+  "                for region in plan.ownership_endpoints(self._region)]",
+  "                for region in plan.ownership_endpoints(self._region)[:1]]",
+  "tests/infra/test_regions.py::test_the_lease_grants_name_the_ownership_table_in_both_replica_regions_and_nothing_broader"),
  ("a worker's batch reads no job for a FIRE still before its due instant", "functions/jobsched/service/worker.py",
   "            if reads_its_job(d) and not (d.kind is DispatchKind.FIRE and d.due_ms > now_ms)]",
   "            if reads_its_job(d)]",

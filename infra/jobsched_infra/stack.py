@@ -242,7 +242,7 @@ class JobschedStack(Stack):
             Env.REGIONS: ",".join(plan.regions),
             Env.THIS_REGION: self.region,
             Env.OWNERSHIP_TABLE: table_name(OWNERSHIP),
-            Env.OWNERSHIP_REGION: plan.ownership_region(self.region),
+            Env.OWNERSHIP_REGIONS: ",".join(plan.ownership_endpoints(self.region)),
             Env.LEASE_MS: str(LEASE_MS),
             Env.CLOCK_BOUND_MS: str(CLOCK_BOUND_MS),
         }
@@ -253,11 +253,12 @@ class JobschedStack(Stack):
                 for region in plan.regions if region != self.region for priority in Priority]
 
     def _grant_regions(self, plan: RegionPlan, storage: Storage, lanes: Lanes, functions: dict) -> None:
-        # The leases: in OWNERSHIP_REGION (this region's replica, or a cross-Region call), by ARN.
+        # The leases: in each of OWNERSHIP_REGIONS (this region's replica or the nearest, then the
+        # other: failover), by ARN.
         # The tick claims and renews; the API, the worker and the task events function check the
         # owner (and its epoch) of the segment they write timers and dispatches for.
         for fn in functions.values():
-            fn.add_to_role_policy(iam.PolicyStatement(actions=DDB_OWNERSHIP, resources=[storage.ownership_arn]))
+            fn.add_to_role_policy(iam.PolicyStatement(actions=DDB_OWNERSHIP, resources=storage.ownership_arns))
         others = self._other_lane_arns(plan)
         for name in CROSS_REGION_SENDERS:
             fn = functions[name]

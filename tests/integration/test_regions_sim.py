@@ -5,7 +5,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
-from jobsched.domain.schedule import format_instant
+from jobsched.domain.schedule import MS_PER_MINUTE as MINUTE_MS, format_instant, parse_instant
 from jobsched.local.emulator import emulator_time, serialized_in_process
 from jobsched.local.regions import RegionDown, RegionsSim
 
@@ -214,7 +214,9 @@ def test_a_job_created_in_one_region_fires_there_on_time_with_three_regions(make
     settings = {r: sim.stack(r).settings for r in sim.regions}
     assert [settings[r].regions for r in sim.regions] == [(A, B, C)] * 3
     assert [settings[r].this_region for r in sim.regions] == [A, B, C]
-    assert {settings[r].ownership_region for r in sim.regions} == {"us-east-2"}
+    # The ownership table's replicas are A and B (the first two regions): each region calls its own
+    # or the nearest first.
+    assert [settings[r].ownership_regions for r in sim.regions] == [(A, B), (B, A), (A, B)]
     for region in sim.regions:
         sim.tick(region)  # each region takes its leases: a region holding none takes no create (421)
     billed = {r: _units(report) for r, report in sim.strict_reports().items()}
@@ -270,3 +272,57 @@ def test_a_change_is_decided_in_the_region_that_holds_the_job_and_any_region_rea
     assert status == 421 and body["error"]["code"] == "WRONG_REGION" and A in body["error"]["message"]
     status, body = sim.request(A, "POST", f"/v1/jobs/{job['jobId']}/trigger", {})
     assert status in (201, 202), body
+
+
+HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/hook"}
+
+
+def _every_minute(sim) -> dict[str, tuple[str, int]]:
+    """One job a minute made in each region (RUN_ALL: an occurrence a failover made late still runs):
+    {job id: (its region, its first due instant)}."""
+    jobs = {}
+    for region in sim.regions:
+        status, body = sim.request(region, "POST", "/v1/jobs", {
+            "name": f"{region}-every-minute", "type": "RATE", "schedule": "PT1M", "target": HOOK,
+            "misfirePolicy": "RUN_ALL"})
+        assert status == 201, body
+        jobs[body["jobId"]] = (region, parse_instant(body["nextFireAt"], "nextFireAt"))
+    return jobs
+
+
+@pytest.mark.parametrize("fault", ["region killed", "replica lost"])
+def test_losing_the_ownership_tables_nearest_replica_loses_nothing_and_runs_nothing_twice(make_sim, fault):
+    # The ownership table's replicas: A and B (a witness elsewhere). C calls A's first (the nearer).
+    sim = make_sim(lag_ms=1_000)
+    assert sim.ownership_endpoints(C) == (A, B)
+    sim.advance(70)  # the first ticks: every home takes its block
+    jobs = _every_minute(sim)
+    # Mid-minute: what A ran has reached the others (a write lost with its region is another
+    # matter: test_regions_failover.py; nothing runs twice under one epoch there either).
+    sim.advance(150)
+    owned = {r: sim.request(r, "GET", "/v1/health")[1]["ownedSegments"] for r in sim.regions}
+    assert all(owned.values())
+    lost_at = sim.clock.now_ms()
+    if fault == "region killed":
+        sim.kill(A)  # A's functions, its data tables' replicas and its ownership replica
+    else:
+        sim.lose_ownership_replica(A)  # only A's DynamoDB endpoint for the leases fails
+    sim.advance(360)
+    end = sim.clock.now_ms()
+
+    # C (and A, when it still runs) failed over to B's replica: each kept its segments all along
+    # (B took a killed A's too).
+    survivors = [C, B] + ([A] if fault == "replica lost" else [])
+    for region in survivors:
+        status, health = sim.request(region, "GET", "/v1/health")
+        assert status == 200 and set(owned[region]) <= set(health["ownedSegments"]), (region, health)
+    ran: dict[str, list] = {}
+    for fire in sim.fires():
+        ran.setdefault(fire.execution_id, []).append(fire)
+    for job_id, (region, first) in jobs.items():
+        for due in range(first, end - 150_000, MINUTE_MS):
+            calls = ran.get(f"{job_id}.{due:013d}", [])
+            assert len(calls) == 1, (region, due, calls)  # nothing lost, nothing run twice
+            if region in survivors or due < lost_at:
+                assert calls[0].at_ms - due < 1_000, (region, due, calls)  # and on time
+    assert sim.failed_invocations == []

@@ -24,9 +24,17 @@ work", "Global tables - multi-active, multi-Region replication", and the prescri
   not document one). A delete replicates as a delete, and its timestamp is kept (a tombstone),
   so an older write arriving later does not bring the item back.
 - The segment leases' table (`OWNERSHIP_TABLE`) models a multi-Region strongly consistent (MRSC)
-  table: one copy, in a backend region of its own (`ownership_region`, by default us-east-2, not
-  one of the scheduler's regions), which every region's functions call (OWNERSHIP_REGION): every
-  read and every conditional write sees every other. Key: `segment` (Number), on demand.
+  table: its replicas (`ownership_replicas`, by default the first two regions, the third member
+  being a witness that serves no requests) are one copy of the items, reachable through each
+  replica region's endpoint (one moto table in each of their backends: the same object), so every
+  read and every conditional write, in any replica, sees every other. Each region's functions are
+  told the replica regions nearest first (OWNERSHIP_REGIONS, domain/ownership.nearest_first), as the
+  stacks tell them. Key: `segment` (Number), on demand.
+- A replica's loss: `kill` of a replica region, or `lose_ownership_replica` (the region runs, its
+  DynamoDB endpoint fails): calls to that endpoint fail (a killed region's as an unreachable
+  endpoint, EndpointConnectionError; a lost replica's with HTTP 500 InternalServerError) while
+  the other replica serves (MRSC with two of its three members left). Losing every replica fails
+  every call.
 - A region's loss (`kill`): its functions stop (no tick, no poll, its API refuses requests); the
   writes it made that had not yet left it are lost to the other regions (`lose_unreplicated=True`,
   what the issue's scenarios assume; AWS's guidance says an MREC region that goes offline
@@ -53,8 +61,8 @@ What is not modelled:
   version it overwrites in its replica (or replicas could diverge forever).
 - PartiQL writes (ExecuteStatement) and TTL deletions are not replicated (the scheduler makes
   neither: TTL deletes are AWS's background work, which the emulator does not run).
-- The ownership table's own latency and quorum: it is one copy, always available to a region that
-  is not partitioned from it.
+- The ownership table's own latency and its quorum beyond "one replica left serves": one copy,
+  available through every replica endpoint not lost, to a region that is not partitioned from it.
 - A write captured between its call and our read of its image by another thread's write of the same
   item would replicate the later image under the earlier timestamp: `advance` runs everything on
   one thread, so it does not happen there.
@@ -62,13 +70,13 @@ What is not modelled:
 The strict AWS layer (strict_aws) is one process-wide hook: `RegionsSim` activates a dispatcher
 (`RegionalStrict`) that hands each call to the layer of the region whose backend it reaches
 (the client's region): each region's stack has its own StrictAws (its IAM decisions, its bill,
-its throttling), and the ownership table's region a billing-only one (sizes and capacity billed,
-no IAM: the template does not hold that table, so the grant the lease code needs is not checked
-here). The same dispatcher captures each region's successful writes for the replicator and fails
+its throttling), and every call to the ownership table, whichever replica's endpoint it reaches,
+a billing-only one (sizes and capacity billed, no IAM: the single-region template does not hold
+that table, so the grant the lease code needs is checked in tests/infra/test_regions.py instead). The same dispatcher captures each region's successful writes for the replicator and fails
 a partitioned region's calls to the ownership table.
 
 Integration notes for the scheduler's lease code: each function gets REGIONS (comma-separated, in
-order), THIS_REGION, OWNERSHIP_TABLE, OWNERSHIP_REGION, LEASE_MS and CLOCK_BOUND_MS in its
+order), THIS_REGION, OWNERSHIP_TABLE, OWNERSHIP_REGIONS, LEASE_MS and CLOCK_BOUND_MS in its
 environment (Settings.regions, .this_region, ...); its clock is the region's RegionClock (the
 `clock` every handler's make_handler takes); a call to the ownership table is recognised as the
 calling region's by the function it is made in (`calling_region`, set around each invocation),
@@ -87,9 +95,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import boto3
-from botocore.exceptions import EndpointConnectionError
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
+from jobsched.domain.ownership import nearest_first
 from jobsched.domain.schedule import MS_PER_MINUTE
 from jobsched.local import strict_aws
 from jobsched.local.emulator import EMULATOR_LOCK
@@ -97,7 +106,7 @@ from jobsched.local.inprocess import InProcessStack, step_clock
 from jobsched.local.stack import ACCOUNT
 from jobsched.settings import Env
 
-DEFAULT_OWNERSHIP_REGION = "us-east-2"
+OWNERSHIP_LAYER = "ownership"  # RegionalStrict's key for the ownership table's billing-only layer
 DEFAULT_OWNERSHIP_TABLE = "jobsched-ownership"
 FUNCTIONS = ("api", "tick", "worker", "task_events")
 WRITE_OPERATIONS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
@@ -442,19 +451,27 @@ class RegionalStrict:
     _reports = False  # the emulator is in-process: the layers read items from moto's backends
 
     def __init__(self, layers: dict[str, strict_aws.StrictAws], hooks: "RegionsSim | None" = None,
-                 unchecked: Iterable[str] = ()) -> None:
+                 unchecked: Iterable[str] = (), ownership_table: str = "") -> None:
         self.layers = layers
-        self.unchecked = frozenset(unchecked)  # regions whose layer checks no IAM (billing only)
+        self.unchecked = frozenset(unchecked)  # layers that check no IAM (billing only)
         self.hooks = hooks
+        self.ownership_table = ownership_table  # its calls go to OWNERSHIP_LAYER, whatever the endpoint
+
+    def _layer_key(self, client, model, params: dict) -> str:
+        if (self.ownership_table and model.service_model.endpoint_prefix == "dynamodb"
+                and self.ownership_table in _tables_named(params)):
+            return OWNERSHIP_LAYER
+        return client.meta.region_name
 
     def before(self, client, model, params: dict, context: dict) -> None:
         region = client.meta.region_name
         if self.hooks is not None:
             self.hooks._before_call(client, region, model, params, context)
-        layer = self.layers.get(region)
+        key = context["regions_layer"] = self._layer_key(client, model, params)
+        layer = self.layers.get(key)
         if layer is None:
             return
-        if region in self.unchecked:
+        if key in self.unchecked:
             # A billing-only layer has no policies: the call is sized and billed, not authorized.
             token = strict_aws.current_function.set(None)
             try:
@@ -466,7 +483,7 @@ class RegionalStrict:
 
     def after(self, client, http_response, parsed: dict, model, context: dict) -> None:
         region = client.meta.region_name
-        layer = self.layers.get(region)
+        layer = self.layers.get(context.get("regions_layer", region))
         if layer is not None:
             layer.after(client, http_response, parsed, model, context)  # may refuse (an item too large)
         if self.hooks is not None:
@@ -515,7 +532,8 @@ class RegionsSim:
 
     - `lag_ms`, `pair_lag_ms` {(src, dst): ms}, `jitter_ms`, `seed`: replication's lag.
     - `replicate`: False, every write stays in its region (versions still kept).
-    - `ownership_region`, `ownership_table`: where the leases live (created here).
+    - `ownership_replicas`, `ownership_table`: the regions of the leases' replicas (default: the
+      first two regions; any regions, scheduler's or not) and the table's name (created here).
     - `lease_ms`, `clock_bound_ms`: handed to every function (LEASE_MS, CLOCK_BOUND_MS).
     - `keys`: tenant → API key, registered in the first region only (the registration replicates
       like any write; `register_keys(region, keys)` registers elsewhere); the first key is every
@@ -530,7 +548,7 @@ class RegionsSim:
     - `strict`: False, no strict layer (the calls are still captured for replication)."""
 
     def __init__(self, template: dict, regions: list[str], clock, lag_ms: int = 1000,
-                 ownership_region: str = DEFAULT_OWNERSHIP_REGION, keys: dict[str, str] | None = None,
+                 ownership_replicas: Iterable[str] | None = None, keys: dict[str, str] | None = None,
                  invoker_factory: Callable[[str, Any], Any] | None = None, segments: Iterable[int] | None = None,
                  pair_lag_ms: dict[tuple[str, str], int] | None = None, jitter_ms: int = 0, seed: int = 0,
                  skew_ms: dict[str, int] | None = None, ownership_table: str = DEFAULT_OWNERSHIP_TABLE,
@@ -539,15 +557,17 @@ class RegionsSim:
                  batch_size: int = 10) -> None:
         if len(set(regions)) != len(regions) or not regions:
             raise ValueError(f"regions must be distinct and at least one, got {regions!r}")
-        if ownership_region in regions:
-            raise ValueError("the ownership table's region must not be one of the scheduler's regions")
+        replicas = tuple(ownership_replicas) if ownership_replicas is not None else tuple(regions[:2])
+        if not 1 <= len(replicas) <= 3 or len(set(replicas)) != len(replicas):
+            raise ValueError(f"an MRSC table has one to three distinct replica regions, got {replicas!r}")
         self.clock = clock
         self.regions = list(regions)
-        self.ownership_region = ownership_region
+        self.ownership_replicas = replicas
         self.ownership_table = ownership_table
         self.clocks = {r: RegionClock(clock, (skew_ms or {}).get(r, 0)) for r in self.regions}
         self._dead: set[str] = set()
-        self._ownership_cut: set[str] = set()
+        self._ownership_cut: set[str] = set()  # regions whose calls to the table all fail
+        self._replicas_lost: set[str] = set()  # replica regions whose endpoint fails (lose_ownership_replica)
         self.failed_invocations: list[tuple[str, str, int, str]] = []  # (region, function, at_ms, error)
         self._create_ownership_table()
         factory = invoker_factory or (lambda region, _clock: RecordingInvoker(region, clock))
@@ -556,7 +576,8 @@ class RegionsSim:
         previous = strict_aws.active()
         for region in self.regions:
             env = {Env.REGIONS: ",".join(self.regions), Env.THIS_REGION: region,
-                   Env.OWNERSHIP_TABLE: ownership_table, Env.OWNERSHIP_REGION: ownership_region,
+                   Env.OWNERSHIP_TABLE: ownership_table,
+                   Env.OWNERSHIP_REGIONS: ",".join(self.ownership_endpoints(region)),
                    Env.LEASE_MS: str(lease_ms), Env.CLOCK_BOUND_MS: str(clock_bound_ms)}
             overrides = {name: {**env, **(env_overrides or {}).get(name, {})} for name in FUNCTIONS}
             # Each stack activates its own layer while it is built (only its own calls are made then).
@@ -572,11 +593,11 @@ class RegionsSim:
         # written, and each region wrote its own: replication starts from here.
         layers = {r: s.strict for r, s in self.stacks.items()} if strict else {}
         if strict:
-            layers[ownership_region] = strict_aws.StrictAws.billing_only(
+            layers[OWNERSHIP_LAYER] = strict_aws.StrictAws.billing_only(
                 {ownership_table: ("segment",)}, clock.now_ms,
-                peek=lambda table, key: strict_aws._peek_moto(table, key, ownership_region)[1],
-                region=ownership_region)
-        self.strict = RegionalStrict(layers, hooks=self, unchecked=(ownership_region,))
+                peek=lambda table, key: strict_aws._peek_moto(table, key, replicas[0])[1],
+                region=replicas[0])
+        self.strict = RegionalStrict(layers, hooks=self, unchecked=(OWNERSHIP_LAYER,), ownership_table=ownership_table)
         self._previous_layer = previous
         strict_aws.activate(self.strict)
         if keys:
@@ -588,10 +609,22 @@ class RegionsSim:
     # --- set-up ---------------------------------------------------------------------------------
 
     def _create_ownership_table(self) -> None:
-        client = boto3.session.Session(region_name=self.ownership_region).client("dynamodb")
+        """Made in the first replica's backend; the others' backends hold the same table object (one
+        copy through every replica's endpoint: strong consistency)."""
+        from moto.dynamodb.models import dynamodb_backends
+
+        first = self.ownership_replicas[0]
+        client = boto3.session.Session(region_name=first).client("dynamodb")
         client.create_table(TableName=self.ownership_table, BillingMode="PAY_PER_REQUEST",
                             KeySchema=[{"AttributeName": "segment", "KeyType": "HASH"}],
                             AttributeDefinitions=[{"AttributeName": "segment", "AttributeType": "N"}])
+        table = dynamodb_backends[ACCOUNT][first].tables[self.ownership_table]
+        for other in self.ownership_replicas[1:]:
+            dynamodb_backends[ACCOUNT][other].tables[self.ownership_table] = table
+
+    def ownership_endpoints(self, region: str) -> tuple[str, ...]:
+        """Where `region`'s functions call the ownership table, in order (its OWNERSHIP_REGIONS)."""
+        return nearest_first(region, self.ownership_replicas)
 
     @staticmethod
     def _tables_of(stack: RegionStack, template: dict) -> dict[str, str]:
@@ -630,7 +663,7 @@ class RegionsSim:
     def ownership_client(self, region: str):
         """A DynamoDB client as `region`'s functions reach the ownership table (for tests; a
         call through it is the region's only inside `as_region`)."""
-        return self.stacks[region].session.client("dynamodb", region_name=self.ownership_region)
+        return self.stacks[region].session.client("dynamodb", region_name=self.ownership_endpoints(region)[0])
 
     def as_region(self, region: str):
         """A context in which calls count as `region`'s (as inside its functions)."""
@@ -684,6 +717,16 @@ class RegionsSim:
         self._ownership_cut.discard(region)
         self.replicator.reconnect(region)
 
+    def lose_ownership_replica(self, region: str) -> None:
+        """The ownership table's replica in `region` fails (HTTP 500 to every call through its
+        endpoint) while the region's functions keep running; the other replicas serve."""
+        if region not in self.ownership_replicas:
+            raise KeyError(f"no ownership replica in {region!r}: {self.ownership_replicas}")
+        self._replicas_lost.add(region)
+
+    def restore_ownership_replica(self, region: str) -> None:
+        self._replicas_lost.discard(region)
+
     def _check(self, region: str) -> None:
         if region not in self.stacks:
             raise KeyError(f"no region {region!r} in {self.regions}")
@@ -694,10 +737,12 @@ class RegionsSim:
         service = model.service_model.endpoint_prefix
         if service != "dynamodb":
             return
-        caller = calling_region.get()
-        if (region == self.ownership_region and caller in self._ownership_cut
-                and self.ownership_table in _tables_named(params)):
-            raise EndpointConnectionError(endpoint_url=client.meta.endpoint_url)
+        if self.ownership_table in _tables_named(params):
+            if calling_region.get() in self._ownership_cut or region in self._dead:
+                raise EndpointConnectionError(endpoint_url=client.meta.endpoint_url)
+            if region in self._replicas_lost:
+                raise ClientError({"Error": {"Code": "InternalServerError", "Message": "Internal server error"},
+                                   "ResponseMetadata": {"HTTPStatusCode": 500}}, model.name)
         if model.name in WRITE_OPERATIONS and region in self.stacks:
             context["regions_sim"] = (region, model.name, params)
 
