@@ -16,6 +16,18 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("API: a change this region does not schedule is forwarded to the region that does", "functions/jobsched/handlers/api.py",
+  "                    return forward(holder)",
+  "                    raise WrongRegion(\"not forwarded\")",
+  "tests/integration/test_regions_sim.py::test_a_long_running_targets_callbacks_and_a_tenants_changes_answer_the_same_in_any_region"),
+ ("API: a forwarded request is never forwarded again", "functions/jobsched/handlers/api.py",
+  "        if holder is None or holder == this or header(FORWARDED_BY) or not region_apis.configured:",
+  "        if holder is None or holder == this or not region_apis.configured:",
+  "tests/integration/test_regions_sim.py::test_a_change_whose_region_does_not_answer_is_refused_for_a_retry_not_misrouted"),
+ ("API: a tenant's key is checked before its change is carried to another region", "functions/jobsched/handlers/api.py",
+  "            tenant()  # a request without a valid key is answered here, not carried to another region",
+  "            pass",
+  "tests/integration/test_regions_sim.py::test_a_change_is_decided_in_the_region_that_holds_the_job_and_any_region_reads_it"),
  ("ownership: a call failing for its replica's region is made in the next replica", "functions/jobsched/store/ownership.py",
   "                    if place == len(order) - 1 or not region_level(exc):",
   "                    if True:",

@@ -80,6 +80,9 @@ class Env:
     THIS_REGION = "THIS_REGION"
     OWNERSHIP_TABLE = "OWNERSHIP_TABLE"
     OWNERSHIP_REGIONS = "OWNERSHIP_REGIONS"
+    # The API function of each region, `{region}` replaced by its name (API: the changes it forwards
+    # to the region that schedules them, store/region_apis.py). Absent: nothing is forwarded (503).
+    REGION_API_FUNCTION = "REGION_API_FUNCTION"
     LEASE_MS = "LEASE_MS"
     CLOCK_BOUND_MS = "CLOCK_BOUND_MS"
 
@@ -137,6 +140,7 @@ class Settings:
     this_region: str = ""
     ownership_table: str = ""
     ownership_regions: tuple[str, ...] = ()  # the replicas' regions, in the order they are called
+    region_api_function: str = ""  # Env.REGION_API_FUNCTION (api)
     lease_ms: int = 90_000
     clock_bound_ms: int = 2_000
 
@@ -221,7 +225,8 @@ def _regions(env: Mapping[str, str]) -> dict:
         raise SettingsError(f"{Env.OWNERSHIP_REGIONS} must name at most 3 distinct regions (an MRSC table's "
                             f"replicas), got {env[Env.OWNERSHIP_REGIONS]!r}")
     return {"regions": regions, "this_region": this, "ownership_table": env[Env.OWNERSHIP_TABLE],
-            "ownership_regions": endpoints, "lease_ms": lease_ms, "clock_bound_ms": bound_ms}
+            "ownership_regions": endpoints, "lease_ms": lease_ms, "clock_bound_ms": bound_ms,
+            "region_api_function": env.get(Env.REGION_API_FUNCTION, "")}
 
 
 def _list_or_none(env: Mapping[str, str], name: str) -> tuple[str, ...] | None:

@@ -56,6 +56,13 @@ def lane_name(region: str, priority: Priority) -> str:
     return f"{stack_name(region)}-lane-{priority.value.lower()}"
 
 
+def api_function_name(region: str) -> str:
+    """A region's API function in multi-region mode: another region's API forwards the changes it
+    does not schedule to it (Lambda Invoke, functions/jobsched/store/region_apis.py), granted on
+    exactly these names. `{region}` stays a placeholder for the functions' REGION_API_FUNCTION."""
+    return f"{stack_name(region)}-api"
+
+
 def region_set(region: str) -> str | None:
     return next((name for name, members in MRSC_REGION_SETS.items() if region in members), None)
 

@@ -193,6 +193,25 @@ def test_the_lease_grants_name_the_ownership_table_in_both_replica_regions_and_n
                     assert other["Resource"] != "*"
 
 
+def test_the_api_may_invoke_exactly_the_other_regions_api_functions(five):
+    for region in REGIONS:
+        template = five[f"Jobsched-{region}"]["template"]
+        functions = functions_of(template)
+        logical, api = functions["api"]
+        # Named, so that the other regions' APIs can forward to it (the same name in every template).
+        assert api["FunctionName"] == f"Jobsched-{region}-api"
+        assert api["Environment"]["Variables"][Env.REGION_API_FUNCTION] == "Jobsched-{region}-api"
+        [statement] = [s for s in statements_of(template, logical) if "lambda:InvokeFunction" in as_list(s["Action"])]
+        assert as_list(statement["Action"]) == ["lambda:InvokeFunction"]
+        assert sorted(render(r) for r in as_list(statement["Resource"])) == sorted(
+            f"arn:<p>:lambda:{other}:<a>:function:Jobsched-{other}-api" for other in REGIONS if other != region)
+        for function, (other_logical, props) in functions.items():
+            if function != "api":
+                assert "FunctionName" not in props
+                assert not [s for s in statements_of(template, other_logical)
+                            if "lambda:InvokeFunction" in as_list(s["Action"])], function
+
+
 def test_every_stack_ticks_every_global_segment(five):
     for region in REGIONS:
         template = five[f"Jobsched-{region}"]["template"]
