@@ -72,8 +72,9 @@ The strict AWS layer (strict_aws) is one process-wide hook: `RegionsSim` activat
 (the client's region): each region's stack has its own StrictAws (its IAM decisions, its bill,
 its throttling), and every call to the ownership table, whichever replica's endpoint it reaches,
 a billing-only one (sizes and capacity billed, no IAM: the single-region template does not hold
-that table, so the grant the lease code needs is checked in tests/infra/test_regions.py instead). The same dispatcher captures each region's successful writes for the replicator and fails
-a partitioned region's calls to the ownership table.
+that table, so the grant the lease code needs is checked in tests/infra/test_regions.py instead).
+The same dispatcher captures each region's successful writes for the replicator and fails a
+partitioned region's calls, or a lost replica's, to the ownership table.
 
 A region's API forwards a change it does not schedule to the API function of the region that does
 (Lambda's Invoke, store/region_apis.py): `RegionStack` answers the Invoke in process with that
@@ -508,8 +509,9 @@ class RegionsSim:
         answer = self.stacks[region].api.invoke(event)
         self.forwarded.append((calling_region.get() or "", region, event.get("path", ""), int(answer["statusCode"])))
         data = json.dumps(answer).encode()
-        return AWSResponse(url, 200, {}, None), {"StatusCode": 200, "Payload": StreamingBody(io.BytesIO(data), len(data)),
-                                                 "ResponseMetadata": {"HTTPStatusCode": 200}}
+        parsed = {"StatusCode": 200, "Payload": StreamingBody(io.BytesIO(data), len(data)),
+                  "ResponseMetadata": {"HTTPStatusCode": 200}}
+        return AWSResponse(url, 200, {}, None), parsed
 
     # --- time -----------------------------------------------------------------------------------
 
