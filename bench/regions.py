@@ -38,6 +38,8 @@ class Plan:
     partitioned_s: int
     healed_s: int
     lag_ms: int = 1_000
+    # The ownership table's replicas (an MRSC table: a witness in us-east-2 besides), as the stacks' plan has them.
+    ownership_replicas: tuple[str, ...] = ("us-east-1", "us-west-2")
     lease_ms: int = 90_000
     clock_bound_ms: int = 2_000
 
@@ -73,7 +75,8 @@ def run(plan: Plan, template: dict | None = None) -> Outcome:
     outcome = Outcome(plan)
     with emulator(clock):
         sim = RegionsSim(template, list(plan.regions), clock, lag_ms=plan.lag_ms, keys={TENANT: KEY},
-                         lease_ms=plan.lease_ms, clock_bound_ms=plan.clock_bound_ms)
+                         lease_ms=plan.lease_ms, clock_bound_ms=plan.clock_bound_ms,
+                         ownership_replicas=plan.ownership_replicas)
         try:
             sim.replicator.flush()
             outcome.segments = sim.stack(plan.regions[0]).settings.segments

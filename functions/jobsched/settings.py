@@ -77,13 +77,18 @@ class Env:
     # (a region's place is its number in job ids and segment numbers); absent or one region: the
     # single-region scheduler, no leases. THIS_REGION: the function's own region (one of REGIONS).
     # OWNERSHIP_TABLE: the segment leases, a strongly consistent (MRSC) global table, called in
-    # OWNERSHIP_REGION (this region when it holds a replica, else the nearest that does).
+    # OWNERSHIP_REGIONS (comma-separated, every replica region: this region's own first when it holds
+    # one, then the nearest; store/ownership.py fails over to the next on a connection or region-level
+    # error).
     # LEASE_MS: how long a renewal holds a segment; CLOCK_BOUND_MS: the stated bound on the
     # difference between two regions' clocks.
     REGIONS = "REGIONS"
     THIS_REGION = "THIS_REGION"
     OWNERSHIP_TABLE = "OWNERSHIP_TABLE"
-    OWNERSHIP_REGION = "OWNERSHIP_REGION"
+    OWNERSHIP_REGIONS = "OWNERSHIP_REGIONS"
+    # The API function of each region, `{region}` replaced by its name (API: the changes it forwards
+    # to the region that schedules them, store/region_apis.py). Absent: nothing is forwarded (503).
+    REGION_API_FUNCTION = "REGION_API_FUNCTION"
     LEASE_MS = "LEASE_MS"
     CLOCK_BOUND_MS = "CLOCK_BOUND_MS"
 
@@ -141,7 +146,8 @@ class Settings:
     regions: tuple[str, ...] = ()
     this_region: str = ""
     ownership_table: str = ""
-    ownership_region: str = ""
+    ownership_regions: tuple[str, ...] = ()  # the replicas' regions, in the order they are called
+    region_api_function: str = ""  # Env.REGION_API_FUNCTION (api)
     lease_ms: int = 90_000
     clock_bound_ms: int = 2_000
 
@@ -222,9 +228,13 @@ def _regions(env: Mapping[str, str]) -> dict:
     if lease_ms < 4 * bound_ms or lease_ms < 80_000:
         raise SettingsError(f"{Env.LEASE_MS} must be at least 80000 (a tick renews each minute) "
                             f"and at least 4 x {Env.CLOCK_BOUND_MS}, got {lease_ms}")
+    endpoints = tuple(r.strip() for r in env.get(Env.OWNERSHIP_REGIONS, "").split(",") if r.strip()) or (this,)
+    if len(set(endpoints)) != len(endpoints) or len(endpoints) > 3:
+        raise SettingsError(f"{Env.OWNERSHIP_REGIONS} must name at most 3 distinct regions (an MRSC table's "
+                            f"replicas), got {env[Env.OWNERSHIP_REGIONS]!r}")
     return {"regions": regions, "this_region": this, "ownership_table": env[Env.OWNERSHIP_TABLE],
-            "ownership_region": env.get(Env.OWNERSHIP_REGION) or this, "lease_ms": lease_ms,
-            "clock_bound_ms": bound_ms}
+            "ownership_regions": endpoints, "lease_ms": lease_ms, "clock_bound_ms": bound_ms,
+            "region_api_function": env.get(Env.REGION_API_FUNCTION, "")}
 
 
 def _list_or_none(env: Mapping[str, str], name: str) -> tuple[str, ...] | None:

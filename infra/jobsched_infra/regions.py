@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobsched.domain.jobs import Priority
+from jobsched.domain.ownership import nearest_first
 from jobsched.sizing import MAX_SEGMENTS
 from jobsched_infra.config import ConfigError
 
@@ -53,6 +54,13 @@ def lane_name(region: str, priority: Priority) -> str:
     """A lane's queue name in multi-region mode: a region's API may send to another region's lanes
     (a non-owner dispatching to the owner), granted on exactly these names."""
     return f"{stack_name(region)}-lane-{priority.value.lower()}"
+
+
+def api_function_name(region: str) -> str:
+    """A region's API function in multi-region mode: another region's API forwards the changes it
+    does not schedule to it (Lambda Invoke, functions/jobsched/store/region_apis.py), granted on
+    exactly these names. `{region}` stays a placeholder for the functions' REGION_API_FUNCTION."""
+    return f"{stack_name(region)}-api"
 
 
 def region_set(region: str) -> str | None:
@@ -94,10 +102,12 @@ class RegionPlan:
     def index(self, region: str) -> int:
         return self.regions.index(region)
 
-    def ownership_region(self, region: str) -> str:
-        """Where a function in `region` calls the ownership table: its own region if it holds a
-        replica, else the first ownership region that does (a cross-Region call)."""
-        return region if region in self.ownership_replicas else self.ownership_replicas[0]
+    def ownership_endpoints(self, region: str) -> tuple[str, ...]:
+        """Where a function in `region` calls the ownership table, in order: every replica region
+        (two with a witness, else three), its own first when it holds one, then the nearest
+        (domain/ownership.nearest_first). It fails over to the next on a connection or region-level
+        error (store/ownership.py): a witness serves no requests, so it is never one of them."""
+        return nearest_first(region, self.ownership_replicas)
 
 
 def parse_regions(value) -> tuple[str, ...]:

@@ -27,6 +27,8 @@ from jobsched_infra.front_door import FrontDoor
 from jobsched_infra.lanes import Lanes
 from jobsched_infra.regions import CLOCK_BOUND_MS, LEASE_MS, RegionPlan, lane_name, table_name
 from jobsched_infra.regions import OWNERSHIP_TABLE as OWNERSHIP
+from jobsched_infra.regions import api_function_name
+from aws_cdk import ArnFormat
 from jobsched_infra.storage import Storage
 from jobsched_infra.targets import TargetAccess
 from jobsched_infra.task_events import TaskEventsRule
@@ -105,7 +107,8 @@ class JobschedStack(Stack):
             **({Env.TARGET_ARN_PATTERNS: ",".join(config.target_arn_patterns)} if config.target_arn_patterns else {}),
             **signing_env,
         }, timeout=API_TIMEOUT, memory_mb=512,
-            reserved_concurrent_executions=config.api_reserved_concurrency or None)
+            reserved_concurrent_executions=config.api_reserved_concurrency or None,
+            **({"function_name": api_function_name(self.region)} if plan else {}))
         tick_fn = factory.create("Tick", "jobsched.handlers.tick.handler", {
             Env.SERVICE_NAME: "jobsched-tick",
         }, timeout=Duration.seconds(60), memory_mb=TICK_MEMORY_MB,
@@ -248,7 +251,8 @@ class JobschedStack(Stack):
             Env.REGIONS: ",".join(plan.regions),
             Env.THIS_REGION: self.region,
             Env.OWNERSHIP_TABLE: table_name(OWNERSHIP),
-            Env.OWNERSHIP_REGION: plan.ownership_region(self.region),
+            Env.OWNERSHIP_REGIONS: ",".join(plan.ownership_endpoints(self.region)),
+            Env.REGION_API_FUNCTION: api_function_name("{region}"),
             Env.LEASE_MS: str(LEASE_MS),
             Env.CLOCK_BOUND_MS: str(CLOCK_BOUND_MS),
         }
@@ -259,11 +263,16 @@ class JobschedStack(Stack):
                 for region in plan.regions if region != self.region for priority in Priority]
 
     def _grant_regions(self, plan: RegionPlan, storage: Storage, lanes: Lanes, functions: dict) -> None:
-        # The leases: in OWNERSHIP_REGION (this region's replica, or a cross-Region call), by ARN.
+        # The leases: in each of OWNERSHIP_REGIONS (this region's replica or the nearest, then the
+        # other: failover), by ARN.
         # The tick claims and renews; the API, the worker and the task events function check the
         # owner (and its epoch) of the segment they write timers and dispatches for.
         for fn in functions.values():
-            fn.add_to_role_policy(iam.PolicyStatement(actions=DDB_OWNERSHIP, resources=[storage.ownership_arn]))
+            fn.add_to_role_policy(iam.PolicyStatement(actions=DDB_OWNERSHIP, resources=storage.ownership_arns))
+        # The API forwards a change it does not schedule to the holder region's API function.
+        functions["api"].add_to_role_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[
+            self.format_arn(service="lambda", region=r, resource="function", resource_name=api_function_name(r),
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME) for r in plan.regions if r != self.region]))
         others = self._other_lane_arns(plan)
         for name in CROSS_REGION_SENDERS:
             fn = functions[name]

@@ -67,9 +67,10 @@ class Storage(Construct):
         self.api_keys = self._table("ApiKeys", ("keyHash", S))
         if plan is not None:
             self._finish_global_tables(plan)
-            self.ownership_arn = Stack.of(self).format_arn(
-                service="dynamodb", region=plan.ownership_region(self._region), resource="table",
-                resource_name=table_name(OWNERSHIP_TABLE))
+            # Every replica the functions may call (failover), by ARN: no wildcard region.
+            self.ownership_arns = [Stack.of(self).format_arn(
+                service="dynamodb", region=region, resource="table", resource_name=table_name(OWNERSHIP_TABLE))
+                for region in plan.ownership_endpoints(self._region)]
             if self._region == plan.ownership_home:
                 self.ownership = self._ownership_table(plan)
 

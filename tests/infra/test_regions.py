@@ -28,6 +28,11 @@ DATA_TABLES = {
 }
 CERTIFICATES = {r: f"arn:aws:acm:{r}:123456789012:certificate/{i:08d}-0000-0000-0000-000000000000"
                 for i, r in enumerate(REGIONS)}
+# Each region's functions call the ownership table's two replicas (us-east-2 is the witness): their own
+# region's first, else the nearer one (Tokyo: Oregon), and fail over to the other.
+ENDPOINTS = {"us-east-1": ("us-east-1", "us-west-2"), "us-west-2": ("us-west-2", "us-east-1"),
+             "eu-west-1": ("us-east-1", "us-west-2"), "eu-central-1": ("us-east-1", "us-west-2"),
+             "ap-northeast-1": ("us-west-2", "us-east-1")}
 OWNERSHIP_ACTIONS = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query",
                      "dynamodb:Scan", "dynamodb:BatchGetItem"}
 
@@ -165,25 +170,46 @@ def test_every_function_is_told_its_regions_lease_table_and_timing(five):
             assert env[Env.REGIONS] == ",".join(REGIONS)
             assert env[Env.THIS_REGION] == region
             assert env[Env.OWNERSHIP_TABLE] == "Jobsched-Ownership"
-            assert env[Env.OWNERSHIP_REGION] == (region if region in ("us-east-1", "us-west-2") else "us-east-1")
+            assert env[Env.OWNERSHIP_REGIONS] == ",".join(ENDPOINTS[region])
             assert env[Env.LEASE_MS] == "90000" and env[Env.CLOCK_BOUND_MS] == "2000"
             assert env[Env.SEGMENTS] == str(SEGMENTS)  # per region; global = index x SEGMENTS + local
             settings = Settings.from_env({k: v if isinstance(v, str) else "x" for k, v in env.items()}, function)
             assert settings.multi_region and settings.region_index == index
+            assert settings.ownership_regions == ENDPOINTS[region]
 
 
-def test_the_lease_grants_name_the_ownership_table_in_its_region_and_nothing_broader(five):
+def test_the_lease_grants_name_the_ownership_table_in_both_replica_regions_and_nothing_broader(five):
     for region in REGIONS:
         template = five[f"Jobsched-{region}"]["template"]
-        owner = region if region in ("us-east-1", "us-west-2") else "us-east-1"
         for function, (logical, _) in functions_of(template).items():
             leases = [s for s in statements_of(template, logical) if "Ownership" in json.dumps(s["Resource"])]
             [statement] = leases
             assert set(as_list(statement["Action"])) == OWNERSHIP_ACTIONS
-            assert render(statement["Resource"]) == f"arn:<p>:dynamodb:{owner}:<a>:table/Jobsched-Ownership"
+            # Both replicas (failover needs the other one granted too), never the witness.
+            assert sorted(render(r) for r in as_list(statement["Resource"])) == sorted(
+                f"arn:<p>:dynamodb:{replica}:<a>:table/Jobsched-Ownership" for replica in ENDPOINTS[region])
             for other in statements_of(template, logical):
                 if any(a.startswith("dynamodb:") for a in as_list(other["Action"])):
                     assert other["Resource"] != "*"
+
+
+def test_the_api_may_invoke_exactly_the_other_regions_api_functions(five):
+    for region in REGIONS:
+        template = five[f"Jobsched-{region}"]["template"]
+        functions = functions_of(template)
+        logical, api = functions["api"]
+        # Named, so that the other regions' APIs can forward to it (the same name in every template).
+        assert api["FunctionName"] == f"Jobsched-{region}-api"
+        assert api["Environment"]["Variables"][Env.REGION_API_FUNCTION] == "Jobsched-{region}-api"
+        [statement] = [s for s in statements_of(template, logical) if "lambda:InvokeFunction" in as_list(s["Action"])]
+        assert as_list(statement["Action"]) == ["lambda:InvokeFunction"]
+        assert sorted(render(r) for r in as_list(statement["Resource"])) == sorted(
+            f"arn:<p>:lambda:{other}:<a>:function:Jobsched-{other}-api" for other in REGIONS if other != region)
+        for function, (other_logical, props) in functions.items():
+            if function != "api":
+                assert "FunctionName" not in props
+                assert not [s for s in statements_of(template, other_logical)
+                            if "lambda:InvokeFunction" in as_list(s["Action"])], function
 
 
 def test_every_stack_ticks_every_global_segment(five):
@@ -258,7 +284,11 @@ def test_without_a_domain_no_dns_and_the_default_ownership_regions(tmp_path):
         assert "ApiUrl" in template["Outputs"] and "DomainUrl" not in template["Outputs"]
         assert not resources(template, "AWS::KMS::Key") and not resources(template, "AWS::KMS::ReplicaKey")
         for _, props in functions_of(template).values():
-            assert props["Environment"]["Variables"][Env.OWNERSHIP_REGION] == name.removeprefix("Jobsched-")
+            # Three replicas: its own first, then the nearer of the other two.
+            own = name.removeprefix("Jobsched-")
+            assert props["Environment"]["Variables"][Env.OWNERSHIP_REGIONS] == {
+                "us-west-2": "us-west-2,us-east-2,us-east-1", "us-east-1": "us-east-1,us-east-2,us-west-2",
+                "us-east-2": "us-east-2,us-east-1,us-west-2"}[own]
     [ownership] = [t["Properties"] for s in stacks.values()
                    for t in resources(s["template"], "AWS::DynamoDB::GlobalTable").values()
                    if t["Properties"]["TableName"] == "Jobsched-Ownership"]

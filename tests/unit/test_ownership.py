@@ -242,3 +242,57 @@ def test_a_replicated_write_conflict_is_tried_again():
     with pytest.raises(ClientError):
         _Retrying(Refused(), sleep=lambda s: None).update_item(Key={"segment": 1})
     assert len(calls) == 1  # a refused condition is an answer, not a fault
+
+
+def test_a_replica_that_fails_for_its_region_is_passed_over_for_the_next_then_tried_again():
+    from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+
+    from jobsched.store.ownership import FAILBACK_S, OwnershipStore
+
+    now = [0.0]
+    calls = []
+
+    def error(code, status):
+        return ClientError({"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}},
+                           "GetItem")
+
+    class Replica:
+        def __init__(self, region):
+            self.region, self.fault = region, None
+
+        def Table(self, name):  # noqa: N802 - boto3's resource API
+            replica = self
+
+            class Table:
+                def get_item(self, **kwargs):
+                    calls.append(replica.region)
+                    if replica.fault is not None:
+                        raise replica.fault
+                    return {"Item": {"segment": 1, "region": replica.region, "epoch": 1, "endsMs": 9, "renewedMs": 1}}
+            return Table()
+
+    near, far = Replica("us-east-1"), Replica("us-west-2")
+    store = OwnershipStore(near, "ownership", sleep=lambda s: None, fallbacks=[far], monotonic=lambda: now[0])
+    assert store.get(1).region == "us-east-1" and calls == ["us-east-1"]
+    # The region's endpoint is unreachable, times out or answers a server error: the other replica answers.
+    for fault in (EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com"),
+                  ReadTimeoutError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com"),
+                  error("InternalServerError", 500), error("ServiceUnavailable", 503)):
+        near.fault, calls[:] = fault, []
+        now[0] += FAILBACK_S  # the near one is tried first again
+        assert store.get(1).region == "us-west-2" and calls == ["us-east-1", "us-west-2"], fault
+        assert store.get(1).region == "us-west-2" and calls[2:] == ["us-west-2"]  # passed over meanwhile
+    near.fault, calls[:] = None, []
+    now[0] += FAILBACK_S
+    assert store.get(1).region == "us-east-1" and calls == ["us-east-1"]
+    # An answer about the request, not the region, is the same in every replica: no failover.
+    for fault in (error("ConditionalCheckFailedException", 400), error("AccessDeniedException", 400),
+                  error("ValidationException", 400)):
+        near.fault, calls[:] = fault, []
+        with pytest.raises(ClientError):
+            store.get(1)
+        assert calls == ["us-east-1"], fault
+    # Every replica down: the last error is the caller's (the tick then acts on nothing).
+    near.fault = far.fault = EndpointConnectionError(endpoint_url="x")
+    with pytest.raises(EndpointConnectionError):
+        store.get(1)

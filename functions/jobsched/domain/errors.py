@@ -44,11 +44,13 @@ class Conflict(DomainError):
 
 
 class WrongRegion(DomainError):
-    """Regions (HTTP 421): this region does not hold the segment the request would act on; the
-    region that does must make the decision (DESIGN.md: no exactly-once decision rests on a
-    replicated write)."""
+    """Regions: this region does not hold the segment the request would act on; the region that
+    does must make the decision (DESIGN.md: no exactly-once decision rests on a replicated write).
+    The API forwards such a change to the holder (handlers/api.py); what it cannot forward (no
+    region holds the segment now, a lease that moved while forwarded, the holder unreachable)
+    answers HTTP 503 with Retry-After: the lease settles within a minute and a lease."""
 
-    code = "WRONG_REGION"
+    code = "REGION_UNAVAILABLE"
 
 
 class PayloadTooLarge(DomainError):

@@ -21,6 +21,7 @@
   (its workers refuse a segment they no longer hold). The claims dedupe what had run."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -37,6 +38,38 @@ TAKEOVER_STAGGER_MS = 2 * MS_PER_MINUTE
 REWIND_MS = 17 * MS_PER_MINUTE
 # Heartbeats sit in the ownership table beside the leases, under negative numbers.
 HEARTBEAT_BASE = -1000
+
+
+# Where each region's data centres are, roughly (latitude, longitude): a function calls the ownership
+# table's replicas nearest first (`nearest_first`). Distance stands in for latency, which AWS does
+# not publish as a table; regions not listed keep the deployment's order, after the listed ones.
+REGION_PLACES = {
+    "us-east-1": (38.9, -77.4), "us-east-2": (40.0, -83.0), "us-west-1": (37.4, -122.0),
+    "us-west-2": (45.8, -119.7), "ca-central-1": (45.5, -73.6), "sa-east-1": (-23.5, -46.6),
+    "eu-west-1": (53.3, -6.3), "eu-west-2": (51.5, -0.1), "eu-west-3": (48.9, 2.4),
+    "eu-central-1": (50.1, 8.7), "eu-north-1": (59.3, 18.1), "eu-south-1": (45.5, 9.2),
+    "ap-northeast-1": (35.7, 139.7), "ap-northeast-2": (37.6, 127.0), "ap-northeast-3": (34.7, 135.5),
+    "ap-southeast-1": (1.35, 103.8), "ap-southeast-2": (-33.9, 151.2), "ap-south-1": (19.1, 72.9),
+    "me-south-1": (26.1, 50.6), "af-south-1": (-33.9, 18.4),
+}
+
+
+def nearest_first(region: str, replicas: tuple[str, ...]) -> tuple[str, ...]:
+    """The ownership table's replica regions in the order a function in `region` calls them: its own
+    region's replica first, then by great-circle distance (ties and unplaced regions: `replicas`'
+    order)."""
+    here = REGION_PLACES.get(region)
+
+    def distance(replica: str) -> float:
+        if replica == region:
+            return -1.0
+        there = REGION_PLACES.get(replica)
+        if here is None or there is None:
+            return math.inf
+        (lat1, lon1), (lat2, lon2) = (tuple(map(math.radians, p)) for p in (here, there))
+        cos = math.sin(lat1) * math.sin(lat2) + math.cos(lat1) * math.cos(lat2) * math.cos(lon1 - lon2)
+        return math.acos(max(-1.0, min(1.0, cos)))
+    return tuple(sorted(replicas, key=lambda r: (distance(r), replicas.index(r))))
 
 
 def marked_job_id(job_id: str, region_index: int) -> str:

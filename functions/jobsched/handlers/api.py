@@ -66,6 +66,7 @@ from jobsched.service.jobs import JobsService, Quotas, body_hash
 from jobsched.service.outcomes import Outcomes
 from jobsched.service.signing import SigningSecrets
 from jobsched.store.aws import is_throttle
+from jobsched.store.region_apis import FORWARDED_BY, RegionApis, RegionUnreachable
 
 logger = Logger(service="jobsched-api")
 
@@ -94,7 +95,7 @@ HTTP_STATUS = {
     Unavailable: 503,
     NotFound: 404,
     Conflict: 409,
-    WrongRegion: 421,
+    WrongRegion: 503,  # retried: the change is forwarded to its region once a region holds it
     PayloadTooLarge: 413,
     UnprocessableRequest: 422,
     QuotaExceeded: 429,
@@ -126,6 +127,10 @@ _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}", re.ASCII)
 MAX_ID_BYTES = 256
 MAX_QUERY_CHARS = 256
 INTERNAL_MESSAGE = "the request failed inside the scheduler; it was logged"
+# A long-running target's reports: authorized by its callback token, which only the execution's
+# record holds (written by the region that ran the attempt, perhaps not replicated here yet), so
+# they are forwarded unchecked; every other change is a tenant's, whose key is checked first.
+CALLBACK_ROUTES = frozenset({"heartbeat_execution", "complete_execution", "fail_execution"})
 
 
 def _limit(value: str | None) -> int:
@@ -194,6 +199,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     auth = Authenticator(parts.stores.api_keys, parts.clock)
     signing = SigningSecrets(parts.stores.signing, parts.clock)
     calendars = CalendarsService(parts.stores, parts.clock)
+    region_apis = RegionApis(session, parts.settings.region_api_function, parts.settings.this_region)
     app = OwnEventResolver()
 
     def tenant() -> str:
@@ -482,18 +488,41 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
                 if len(value.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
                     raise NotFound(f"no such {'job' if name == 'jobId' else 'calendar' if name == 'name' else 'execution'}")
             if method != "GET" and parts.ownership.multi_region:
-                held_here(path_parameters.get("jobId") or job_id_of(path_parameters.get("executionId") or ""))
+                holder = holder_elsewhere(route_name, path_parameters.get("jobId")
+                                          or job_id_of(path_parameters.get("executionId") or ""))
+                if holder is not None:
+                    return forward(holder)
             return function(**path_parameters)
         return call
 
-    def held_here(job_id: str | None) -> None:
+    def holder_elsewhere(route_name: str, job_id: str | None) -> str | None:
         """Regions: a change to a job or an execution is decided in the region that holds the job's
-        segment now (its claims, timers and dispatches are that region's); any region reads."""
-        if job_id and parts.ownership.epoch_for(parts.handoff.segment_of(job_id)) is None:
-            home = regions[home_index(job_id) % len(regions)]
-            raise WrongRegion(f"this region ({regions[parts.ownership.region_index]}) does not schedule this job "
-                              f"now; send the request to its home region ({home}), or, while that region is "
-                              "down, to the region that took its place (GET /v1/health answers its ownedSegments)")
+        segment now (its claims, timers and dispatches are that region's); any region reads. The
+        region this request is forwarded to, or None: this region decides it."""
+        if not job_id or parts.ownership.epoch_for(parts.handoff.segment_of(job_id)) is not None:
+            return None
+        this = parts.settings.this_region
+        holder = parts.ownership.holder(parts.handoff.segment_of(job_id))
+        if holder is None or holder == this or header(FORWARDED_BY) or not region_apis.configured:
+            raise WrongRegion(f"this region ({this}) does not schedule this job now and no region can take the "
+                              "change at this moment (its segment is moving between regions); retry shortly")
+        if route_name not in CALLBACK_ROUTES:
+            tenant()  # a request without a valid key is answered here, not carried to another region
+        return holder
+
+    def forward(holder: str) -> Response:
+        """The holder region's answer to this same request (store/region_apis.py)."""
+        try:
+            answer = region_apis.call(holder, app.current_event.raw_event)
+        except RegionUnreachable:
+            logger.warning("the region that schedules this job did not answer", extra={"holder": holder},
+                           exc_info=True)
+            raise WrongRegion(f"the region that schedules this job now ({holder}) did not answer; retry shortly") \
+                from None
+        headers = {name: values for name, values in (answer.get("multiValueHeaders") or {}).items()}
+        headers.update(answer.get("headers") or {})
+        logger.info("forwarded", extra={"holder": holder, "status": answer["statusCode"]})
+        return Response(status_code=int(answer["statusCode"]), body=answer.get("body"), headers=headers)
 
     for route in ROUTES:
         app.route(route.resolver_path, route.method)(named(route.name, functions[route.name], route.method))
@@ -511,7 +540,9 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     @app.exception_handler(DomainError)
     def domain_error(exc: DomainError):
-        return error_response(http_status(exc), exc.code, exc.message, exc.details)
+        status = http_status(exc)
+        return error_response(status, exc.code, exc.message, exc.details,
+                              headers={"Retry-After": "1"} if status == 503 else None)
 
     @app.exception_handler(Exception)
     def unexpected(exc: Exception):

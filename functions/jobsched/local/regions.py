@@ -24,9 +24,17 @@ work", "Global tables - multi-active, multi-Region replication", and the prescri
   not document one). A delete replicates as a delete, and its timestamp is kept (a tombstone),
   so an older write arriving later does not bring the item back.
 - The segment leases' table (`OWNERSHIP_TABLE`) models a multi-Region strongly consistent (MRSC)
-  table: one copy, in a backend region of its own (`ownership_region`, by default us-east-2, not
-  one of the scheduler's regions), which every region's functions call (OWNERSHIP_REGION): every
-  read and every conditional write sees every other. Key: `segment` (Number), on demand.
+  table: its replicas (`ownership_replicas`, by default the first two regions, the third member
+  being a witness that serves no requests) are one copy of the items, reachable through each
+  replica region's endpoint (one moto table in each of their backends: the same object), so every
+  read and every conditional write, in any replica, sees every other. Each region's functions are
+  told the replica regions nearest first (OWNERSHIP_REGIONS, domain/ownership.nearest_first), as the
+  stacks tell them. Key: `segment` (Number), on demand.
+- A replica's loss: `kill` of a replica region, or `lose_ownership_replica` (the region runs, its
+  DynamoDB endpoint fails): calls to that endpoint fail (a killed region's as an unreachable
+  endpoint, EndpointConnectionError; a lost replica's with HTTP 500 InternalServerError) while
+  the other replica serves (MRSC with two of its three members left). Losing every replica fails
+  every call.
 - A region's loss (`kill`): its functions stop (no tick, no poll, its API refuses requests); the
   writes it made that had not yet left it are lost to the other regions (`lose_unreplicated=True`,
   what the issue's scenarios assume; AWS's guidance says an MREC region that goes offline
@@ -53,8 +61,8 @@ What is not modelled:
   version it overwrites in its replica (or replicas could diverge forever).
 - PartiQL writes (ExecuteStatement) and TTL deletions are not replicated (the scheduler makes
   neither: TTL deletes are AWS's background work, which the emulator does not run).
-- The ownership table's own latency and quorum: it is one copy, always available to a region that
-  is not partitioned from it.
+- The ownership table's own latency and its quorum beyond "one replica left serves": one copy,
+  available through every replica endpoint not lost, to a region that is not partitioned from it.
 - A write captured between its call and our read of its image by another thread's write of the same
   item would replicate the later image under the earlier timestamp: `advance` runs everything on
   one thread, so it does not happen there.
@@ -62,13 +70,20 @@ What is not modelled:
 The strict AWS layer (strict_aws) is one process-wide hook: `RegionsSim` activates a dispatcher
 (`RegionalStrict`) that hands each call to the layer of the region whose backend it reaches
 (the client's region): each region's stack has its own StrictAws (its IAM decisions, its bill,
-its throttling), and the ownership table's region a billing-only one (sizes and capacity billed,
-no IAM: the template does not hold that table, so the grant the lease code needs is not checked
-here). The same dispatcher captures each region's successful writes for the replicator and fails
-a partitioned region's calls to the ownership table.
+its throttling), and every call to the ownership table, whichever replica's endpoint it reaches,
+a billing-only one (sizes and capacity billed, no IAM: the single-region template does not hold
+that table, so the grant the lease code needs is checked in tests/infra/test_regions.py instead).
+The same dispatcher captures each region's successful writes for the replicator and fails a
+partitioned region's calls, or a lost replica's, to the ownership table.
+
+A region's API forwards a change it does not schedule to the API function of the region that does
+(Lambda's Invoke, store/region_apis.py): `RegionStack` answers the Invoke in process with that
+region's API (`_invoke_api`, recorded in `forwarded`), or EndpointConnectionError when that region
+was killed. The Invoke is not checked by a strict layer (the single-region template holds no grant
+for another region's function: tests/infra/test_regions.py checks the stacks' grant).
 
 Integration notes for the scheduler's lease code: each function gets REGIONS (comma-separated, in
-order), THIS_REGION, OWNERSHIP_TABLE, OWNERSHIP_REGION, LEASE_MS and CLOCK_BOUND_MS in its
+order), THIS_REGION, OWNERSHIP_TABLE, OWNERSHIP_REGIONS, LEASE_MS and CLOCK_BOUND_MS in its
 environment (Settings.regions, .this_region, ...); its clock is the region's RegionClock (the
 `clock` every handler's make_handler takes); a call to the ownership table is recognised as the
 calling region's by the function it is made in (`calling_region`, set around each invocation),
@@ -77,27 +92,28 @@ whatever session or client makes it, and it must name the table by OWNERSHIP_TAB
 from __future__ import annotations
 
 import contextvars
-import copy
-import heapq
-import itertools
+import io
 import json
-import random
-import threading
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import boto3
-from botocore.exceptions import EndpointConnectionError
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.response import StreamingBody
 
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
+from jobsched.domain.ownership import nearest_first
 from jobsched.domain.schedule import MS_PER_MINUTE
 from jobsched.local import strict_aws
-from jobsched.local.emulator import EMULATOR_LOCK
 from jobsched.local.inprocess import InProcessStack, step_clock
+from jobsched.local.replication import Replicator, _tables_named
 from jobsched.local.stack import ACCOUNT
 from jobsched.settings import Env
 
-DEFAULT_OWNERSHIP_REGION = "us-east-2"
+API_FUNCTION = "jobsched-{region}-api"  # each region's API function (REGION_API_FUNCTION)
+OWNERSHIP_LAYER = "ownership"  # RegionalStrict's key for the ownership table's billing-only layer
 DEFAULT_OWNERSHIP_TABLE = "jobsched-ownership"
 FUNCTIONS = ("api", "tick", "worker", "task_events")
 WRITE_OPERATIONS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
@@ -145,290 +161,16 @@ class RecordingInvoker:
     clock: Any
     calls: list[Fire] = field(default_factory=list)
     script: dict[str, list[AttemptOutcome]] = field(default_factory=dict)
+    tokens: dict[str, str] = field(default_factory=dict)  # execution id -> its last callback token
 
     def invoke(self, job, dispatch: Dispatch, attempt: int, callback_token: str | None = None,
                progress=None) -> AttemptOutcome:
         self.calls.append(Fire(self.region, dispatch.execution_id, attempt, self.clock.now_ms(), job.job_id,
                                dispatch.epoch))
+        if callback_token:
+            self.tokens[dispatch.execution_id] = callback_token
         planned = self.script.get(job.job_id)
         return planned.pop(0) if planned else AttemptOutcome(True, ExecutionStatus.SUCCEEDED, None, {"ok": True})
-
-
-# --- Replication ---------------------------------------------------------------------------------
-
-Version = tuple  # (timestamp ms, region rank, sequence): compared as a tuple; the later write wins
-
-
-@dataclass(order=True)
-class _Replication:
-    due_ms: int
-    seq: int
-    src: str = field(compare=False)
-    dst: str = field(compare=False)
-    table: str = field(compare=False)  # logical id
-    key: str = field(compare=False)  # the item's key, canonical JSON of its wire form
-    image: dict | None = field(compare=False)  # the item's new image (wire form); None: deleted
-    version: Version = field(compare=False)
-
-
-class Replicator:
-    """DynamoDB global tables in multi-Region eventual consistency, between the emulator's
-    backends of several regions (see the module's docstring for what is and is not modelled).
-
-    `tables`: region → logical id → physical table name (CloudFormation names each region's
-    tables afresh: tables are matched across regions by logical id). A write captured in a region
-    (`capture`, after it succeeded there) is read from that region's backend and queued to every
-    other region, due after the pair's lag plus jitter; `apply_due` writes what is due straight
-    into the destination's backend (no client: not captured again, not billed), unless an item's
-    version there is already later (last writer wins)."""
-
-    def __init__(self, clock, regions: list[str], tables: dict[str, dict[str, str]], lag_ms: int = 1000,
-                 pair_lag_ms: dict[tuple[str, str], int] | None = None, jitter_ms: int = 0, seed: int = 0,
-                 region_clocks: dict[str, Any] | None = None) -> None:
-        self.clock = clock
-        self.regions = list(regions)
-        self.rank = {r: i for i, r in enumerate(self.regions)}
-        self.tables = tables
-        self.logical = {(r, name): logical for r, names in tables.items() for logical, name in names.items()}
-        self.lag_ms = lag_ms
-        self.pair_lag_ms = dict(pair_lag_ms or {})
-        self.jitter_ms = jitter_ms
-        self.random = random.Random(seed)
-        self.region_clocks = region_clocks or {}
-        self.versions: dict[str, dict[tuple[str, str], Version]] = {r: {} for r in self.regions}
-        self._pending: list[_Replication] = []  # a heap by due time
-        self._held: list[_Replication] = []  # due, but its source or destination is cut off
-        self._seq = itertools.count()
-        # A function's thread pools may write at once: captures and deliveries take turns.
-        self._lock = threading.RLock()
-        self._down: set[str] = set()  # killed: inbound held (outbound dropped or held)
-        self._isolated: set[str] = set()  # partitioned with replication=True: both ways held
-        self.enabled = True  # False: writes are captured (versions kept) but queued to nobody
-        self.captured = 0
-        self.applied = 0
-        self.superseded = 0  # arrived older than the destination's version: discarded (LWW)
-        self.lost = 0  # dropped with their region's loss
-
-    # --- capture --------------------------------------------------------------------------------
-
-    def capture(self, region: str, operation: str, params: dict, parsed: dict) -> int:
-        """Record the items a successful write changed in `region`; returns how many."""
-        changed = 0
-        for table, key in self._written_keys(region, operation, params, parsed):
-            logical = self.logical.get((region, table))
-            if logical is None:
-                continue  # not a replicated table (the ownership table, another stack's)
-            self.record(region, logical, key)
-            changed += 1
-        return changed
-
-    def record(self, region: str, logical: str, key: dict) -> None:
-        """The item `key` of `logical` was just written in `region`: stamp its new version and
-        queue it to every other region."""
-        with self._lock:
-            self._record(region, logical, key)
-
-    def _record(self, region: str, logical: str, key: dict) -> None:
-        image = self._read(region, logical, key)
-        ref = (logical, _canonical(key))
-        now = self._now(region)
-        current = self.versions[region].get(ref)
-        if current is not None and current[0] >= now:
-            now = current[0] + 1  # never below the version it overwrote (see the docstring)
-        version = (now, self.rank[region], next(self._seq))
-        self.versions[region][ref] = version
-        self.captured += 1
-        if not self.enabled:
-            return
-        sent_at = self.clock.now_ms()
-        for dst in self.regions:
-            if dst == region:
-                continue
-            due = sent_at + self.pair_lag_ms.get((region, dst), self.lag_ms)
-            if self.jitter_ms:
-                due += self.random.randint(0, self.jitter_ms)
-            heapq.heappush(self._pending, _Replication(due, next(self._seq), region, dst, logical, ref[1],
-                                                       copy.deepcopy(image), version))
-
-    def _now(self, region: str) -> int:
-        clock = self.region_clocks.get(region)
-        return (clock or self.clock).now_ms()
-
-    def _written_keys(self, region: str, operation: str, params: dict, parsed: dict) -> Iterable[tuple[str, dict]]:
-        if operation in ("UpdateItem", "DeleteItem"):
-            yield _name(params["TableName"]), params["Key"]
-        elif operation == "PutItem":
-            table = _name(params["TableName"])
-            yield table, self._key_of(region, table, params["Item"])
-        elif operation == "BatchWriteItem":
-            unprocessed = {_name(t): [json.dumps(r, sort_keys=True) for r in rs]
-                           for t, rs in (parsed.get("UnprocessedItems") or {}).items()}
-            for table, requests in params.get("RequestItems", {}).items():
-                left = unprocessed.get(_name(table), [])
-                for request in requests:
-                    if json.dumps(request, sort_keys=True) in left:
-                        continue  # not written: the caller sends it again
-                    if "PutRequest" in request:
-                        yield _name(table), self._key_of(region, _name(table), request["PutRequest"]["Item"])
-                    elif "DeleteRequest" in request:
-                        yield _name(table), request["DeleteRequest"]["Key"]
-        elif operation == "TransactWriteItems":
-            for entry in params.get("TransactItems", []):
-                if "Put" in entry:
-                    table = _name(entry["Put"]["TableName"])
-                    yield table, self._key_of(region, table, entry["Put"]["Item"])
-                elif "Update" in entry:
-                    yield _name(entry["Update"]["TableName"]), entry["Update"]["Key"]
-                elif "Delete" in entry:
-                    yield _name(entry["Delete"]["TableName"]), entry["Delete"]["Key"]
-
-    def _table(self, region: str, logical: str):
-        from moto.dynamodb.models import dynamodb_backends
-
-        return dynamodb_backends[ACCOUNT][region].tables[self.tables[region][logical]]
-
-    def _key_of(self, region: str, table: str, item: dict) -> dict:
-        from moto.dynamodb.models import dynamodb_backends
-
-        stored = dynamodb_backends[ACCOUNT][region].tables.get(table)
-        if stored is None:
-            return {}
-        names = [stored.hash_key_attr] + ([stored.range_key_attr] if stored.range_key_attr else [])
-        return {n: item[n] for n in names if n in item}
-
-    def _read(self, region: str, logical: str, key: dict) -> dict | None:
-        from moto.dynamodb.models.dynamo_type import DynamoType
-
-        with EMULATOR_LOCK:
-            table = self._table(region, logical)
-            hash_key, range_key = _key_types(table, key, DynamoType)
-            item = table.get_item(hash_key, range_key)
-            return item.to_json()["Attributes"] if item is not None else None
-
-    # --- delivery -------------------------------------------------------------------------------
-
-    def _deliverable(self, event: _Replication) -> bool:
-        cut = self._down | self._isolated
-        return event.src not in cut and event.dst not in cut
-
-    def next_due_ms(self) -> int | None:
-        """When the next replication that can be applied is due (None: nothing pending)."""
-        while self._pending and not self._deliverable(self._pending[0]):
-            self._held.append(heapq.heappop(self._pending))
-        return self._pending[0].due_ms if self._pending else None
-
-    def apply_due(self, now_ms: int | None = None) -> int:
-        """Apply every replication due by now (the shared clock); returns how many arrived."""
-        now = self.clock.now_ms() if now_ms is None else now_ms
-        with self._lock:
-            return self._apply_due(now)
-
-    def _apply_due(self, now: int) -> int:
-        arrived = 0
-        while self._pending and self._pending[0].due_ms <= now:
-            event = heapq.heappop(self._pending)
-            if not self._deliverable(event):
-                self._held.append(event)
-                continue
-            self._apply(event)
-            arrived += 1
-        return arrived
-
-    def _apply(self, event: _Replication) -> None:
-        ref = (event.table, event.key)
-        current = self.versions[event.dst].get(ref)
-        if current is not None and current >= event.version:
-            self.superseded += 1
-            return
-        from moto.dynamodb.models.dynamo_type import DynamoType
-
-        with EMULATOR_LOCK:
-            table = self._table(event.dst, event.table)
-            if event.image is None:
-                hash_key, range_key = _key_types(table, json.loads(event.key), DynamoType)
-                if table.get_item(hash_key, range_key) is not None:
-                    table.delete_item(hash_key, range_key)
-            else:
-                table.put_item(copy.deepcopy(event.image))
-        self.versions[event.dst][ref] = event.version
-        self.applied += 1
-
-    def flush(self) -> int:
-        """Apply everything that can be applied now, whatever its due time (a test's shortcut)."""
-        arrived = 0
-        for event in sorted(self._pending):
-            if self._deliverable(event):
-                self._apply(event)
-                arrived += 1
-        self._pending = [e for e in self._pending if not self._deliverable(e)]
-        heapq.heapify(self._pending)
-        return arrived
-
-    # --- faults ---------------------------------------------------------------------------------
-
-    def region_down(self, region: str, lose_unreplicated: bool = True) -> int:
-        """`region` is lost: what it wrote that has not arrived elsewhere is dropped (or held, with
-        lose_unreplicated=False); what others send it is held. Returns how many writes were lost."""
-        self._down.add(region)
-        if not lose_unreplicated:
-            return 0
-        before = len(self._pending) + len(self._held)
-        self._pending = [e for e in self._pending if e.src != region]
-        self._held = [e for e in self._held if e.src != region]
-        heapq.heapify(self._pending)
-        lost = before - len(self._pending) - len(self._held)
-        self.lost += lost
-        return lost
-
-    def region_up(self, region: str) -> None:
-        self._down.discard(region)
-        self._release()
-
-    def isolate(self, region: str) -> None:
-        self._isolated.add(region)
-
-    def reconnect(self, region: str) -> None:
-        self._isolated.discard(region)
-        self._release()
-
-    def _release(self) -> None:
-        for event in self._held:
-            heapq.heappush(self._pending, event)
-        self._held = []
-
-    def backlog(self) -> dict[tuple[str, str], int]:
-        """(source, destination) → writes queued between them and not yet applied (held included)."""
-        counts: dict[tuple[str, str], int] = {}
-        for event in itertools.chain(self._pending, self._held):
-            counts[(event.src, event.dst)] = counts.get((event.src, event.dst), 0) + 1
-        return counts
-
-
-def _name(table: str) -> str:
-    return table.rsplit("/", 1)[-1] if table.startswith("arn:") else table
-
-
-def _canonical(key: dict) -> str:
-    return json.dumps(key, sort_keys=True)
-
-
-def _key_types(table, key: dict, DynamoType):
-    hash_key = DynamoType(key[table.hash_key_attr])
-    range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
-    return hash_key, range_key
-
-
-def _tables_named(params: dict) -> set[str]:
-    names = set()
-    if "TableName" in params:
-        names.add(_name(params["TableName"]))
-    for table in (params.get("RequestItems") or {}):
-        names.add(_name(table))
-    for entry in params.get("TransactItems") or ():
-        for action in entry.values():
-            if isinstance(action, dict) and "TableName" in action:
-                names.add(_name(action["TableName"]))
-    return names
 
 
 # --- The strict layer, per region ------------------------------------------------------------------
@@ -442,19 +184,29 @@ class RegionalStrict:
     _reports = False  # the emulator is in-process: the layers read items from moto's backends
 
     def __init__(self, layers: dict[str, strict_aws.StrictAws], hooks: "RegionsSim | None" = None,
-                 unchecked: Iterable[str] = ()) -> None:
+                 unchecked: Iterable[str] = (), ownership_table: str = "") -> None:
         self.layers = layers
-        self.unchecked = frozenset(unchecked)  # regions whose layer checks no IAM (billing only)
+        self.unchecked = frozenset(unchecked)  # layers that check no IAM (billing only)
         self.hooks = hooks
+        self.ownership_table = ownership_table  # its calls go to OWNERSHIP_LAYER, whatever the endpoint
+
+    def _layer_key(self, client, model, params: dict) -> str:
+        service = model.service_model.endpoint_prefix
+        if self.ownership_table and service == "dynamodb" and self.ownership_table in _tables_named(params):
+            return OWNERSHIP_LAYER
+        if service == "lambda" and model.name == "Invoke":
+            return ""  # another region's API (RegionsSim._invoke_api): no layer, see the module's docstring
+        return client.meta.region_name
 
     def before(self, client, model, params: dict, context: dict) -> None:
         region = client.meta.region_name
         if self.hooks is not None:
             self.hooks._before_call(client, region, model, params, context)
-        layer = self.layers.get(region)
+        key = context["regions_layer"] = self._layer_key(client, model, params)
+        layer = self.layers.get(key)
         if layer is None:
             return
-        if region in self.unchecked:
+        if key in self.unchecked:
             # A billing-only layer has no policies: the call is sized and billed, not authorized.
             token = strict_aws.current_function.set(None)
             try:
@@ -466,7 +218,7 @@ class RegionalStrict:
 
     def after(self, client, http_response, parsed: dict, model, context: dict) -> None:
         region = client.meta.region_name
-        layer = self.layers.get(region)
+        layer = self.layers.get(context.get("regions_layer", region))
         if layer is not None:
             layer.after(client, http_response, parsed, model, context)  # may refuse (an item too large)
         if self.hooks is not None:
@@ -479,14 +231,18 @@ class RegionalStrict:
 # --- The regions -----------------------------------------------------------------------------------
 
 class RegionStack(InProcessStack):
-    """One region's stack. Its functions run with `calling_region` set to the region."""
+    """One region's stack. Its functions run with `calling_region` set to the region; `invoke_api`
+    answers its functions' Lambda Invoke calls (botocore's before-call: nothing is sent)."""
 
-    def __init__(self, region: str, template: dict, clock, **kwargs) -> None:
+    def __init__(self, region: str, template: dict, clock, invoke_api: Callable | None = None, **kwargs) -> None:
         self.region_name = region
         # No tick while it is built: only its own strict layer is active then, and a tick's lease
         # calls reach the ownership table, which that layer does not know (RegionsSim ticks later).
         self._built = False
-        super().__init__(template, clock, session=boto3.session.Session(region_name=region), **kwargs)
+        session = boto3.session.Session(region_name=region)
+        if invoke_api is not None:
+            session.events.register("before-call.lambda.Invoke", invoke_api)
+        super().__init__(template, clock, session=session, **kwargs)
         self._built = True
         for function in (self.api, self.tick_fn, self.worker, self.task_events):
             function._handler = self._in_region(function._handler)
@@ -515,7 +271,8 @@ class RegionsSim:
 
     - `lag_ms`, `pair_lag_ms` {(src, dst): ms}, `jitter_ms`, `seed`: replication's lag.
     - `replicate`: False, every write stays in its region (versions still kept).
-    - `ownership_region`, `ownership_table`: where the leases live (created here).
+    - `ownership_replicas`, `ownership_table`: the regions of the leases' replicas (default: the
+      first two regions; any regions, scheduler's or not) and the table's name (created here).
     - `lease_ms`, `clock_bound_ms`: handed to every function (LEASE_MS, CLOCK_BOUND_MS).
     - `keys`: tenant → API key, registered in the first region only (the registration replicates
       like any write; `register_keys(region, keys)` registers elsewhere); the first key is every
@@ -530,7 +287,7 @@ class RegionsSim:
     - `strict`: False, no strict layer (the calls are still captured for replication)."""
 
     def __init__(self, template: dict, regions: list[str], clock, lag_ms: int = 1000,
-                 ownership_region: str = DEFAULT_OWNERSHIP_REGION, keys: dict[str, str] | None = None,
+                 ownership_replicas: Iterable[str] | None = None, keys: dict[str, str] | None = None,
                  invoker_factory: Callable[[str, Any], Any] | None = None, segments: Iterable[int] | None = None,
                  pair_lag_ms: dict[tuple[str, str], int] | None = None, jitter_ms: int = 0, seed: int = 0,
                  skew_ms: dict[str, int] | None = None, ownership_table: str = DEFAULT_OWNERSHIP_TABLE,
@@ -539,16 +296,19 @@ class RegionsSim:
                  batch_size: int = 10) -> None:
         if len(set(regions)) != len(regions) or not regions:
             raise ValueError(f"regions must be distinct and at least one, got {regions!r}")
-        if ownership_region in regions:
-            raise ValueError("the ownership table's region must not be one of the scheduler's regions")
+        replicas = tuple(ownership_replicas) if ownership_replicas is not None else tuple(regions[:2])
+        if not 1 <= len(replicas) <= 3 or len(set(replicas)) != len(replicas):
+            raise ValueError(f"an MRSC table has one to three distinct replica regions, got {replicas!r}")
         self.clock = clock
         self.regions = list(regions)
-        self.ownership_region = ownership_region
+        self.ownership_replicas = replicas
         self.ownership_table = ownership_table
         self.clocks = {r: RegionClock(clock, (skew_ms or {}).get(r, 0)) for r in self.regions}
         self._dead: set[str] = set()
-        self._ownership_cut: set[str] = set()
+        self._ownership_cut: set[str] = set()  # regions whose calls to the table all fail
+        self._replicas_lost: set[str] = set()  # replica regions whose endpoint fails (lose_ownership_replica)
         self.failed_invocations: list[tuple[str, str, int, str]] = []  # (region, function, at_ms, error)
+        self.forwarded: list[tuple[str, str, str, int]] = []  # (from region, to region, path, status)
         self._create_ownership_table()
         factory = invoker_factory or (lambda region, _clock: RecordingInvoker(region, clock))
         self.invokers = {r: factory(r, self.clocks[r]) for r in self.regions}
@@ -556,11 +316,14 @@ class RegionsSim:
         previous = strict_aws.active()
         for region in self.regions:
             env = {Env.REGIONS: ",".join(self.regions), Env.THIS_REGION: region,
-                   Env.OWNERSHIP_TABLE: ownership_table, Env.OWNERSHIP_REGION: ownership_region,
+                   Env.OWNERSHIP_TABLE: ownership_table,
+                   Env.OWNERSHIP_REGIONS: ",".join(self.ownership_endpoints(region)),
+                   Env.REGION_API_FUNCTION: API_FUNCTION,
                    Env.LEASE_MS: str(lease_ms), Env.CLOCK_BOUND_MS: str(clock_bound_ms)}
             overrides = {name: {**env, **(env_overrides or {}).get(name, {})} for name in FUNCTIONS}
             # Each stack activates its own layer while it is built (only its own calls are made then).
-            self.stacks[region] = RegionStack(region, template, self.clocks[region], invoker=self.invokers[region],
+            self.stacks[region] = RegionStack(region, template, self.clocks[region], invoke_api=self._invoke_api,
+                                              invoker=self.invokers[region],
                                               batch_size=batch_size, env_overrides=overrides)
         first = self.stacks[self.regions[0]]
         self.segments = list(segments) if segments is not None else list(range(first.settings.total_segments))
@@ -572,11 +335,11 @@ class RegionsSim:
         # written, and each region wrote its own: replication starts from here.
         layers = {r: s.strict for r, s in self.stacks.items()} if strict else {}
         if strict:
-            layers[ownership_region] = strict_aws.StrictAws.billing_only(
+            layers[OWNERSHIP_LAYER] = strict_aws.StrictAws.billing_only(
                 {ownership_table: ("segment",)}, clock.now_ms,
-                peek=lambda table, key: strict_aws._peek_moto(table, key, ownership_region)[1],
-                region=ownership_region)
-        self.strict = RegionalStrict(layers, hooks=self, unchecked=(ownership_region,))
+                peek=lambda table, key: strict_aws._peek_moto(table, key, replicas[0])[1],
+                region=replicas[0])
+        self.strict = RegionalStrict(layers, hooks=self, unchecked=(OWNERSHIP_LAYER,), ownership_table=ownership_table)
         self._previous_layer = previous
         strict_aws.activate(self.strict)
         if keys:
@@ -588,10 +351,22 @@ class RegionsSim:
     # --- set-up ---------------------------------------------------------------------------------
 
     def _create_ownership_table(self) -> None:
-        client = boto3.session.Session(region_name=self.ownership_region).client("dynamodb")
+        """Made in the first replica's backend; the others' backends hold the same table object (one
+        copy through every replica's endpoint: strong consistency)."""
+        from moto.dynamodb.models import dynamodb_backends
+
+        first = self.ownership_replicas[0]
+        client = boto3.session.Session(region_name=first).client("dynamodb")
         client.create_table(TableName=self.ownership_table, BillingMode="PAY_PER_REQUEST",
                             KeySchema=[{"AttributeName": "segment", "KeyType": "HASH"}],
                             AttributeDefinitions=[{"AttributeName": "segment", "AttributeType": "N"}])
+        table = dynamodb_backends[ACCOUNT][first].tables[self.ownership_table]
+        for other in self.ownership_replicas[1:]:
+            dynamodb_backends[ACCOUNT][other].tables[self.ownership_table] = table
+
+    def ownership_endpoints(self, region: str) -> tuple[str, ...]:
+        """Where `region`'s functions call the ownership table, in order (its OWNERSHIP_REGIONS)."""
+        return nearest_first(region, self.ownership_replicas)
 
     @staticmethod
     def _tables_of(stack: RegionStack, template: dict) -> dict[str, str]:
@@ -630,7 +405,7 @@ class RegionsSim:
     def ownership_client(self, region: str):
         """A DynamoDB client as `region`'s functions reach the ownership table (for tests; a
         call through it is the region's only inside `as_region`)."""
-        return self.stacks[region].session.client("dynamodb", region_name=self.ownership_region)
+        return self.stacks[region].session.client("dynamodb", region_name=self.ownership_endpoints(region)[0])
 
     def as_region(self, region: str):
         """A context in which calls count as `region`'s (as inside its functions)."""
@@ -684,6 +459,16 @@ class RegionsSim:
         self._ownership_cut.discard(region)
         self.replicator.reconnect(region)
 
+    def lose_ownership_replica(self, region: str) -> None:
+        """The ownership table's replica in `region` fails (HTTP 500 to every call through its
+        endpoint) while the region's functions keep running; the other replicas serve."""
+        if region not in self.ownership_replicas:
+            raise KeyError(f"no ownership replica in {region!r}: {self.ownership_replicas}")
+        self._replicas_lost.add(region)
+
+    def restore_ownership_replica(self, region: str) -> None:
+        self._replicas_lost.discard(region)
+
     def _check(self, region: str) -> None:
         if region not in self.stacks:
             raise KeyError(f"no region {region!r} in {self.regions}")
@@ -694,10 +479,12 @@ class RegionsSim:
         service = model.service_model.endpoint_prefix
         if service != "dynamodb":
             return
-        caller = calling_region.get()
-        if (region == self.ownership_region and caller in self._ownership_cut
-                and self.ownership_table in _tables_named(params)):
-            raise EndpointConnectionError(endpoint_url=client.meta.endpoint_url)
+        if self.ownership_table in _tables_named(params):
+            if calling_region.get() in self._ownership_cut or region in self._dead:
+                raise EndpointConnectionError(endpoint_url=client.meta.endpoint_url)
+            if region in self._replicas_lost:
+                raise ClientError({"Error": {"Code": "InternalServerError", "Message": "Internal server error"},
+                                   "ResponseMetadata": {"HTTPStatusCode": 500}}, model.name)
         if model.name in WRITE_OPERATIONS and region in self.stacks:
             context["regions_sim"] = (region, model.name, params)
 
@@ -707,6 +494,24 @@ class RegionsSim:
             return
         origin, operation, params = captured
         self.replicator.capture(origin, operation, params, parsed)
+
+    def _invoke_api(self, params: dict, model, **_) -> tuple:
+        """Lambda's Invoke of a region's API function (store/region_apis.py), answered by that
+        region's API in this process as Lambda would: the function's answer as the payload. A
+        killed region's endpoint does not answer (EndpointConnectionError)."""
+        url = params["url"]
+        host = urllib.parse.urlsplit(url).hostname or ""
+        region = host.split(".")[1] if host.count(".") >= 2 else ""
+        name = urllib.parse.unquote(params["url_path"].split("/functions/", 1)[-1].split("/", 1)[0])
+        if region not in self.stacks or region in self._dead or name != API_FUNCTION.replace("{region}", region):
+            raise EndpointConnectionError(endpoint_url=url)
+        event = json.loads(params["body"])
+        answer = self.stacks[region].api.invoke(event)
+        self.forwarded.append((calling_region.get() or "", region, event.get("path", ""), int(answer["statusCode"])))
+        data = json.dumps(answer).encode()
+        parsed = {"StatusCode": 200, "Payload": StreamingBody(io.BytesIO(data), len(data)),
+                  "ResponseMetadata": {"HTTPStatusCode": 200}}
+        return AWSResponse(url, 200, {}, None), parsed
 
     # --- time -----------------------------------------------------------------------------------
 

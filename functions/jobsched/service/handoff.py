@@ -102,7 +102,7 @@ class HandOff:
             if self.ownership.epoch_for(segment_of(marked, self._segments)) is not None:
                 return marked
         raise WrongRegion("this region schedules no segment now (it is starting, or cut off from the lease "
-                          "table); send the request to another region")
+                          "table); retry shortly (another region takes it)")
 
     def place(self, timer: Timer, job: Job | None) -> HandOffReport:
         """Write a new timer, then dispatch it directly if a tick already claimed its bucket.

@@ -86,6 +86,16 @@ class Ownership:
             lease = self._view(segment, now, fresh=True)
         return lease.epoch if self._rules.holds(lease, self._region, now) else None
 
+    def holder(self, segment: int) -> str | None:
+        """The region that holds `segment` now, by this region's view (read again when older than
+        RECHECK_MS): where a change this region does not schedule is forwarded. None: no region
+        holds it now (its lease ended and nobody took it yet)."""
+        if self._store is None:
+            return self._region
+        now = self._clock.now_ms()
+        lease = self._view(segment, now, fresh=True)
+        return lease.region if lease is not None and self._rules.holds(lease, lease.region, now) else None
+
     def verdict(self, segment: int, epoch: int, margin_ms: int = 0) -> Verdict:
         """ACT when this region holds the segment now (with `margin_ms` to spare before it must
         stop), whatever epoch the message was sent under: it is the one region acting on the

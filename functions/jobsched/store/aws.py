@@ -87,14 +87,26 @@ class Stores:
     alerts: AlertTopic  # absence alerts: the deployment's topic (worker)
 
 
+# The ownership table's replicas (store/ownership.py fails over between them): two attempts of at
+# most 1 s to connect and 3 s to read in a replica before the next is called, so a lost replica
+# costs a tick or a view read about 8 s once a minute (FAILBACK_S), not 5 x 12 s.
+_OWNERSHIP_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 2},
+    connect_timeout=1,
+    read_timeout=3,
+    max_pool_connections=32,
+    **_LEAN,
+)
+
+
 def ownership_store(settings: Settings, session: boto3.session.Session | None = None):
-    """The ownership table (store/ownership.py), in its own region (OWNERSHIP_REGION)."""
+    """The ownership table (store/ownership.py), through each of OWNERSHIP_REGIONS in order."""
     from jobsched.store.ownership import OwnershipStore
 
     session = session or boto3.session.Session()
-    config = _API_CONFIG if settings.function == "api" else _CONFIG
-    return OwnershipStore(session.resource("dynamodb", region_name=settings.ownership_region, config=config),
-                          settings.ownership_table)
+    first, *others = [session.resource("dynamodb", region_name=region, config=_OWNERSHIP_CONFIG)
+                      for region in settings.ownership_regions]
+    return OwnershipStore(first, settings.ownership_table, fallbacks=others)
 
 
 def build_stores(settings: Settings, session: boto3.session.Session | None = None,

@@ -13,9 +13,11 @@ them are read by each worker container at most every LEASE_CACHE_MS (a Scan of a
 bytes, 0.5 to 2 RU), and by each tick run (a GetItem)."""
 from __future__ import annotations
 
+import logging
+import threading
 import time
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ConnectionError as BotoConnectionError, HTTPClientError
 
 from jobsched.domain.ownership import Lease, heartbeat_key
 from jobsched.store.dynamo import _condition_lost, plain
@@ -27,6 +29,28 @@ from jobsched.store.dynamo import _condition_lost, plain
 RETRIED_CODES = frozenset({"ReplicatedWriteConflictException", "ThrottlingException",
                            "ProvisionedThroughputExceededException", "RequestLimitExceeded"})
 ATTEMPTS = 3
+# Failover between the table's replicas (DDB/V2globaltables_HowItWorks, "Availability": a Region's
+# replica isolated or degraded, requests go to another replica of the same table). What counts as
+# the replica's region failing, after botocore's own attempts there: no connection (refused, DNS,
+# connect or read timeout, connection closed: botocore's ConnectionError and HTTPClientError) or a
+# server-side error (HTTP 5xx: InternalServerError, ServiceUnavailable). Not: a failed condition,
+# a throttle, a ReplicatedWriteConflictException (retried above, in the same replica), a denial or
+# a validation error, which another replica would answer the same.
+REGION_LEVEL_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "ServiceUnavailableException"})
+# A replica that failed is passed over (the next one is called first) for this long, then tried
+# first again: one slow failure a minute per process, not one per call.
+FAILBACK_S = 60.0
+logger = logging.getLogger(__name__)
+
+
+def region_level(exc: BaseException) -> bool:
+    """An error that says the replica's region, not the request, failed (see REGION_LEVEL_CODES)."""
+    if isinstance(exc, BotoConnectionError | HTTPClientError):
+        return True
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return exc.response.get("Error", {}).get("Code") in REGION_LEVEL_CODES or status >= 500
+    return False
 
 
 class _Retrying:
@@ -50,9 +74,55 @@ class _Retrying:
         return retrying
 
 
+class _Failover:
+    """The table through each replica's regional endpoint, in order (the nearest first): a call that
+    fails for its region (`region_level`) is made again in the next replica. Every write here is
+    conditional on the lease's epoch, so a write made again after an ambiguous failure (a read
+    timeout after DynamoDB applied it) either applies the same change again (renew, release, beat)
+    or fails its condition (a take: the lease then looks taken by someone, this region acts on
+    nothing, and its next tick finds the lease its own)."""
+
+    def __init__(self, tables: list[tuple[str, _Retrying]], monotonic=time.monotonic) -> None:
+        self._tables = tables
+        self._monotonic = monotonic
+        self._passed_over: dict[int, float] = {}  # replica's place -> until when
+        self._lock = threading.Lock()
+
+    @property
+    def regions(self) -> tuple[str, ...]:
+        return tuple(region for region, _ in self._tables)
+
+    def __getattr__(self, name):
+        def failing_over(**kwargs):
+            now = self._monotonic()
+            with self._lock:
+                order = sorted(range(len(self._tables)), key=lambda i: (self._passed_over.get(i, 0.0) > now, i))
+            for place, i in enumerate(order):
+                region, table = self._tables[i]
+                try:
+                    answer = getattr(table, name)(**kwargs)
+                except Exception as exc:
+                    if place == len(order) - 1 or not region_level(exc):
+                        raise
+                    with self._lock:
+                        self._passed_over[i] = now + FAILBACK_S
+                    logger.warning("the ownership table's replica failed; calling the next one",
+                                   extra={"replica": region, "next": self._tables[order[place + 1]][0],
+                                          "error": type(exc).__name__})
+                    continue
+                if i in self._passed_over:
+                    with self._lock:
+                        self._passed_over.pop(i, None)
+                return answer
+        return failing_over
+
+
 class OwnershipStore:
-    def __init__(self, dynamodb, table_name: str, sleep=time.sleep) -> None:
-        self._table = _Retrying(dynamodb.Table(table_name), sleep)
+    def __init__(self, dynamodb, table_name: str, sleep=time.sleep, fallbacks=(), monotonic=time.monotonic) -> None:
+        """`dynamodb`: the resource of the replica called first; `fallbacks`: the other replicas'
+        resources, in the order they are called when the ones before fail (_Failover)."""
+        self._table = _Failover([(_region_of(d), _Retrying(d.Table(table_name), sleep)) for d in (dynamodb, *fallbacks)],
+                                monotonic)
 
     def get(self, segment: int) -> Lease | None:
         item = self._table.get_item(Key={"segment": segment}, ConsistentRead=True).get("Item")
@@ -156,3 +226,10 @@ def _lease(raw: dict) -> Lease:
     return Lease(int(item["segment"]), str(item["region"]), int(item["epoch"]), int(item["endsMs"]),
                  int(item["renewedMs"]), int(item["takenMs"]) if "takenMs" in item else None,
                  int(item["rewindFromMs"]) if "rewindFromMs" in item else None)
+
+
+def _region_of(dynamodb) -> str:
+    try:
+        return dynamodb.meta.client.meta.region_name
+    except AttributeError:  # a test's stand-in
+        return ""

@@ -132,7 +132,7 @@ class LaneQueues:
         if epoch is None:
             # Not held here now: its workers would refuse it (another region holds the segment) or
             # it would wait for a lease this region may never get back. The caller answers for it
-            # (the API: 421; a worker: its record comes back, and is then refused or run).
+            # (the API: 503, retried; a worker: its record comes back, and is then refused or run).
             raise WrongRegion(f"job {dispatch.job_id}'s segment is not held by this region now")
         return replace(dispatch, epoch=epoch)
 
