@@ -303,8 +303,7 @@ class HandOff:
                 # Absence alerts: an occurrence dispatched without a FIRE timer of its own gets its
                 # CHECK here (a FIRE timer's was written with it).
                 report.checks.append(check_timer(job, occurrence, timer.segment))
-            if not schedule.recurring:
-                return None
+            # A one-off job's chain ends here too: its schedule has no occurrence after its one.
             # RUN_ONCE: this late occurrence was the one catch-up; the schedule resumes after now.
             # RUN_ALL (and any occurrence on time): the next one follows from this due instant.
             after = max(nominal, job.nominal_of(now)) if late and policy is MisfirePolicy.RUN_ONCE else nominal
