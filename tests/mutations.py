@@ -91,7 +91,7 @@ MUTATIONS = [
   '        if resumed.state is JobState.COMPLETED:  # no run left (maxRuns, endAt): it ends here\n            pass',
   'tests/integration/test_guarded_safeguards_jobs.py::test_resuming_a_job_with_no_run_left_gives_its_place_back'),
  ('jobs: a lost create gives its quota place back',
-  'functions/jobsched/service/jobs.py',
+  'functions/jobsched/service/creation.py',
   '        except ConditionLost:\n            self._jobs.give_back_quota(tenant_id, active_counter(shard))',
   '        except ConditionLost:\n            pass',
   'tests/integration/test_guarded_safeguards_jobs.py::test_a_create_that_lost_to_its_own_repeat_gives_its_place_back'),
