@@ -116,6 +116,8 @@ class JobschedStack(Stack):
             Env.LANE_TENANT_PERCENT: str(config.lane_tenant_percent),
             Env.LANE_HOST_PERCENT: str(config.lane_host_percent),
             Env.ATTEMPT_LOG_PERCENT: str(config.attempt_log_percent),
+            # Hand-backs: a record re-sent that failed MAX_RECEIVE_COUNT receives goes to its DLQ.
+            **{Env.LANE_DLQ_URL[p]: q.queue_url for p, q in lanes.dead_letters.items()},
             **signing_env,
         }, timeout=WORKER_TIMEOUT, memory_mb=WORKER_MEMORY_MB,
             reserved_concurrent_executions=config.worker_reserved_concurrency or None)
@@ -164,6 +166,9 @@ class JobschedStack(Stack):
         for fn in (api_fn, tick_fn, worker_fn, task_events_fn):
             for queue in lanes.queues.values():
                 queue.grant(fn, "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+        for dlq in lanes.dead_letters.values():
+            # Hand-backs (handlers/worker.py): a re-sent record out of receives rests in its DLQ.
+            dlq.grant(worker_fn, "sqs:SendMessage")
             if storage.key:
                 # Named actions only (the CDK's encrypt/decrypt grants use wildcards): data keys for
                 # sending to the encrypted lanes, decryption for reading tables and messages.
