@@ -16,6 +16,18 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("hand-backs of more than a second are sent again, not left in flight", "functions/jobsched/handlers/worker.py",
+  "        if seconds <= IN_PLACE_HAND_BACK_SECONDS:",
+  "        if True:",
+  "tests/integration/test_hand_backs.py::test_records_handed_back_for_minutes_leave_the_lane_s_in_flight_messages_and_the_lane_goes_on"),
+ ("a record re-sent that failed its receives goes to the lane's DLQ", "functions/jobsched/handlers/worker.py",
+  "            groups.setdefault((record.event_source_arn, dispatch.receives >= MAX_RECEIVE_COUNT), []).append(back)",
+  "            groups.setdefault((record.event_source_arn, False), []).append(back)",
+  "tests/integration/test_hand_backs.py::test_a_record_that_fails_every_receive_rests_in_the_dlq_after_five_receives_in_all"),
+ ("strict layer: a receive past the queue's in-flight limit is refused", "functions/jobsched/local/strict_aws.py",
+  "            if count >= self.limits.sqs_in_flight:",
+  "            if False:",
+  "tests/integration/test_hand_backs.py::test_the_strict_layer_refuses_receives_past_a_queue_s_in_flight_limit_as_sqs_does"),
  ("a worker's batch reads no job for a FIRE still before its due instant", "functions/jobsched/service/worker.py",
   "            if reads_its_job(d) and not (d.kind is DispatchKind.FIRE and d.due_ms > now_ms)]",
   "            if reads_its_job(d)]",
