@@ -210,7 +210,7 @@ class JobschedStack(Stack):
         Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
                   tables=tables, api=api)
         alarms = Alarms(self, "Alarms", segments=tick_segments, dead_letters=lanes.dead_letters,
-                        functions=functions, tables=tables)
+                        functions=functions, tables=tables, lanes=lanes.queues)
         # Absence alerts: the worker publishes each alert to the deployment's alert topic, and only there.
         worker_fn.add_environment(Env.ALERT_TOPIC_ARN, alarms.alert_topic.topic_arn)
         worker_fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"],
