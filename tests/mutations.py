@@ -16,6 +16,18 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("a target call's read timeout is its job's on a client shared by every timeout", "functions/jobsched/store/targets.py",
+  "                events.register(\"before-call\", self._read_timeout)",
+  "                pass",
+  "tests/unit/test_targets.py::test_one_client_serves_every_timeout_and_each_call_still_ends_at_its_own"),
+ ("target clients are not keyed by timeout", "functions/jobsched/store/targets.py",
+  "               None if self.per_call_timeout else timeout_sec)",
+  "               timeout_sec)",
+  "tests/unit/test_targets.py::test_one_client_serves_every_timeout_and_each_call_still_ends_at_its_own"),
+ ("a container's target clients are bounded", "functions/jobsched/store/targets.py",
+  "            while len(self._lru) > self._cap:",
+  "            while False:",
+  "tests/unit/test_targets.py::test_the_containers_target_clients_are_bounded_and_the_least_recently_used_goes"),
  ("hand-backs of more than a second are sent again, not left in flight", "functions/jobsched/handlers/worker.py",
   "        if seconds <= IN_PLACE_HAND_BACK_SECONDS:",
   "        if True:",
