@@ -131,17 +131,20 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         logger.info("record handed back", extra={"messageId": record.message_id, "inSeconds": seconds,
                                                  "reason": reason})
 
-    def come_back(record: SQSRecord, dispatch, seconds: int, reason: str, backs: list, failure: bool) -> bool:
+    def come_back(record: SQSRecord, dispatch, seconds: int, reason: str, backs: list, failure: bool,
+                  at_ms: int | None = None) -> bool:
         """A record that cannot make progress now comes back in `seconds`; returns whether it is
         reported failed. Within IN_PLACE_HAND_BACK_SECONDS: in place. Later: queued in `backs`,
         sent again as a new message when the batch ends (send_backs), and the received one deleted
         (reported done). The new message carries the receives so far (Dispatch.receives): those
-        of the earlier messages, and this message's own, less this one when it was no failure."""
+        of the earlier messages, and this message's own, less this one when it was no failure.
+        `at_ms`: the instant it is due back, when known exactly (its delay is taken when it is sent)."""
         if seconds <= IN_PLACE_HAND_BACK_SECONDS:
             hand_back(record, seconds, reason)
             return True
         receives = dispatch.receives + int(record.attributes.approximate_receive_count or 1) - (0 if failure else 1)
-        backs.append((record, replace(dispatch, receives=receives), parts.clock.now_ms() + seconds * 1000, reason))
+        at = at_ms if at_ms is not None else parts.clock.now_ms() + seconds * 1000
+        backs.append((record, replace(dispatch, receives=receives), at, reason))
         return False
 
     def send_backs(backs: list) -> set[str]:
@@ -218,7 +221,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         except ArrivedEarly as early:
             # Visible again when at most a second is left, which the next delivery waits out.
             return come_back(record, dispatch, min(MAX_VISIBILITY_SECONDS, early.early_ms // 1000), "early",
-                             backs, False), "RedeliveredEarly", None
+                             backs, False, at_ms=dispatch.due_ms), "RedeliveredEarly", None
         except RedeliverLater as later:
             # Another delivery runs this execution under a live lease: come back when it ends.
             remaining_ms = (later.lease_until_ms or parts.clock.now_ms()) - parts.clock.now_ms()
@@ -300,6 +303,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         # A thread still running past the margin (run_all) may add one after this: it is not sent,
         # and its record, reported failed, comes back in a second as any such record does.
         not_sent = send_backs(list(backs))
+        if not_sent:
+            metrics.add_metric(name="HandBackSendFailures", unit=MetricUnit.Count, value=len(not_sent))
         for error in give_backs_failed:
             logger.error("a quota place could not be given back; the tenant's count stays one high",
                          extra={"error": repr(error)})
