@@ -609,6 +609,7 @@ class StrictAws:
         self._sessions: dict[str, RoleSession] = {}  # access key id → the role session it signs as
         self._tag_clients: dict[str, Any] = {}
         self.in_flight = InFlight()
+        self._raw_sqs = None
 
     @classmethod
     def billing_only(cls, tables: dict[str, tuple[str, ...]], now_ms: Callable[[], int] | None = None,
@@ -633,6 +634,7 @@ class StrictAws:
         layer._sessions = {}
         layer._tag_clients = {}
         layer.in_flight = InFlight()
+        layer._raw_sqs = None
         return layer
 
     # --- entry points from botocore's events ---------------------------------------------------
@@ -1260,7 +1262,7 @@ class StrictAws:
             if count >= self.limits.sqs_in_flight:
                 wait = p.get("WaitTimeSeconds")
                 if wait is None:
-                    wait = self._queue_default(client, p["QueueUrl"], "ReceiveMessageWaitTimeSeconds")
+                    wait = self._queue_default(p["QueueUrl"], "ReceiveMessageWaitTimeSeconds")
                 if int(wait):
                     call.answer_empty = True  # a long poll past the limit: no error, no message (_empty_receive)
                 else:
@@ -1298,7 +1300,7 @@ class StrictAws:
             if messages:
                 seconds = p.get("VisibilityTimeout")
                 if seconds is None:
-                    seconds = self._queue_default(client, p["QueueUrl"], "VisibilityTimeout")
+                    seconds = self._queue_default(p["QueueUrl"], "VisibilityTimeout")
                 for message in messages:
                     self.in_flight.received(queue, message["MessageId"], message["ReceiptHandle"],
                                             now + int(seconds) * 1000)
@@ -1315,14 +1317,18 @@ class StrictAws:
             seconds = 0 if op.startswith("Delete") else int(entry.get("VisibilityTimeout") or 0)
             self.in_flight.changed(entry.get("ReceiptHandle", ""), now + seconds * 1000)
 
-    def _queue_default(self, client, url: str, attribute: str) -> int:
+    def _queue_default(self, url: str, attribute: str) -> int:
         """A queue attribute the in-flight count needs (VisibilityTimeout, ReceiveMessageWaitTimeSeconds),
         read once per queue without a check of its own."""
         key = (url, attribute)
         if key not in self.in_flight.defaults:
             token = _internal.set(True)
             try:
-                answer = client.get_queue_attributes(QueueUrl=url, AttributeNames=[attribute])
+                if self._raw_sqs is None:  # a client of its own: the caller's counts no call of the layer's
+                    import boto3
+
+                    self._raw_sqs = boto3.session.Session().client("sqs", region_name=self.region)
+                answer = self._raw_sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[attribute])
                 self.in_flight.defaults[key] = int(answer.get("Attributes", {}).get(attribute) or 0)
             except ClientError:
                 self.in_flight.defaults[key] = 30 if attribute == "VisibilityTimeout" else 0
