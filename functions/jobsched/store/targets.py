@@ -35,10 +35,11 @@ SESSION_SECONDS = 3600
 RENEW_BEFORE_SECONDS = 900
 # Tenants whose sessions one container keeps; the least recently used goes.
 MAX_CACHED_TENANTS = 500
-# Target clients one container keeps, all tenants together (each about 200 KB: docs/performance.md,
-# `bench clients`); the least recently used goes, and is made again (a few ms of CPU, a new
-# connection) when its tenant calls again. 128 of them hold about 27 MB of the worker's 512 MB.
-MAX_TARGET_CLIENTS = 128
+# Target clients one container keeps, all tenants together (each about 216 KB: docs/performance.md,
+# `bench clients`); the least recently used goes, and is made again (13-80 ms of CPU measured, and
+# a new connection) when its tenant calls again. 256 of them hold about 55 MB of the worker's 512 MB
+# (6,000 unbounded, the old scheme's reach at 500 tenants, held 1,265 MB).
+MAX_TARGET_CLIENTS = 256
 # A call's read timeout is its job's: botocore reads a per-request `read_timeout` from the request
 # context (URLLib3Session._get_request_timeout, botocore 1.44 has it), so one client serves every
 # timeout. On a botocore without it (the Lambda runtime's may be older) the client is keyed by the
