@@ -1,4 +1,5 @@
-"""The worker's memory for target clients with many tenants (`python -m bench clients [--quick]`).
+"""The worker's memory for target clients with many tenants (`python -m bench clients [--quick]`,
+quick: 20 tenants).
 
 A worker container calls AWS targets in each tenant's session of the targets role, with a boto3
 client per (tenant session, service, region) (store/targets.py TargetClients). Before, a client
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     quick = "--quick" in (argv or sys.argv[1:])
     from jobsched.store.targets import MAX_TARGET_CLIENTS, PER_CALL_READ_TIMEOUT
 
-    tenants = 100 if quick else 500
+    tenants = 20 if quick else 500
     rows, scenario_rows = [], []
     for name, cap, per_call in (("before: per timeout, unbounded", 10 ** 9, False),
                                 ("now: one for every timeout, LRU", MAX_TARGET_CLIENTS, True),
