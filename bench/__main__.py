@@ -2,7 +2,8 @@
 import importlib
 import sys
 
-ALL = ["sizing", "cpu", "herd", "dispatch", "cost", "scale", "api", "fairness", "lateness", "startup", "flow", "lanes", "e2e", "regions"]
+ALL = ["sizing", "cpu", "herd", "dispatch", "cost", "scale", "api", "fairness", "lateness", "startup", "flow", "lanes", "e2e",
+       "regions", "clients"]
 
 
 def main() -> None:

@@ -13,6 +13,10 @@ from jobsched.domain.task_networks import NetworkPolicyError, TaskNetworks
 # Records per worker invocation (the lanes' event source mappings); the worker runs them all at
 # once, a thread each, so every attempt's timeout fits one invocation.
 WORKER_BATCH_SIZE = 10
+# A record that failed the worker this many receives rests in its lane's dead-letter queue: SQS's
+# redrive policy (infra lanes.py) for receives of one message, the worker for a record handed back
+# as new messages (handlers/worker.py: Dispatch.receives carries the earlier messages' receives).
+MAX_RECEIVE_COUNT = 5
 
 
 class Env:
@@ -25,6 +29,13 @@ class Env:
         Priority.HIGH: "LANE_HIGH_URL",
         Priority.NORMAL: "LANE_NORMAL_URL",
         Priority.LOW: "LANE_LOW_URL",
+    }
+    # The lanes' dead-letter queues (worker only): a record handed back as a new message that
+    # failed MAX_RECEIVE_COUNT receives is sent there by the worker itself.
+    LANE_DLQ_URL = {
+        Priority.HIGH: "LANE_HIGH_DLQ_URL",
+        Priority.NORMAL: "LANE_NORMAL_DLQ_URL",
+        Priority.LOW: "LANE_LOW_DLQ_URL",
     }
     SEGMENTS = "SEGMENTS"
     ALLOW_PRIVATE_TARGETS = "ALLOW_PRIVATE_TARGETS"
@@ -121,6 +132,7 @@ class Settings:
     segments_table: str = ""
     api_keys_table: str = ""
     lane_urls: tuple[tuple[Priority, str], ...] = ()
+    lane_dlq_urls: tuple[tuple[Priority, str], ...] = ()  # worker only
     segments: int = 1
     allow_private_targets: bool = False
     max_active_jobs: int = 100_000
@@ -186,6 +198,7 @@ class Settings:
             segments_table=env.get(Env.SEGMENTS_TABLE, ""),
             api_keys_table=env.get(Env.API_KEYS_TABLE, ""),
             lane_urls=tuple((p, env[v]) for p, v in Env.LANE_URL.items() if env.get(v)),
+            lane_dlq_urls=tuple((p, env[v]) for p, v in Env.LANE_DLQ_URL.items() if env.get(v)),
             segments=segments,
             allow_private_targets=env.get(Env.ALLOW_PRIVATE_TARGETS, "false").lower() == "true",
             max_active_jobs=_positive(env, Env.MAX_ACTIVE_JOBS, 100_000),

@@ -100,6 +100,10 @@ ACCOUNT_CONCURRENCY_DEFAULT = 1000
 UNRESERVED_MINIMUM = 100
 # A standard queue holds about 120,000 in-flight messages (SQS quotas; AWS-LIMITS.md §2).
 SQS_IN_FLIGHT_LIMIT = 120_000
+# A record handed back stays in flight at most this long (handlers/worker.py
+# IN_PLACE_HAND_BACK_SECONDS; test_sizing holds them equal): a later hand-back is a new, delayed
+# message, and delayed messages are not in flight.
+IN_PLACE_HAND_BACK_S = 1
 # KMS: 10,000 symmetric requests a second in most Regions (100,000 in us-east-1, us-west-2,
 # eu-west-1; docs.aws.amazon.com/kms/latest/developerguide/requests-per-second.html). The worker's
 # Decrypt budget: 2 a second per container, a burst of 20 per new container (service/signing.py;
@@ -474,8 +478,10 @@ def size(workload: Workload) -> Sizing:
         Quota("Lambda", "Concurrent executions", ACCOUNT_CONCURRENCY_DEFAULT,
               worker_reserved + api_reserved + tick_reserved + UNRESERVED_MINIMUM),
         Quota("API Gateway", "Throttle rate (requests a second, account)", APIGW_ACCOUNT_RPS, api_rate),
-        # Messages received and not yet deleted, per lane queue (not adjustable).
-        Quota("SQS", "In-flight messages per lane queue", SQS_IN_FLIGHT_LIMIT, math.ceil(drain * batch_s)),
+        # Messages received and not yet deleted, per lane queue (not adjustable): the batches running,
+        # and at worst every record handed back in place for its second (docs/architecture.md, "Hand-backs").
+        Quota("SQS", "In-flight messages per lane queue", SQS_IN_FLIGHT_LIMIT,
+              math.ceil(drain * (batch_s + IN_PLACE_HAND_BACK_S))),
         Quota("KMS", "Symmetric cryptographic requests a second (with encryption=kms)", KMS_REQUESTS_DEFAULT,
               kms_peak),
     ]

@@ -18,11 +18,16 @@ TICK_BEHIND_MINUTES = 3
 LATENESS_P99_MS = 1000
 # Share of attempts that end DEAD over 5 minutes.
 DEAD_RATE_PERCENT = 5
+# A lane's in-flight messages (received, not yet deleted or visible again): SQS answers receives
+# past about 120,000 of them with nothing, and the lane stalls for every tenant. Half of that is
+# far above the peak the sizing expects (docs/operations.md: 11,364 at herd1m) and leaves room to act.
+LANE_IN_FLIGHT_ALARM = 60_000
 
 
 class Alarms(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, segments: int, dead_letters: dict[Priority, sqs.Queue],
-                 functions: dict[str, lambda_.Function], tables: dict[str, ddb.Table]) -> None:
+                 functions: dict[str, lambda_.Function], tables: dict[str, ddb.Table],
+                 lanes: dict[Priority, sqs.Queue] | None = None) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "Topic", display_name="jobsched alarms", enforce_ssl=True)
         # Absence alerts (a job's `expect` not met, or an occurrence that never fired): about jobs,
@@ -46,6 +51,14 @@ class Alarms(Construct):
                 dlq.metric_approximate_number_of_messages_visible(period=Duration.minutes(1), statistic="Maximum"),
                 0, f"The {priority.value} lane's dead-letter queue holds messages that crashed the worker "
                    "5 times. Runbook: docs/operations.md#a-dlq-is-not-empty")
+        for priority, lane in (lanes or {}).items():
+            add(f"{priority.value.capitalize()}LaneInFlight",
+                lane.metric_approximate_number_of_messages_not_visible(period=Duration.minutes(1),
+                                                                       statistic="Maximum"),
+                LANE_IN_FLIGHT_ALARM,
+                f"The {priority.value} lane holds more than {LANE_IN_FLIGHT_ALARM:,} in-flight messages for 3 "
+                "minutes; past about 120,000 SQS delivers nothing from it. "
+                "Runbook: docs/operations.md#a-lanes-in-flight-messages-near-sqss-limit", periods=3)
         tick = functions["tick"]
         add("TickMissing", tick.metric_invocations(period=Duration.minutes(1), statistic="Sum"), segments,
             f"Fewer than {segments} tick invocations a minute for 3 minutes: a segment is not ticking. "

@@ -7,9 +7,9 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from jobsched.domain.jobs import Priority
-
-# A message that crashed the worker this many times rests in the lane's DLQ.
-MAX_RECEIVE_COUNT = 5
+# A message that crashed the worker this many times rests in the lane's DLQ (a record handed back
+# as new messages: the worker sends it there after as many receives, handlers/worker.py).
+from jobsched.settings import MAX_RECEIVE_COUNT
 
 
 class Lanes(Construct):

@@ -122,6 +122,8 @@ class JobschedStack(Stack):
             Env.LANE_HOST_PERCENT: str(config.lane_host_percent),
             Env.ATTEMPT_LOG_PERCENT: str(config.attempt_log_percent),
             Env.ECS_NETWORKS: config.ecs_networks.text(),  # checked again before each RunTask
+            # Hand-backs: a record re-sent that failed MAX_RECEIVE_COUNT receives goes to its DLQ.
+            **{Env.LANE_DLQ_URL[p]: q.queue_url for p, q in lanes.dead_letters.items()},
             **signing_env,
         }, timeout=WORKER_TIMEOUT, memory_mb=WORKER_MEMORY_MB,
             reserved_concurrent_executions=config.worker_reserved_concurrency or None)
@@ -173,6 +175,9 @@ class JobschedStack(Stack):
         for fn in (api_fn, tick_fn, worker_fn, task_events_fn):
             for queue in lanes.queues.values():
                 queue.grant(fn, "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+        for dlq in lanes.dead_letters.values():
+            # Hand-backs (handlers/worker.py): a re-sent record out of receives rests in its DLQ.
+            dlq.grant(worker_fn, "sqs:SendMessage")
             if storage.key:
                 # Named actions only (the CDK's encrypt/decrypt grants use wildcards): data keys for
                 # sending to the encrypted lanes, decryption for reading tables and messages.
@@ -214,7 +219,7 @@ class JobschedStack(Stack):
         Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
                   tables=tables, api=api)
         alarms = Alarms(self, "Alarms", segments=tick_segments, dead_letters=lanes.dead_letters,
-                        functions=functions, tables=tables)
+                        functions=functions, tables=tables, lanes=lanes.queues)
         # Absence alerts: the worker publishes each alert to the deployment's alert topic, and only there.
         worker_fn.add_environment(Env.ALERT_TOPIC_ARN, alarms.alert_topic.topic_arn)
         worker_fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"],

@@ -5,6 +5,7 @@ import os
 import pytest
 
 import bench.api
+import bench.clients
 import bench.cost
 import bench.dispatch
 import bench.fairness
@@ -33,6 +34,7 @@ def restore_environment():
     (bench.lateness, "Lateness of the target call"),
     (bench.lanes, "B's lateness beside a slow partner"),
     (bench.sizing, "What it deploys"),
+    (bench.clients, "Target clients of one worker process"),
 ])
 def test_benchmark_runs_on_a_tiny_input(module, heading, capsys):
     module.main(["--quick"])

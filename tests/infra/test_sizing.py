@@ -74,6 +74,8 @@ def test_the_model_uses_the_figures_the_code_and_the_benches_run_with(template):
                   and r["Properties"]["Handler"] == "jobsched.handlers.worker.handler")
     assert worker["MemorySize"] == sizing.WORKER_MEMORY_MB
     assert sizing.WORKER_BATCH == WORKER_BATCH_SIZE
+    from jobsched.handlers.worker import IN_PLACE_HAND_BACK_SECONDS
+    assert sizing.IN_PLACE_HAND_BACK_S == IN_PLACE_HAND_BACK_SECONDS  # the lanes' in-flight bound
     assert sizing.WORKER_CPU_MS_PER_RECORD == bench.cpu.BOUND_WORKER_MS
     assert (sizing.KMS_COLD_BURST, sizing.KMS_DECRYPTS_PER_CONTAINER_SECOND) == \
         (signing.DECRYPT_BURST, signing.DECRYPT_PER_SECOND)

@@ -315,6 +315,38 @@ def test_alarms_publish_to_one_topic_and_cover_dlqs_ticks_lateness_errors_thrott
     assert lateness["Threshold"] == 1000 and '"Stat": "p99"' in json.dumps(lateness)
 
 
+def test_each_lane_has_an_alarm_on_its_in_flight_messages_below_sqss_limit(template):
+    alarms = resources(template, "AWS::CloudWatch::Alarm")
+    lanes = {k for k, q in resources(template, "AWS::SQS::Queue").items()
+             if "RedrivePolicy" in q.get("Properties", {})}
+    in_flight = {k: a["Properties"] for k, a in alarms.items() if "LaneInFlight" in k}
+    assert len(in_flight) == 3
+    watched = set()
+    for props in in_flight.values():
+        assert props["MetricName"] == "ApproximateNumberOfMessagesNotVisible" and props["Namespace"] == "AWS/SQS"
+        assert props["Statistic"] == "Maximum" and props["Threshold"] == 60_000 < 120_000
+        [dimension] = props["Dimensions"]
+        assert dimension["Name"] == "QueueName"
+        watched.add(dimension["Value"]["Fn::GetAtt"][0])
+    assert watched == lanes
+
+
+def test_the_worker_knows_each_lanes_dlq_and_may_send_to_it_alone_among_the_functions(template):
+    functions = resources(template, "AWS::Lambda::Function")
+    worker = next(f for k, f in functions.items() if "Worker" in k)["Properties"]["Environment"]["Variables"]
+    dlqs = {k for k in resources(template, "AWS::SQS::Queue") if "Dlq" in k}
+    assert {worker[v]["Ref"] for v in Env.LANE_DLQ_URL.values()} == dlqs
+    senders = {}
+    for key, policy in resources(template, "AWS::IAM::Policy").items():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            if "sqs:SendMessage" in _as_list(statement["Action"]) and statement["Effect"] == "Allow":
+                for target in targets:
+                    if isinstance(target, dict) and target.get("Fn::GetAtt", [""])[0] in dlqs:
+                        senders.setdefault(target["Fn::GetAtt"][0], set()).add(key)
+    assert set(senders) == dlqs and all(len(keys) == 1 and "Worker" in next(iter(keys)) for keys in senders.values())
+
+
 def test_worker_may_call_target_resources_with_named_actions_only(template):
     _, _, statements = _targets_role(template)
     actions = set()

@@ -16,7 +16,7 @@ from jobsched.domain.executions import Dispatch, DispatchKind, ExecutionStatus
 from jobsched.domain.jobs import Job, JobSpec, JobState, Target, TargetType
 from jobsched.domain.schedule import one_time_schedule
 from jobsched.domain.trace import trace_context
-from jobsched.store.targets import AwsTargetInvoker
+from jobsched.store.targets import AwsTargetInvoker, TargetClients
 
 
 class Recorder(BaseHTTPRequestHandler):
@@ -254,3 +254,39 @@ def test_the_schedulers_own_endpoints_are_refused_at_the_call_whatever_the_name_
     # Another port of the same host is still a target (the local stack's echo endpoint)
     assert HttpTargetInvoker(allow_private=True, own_endpoints=OwnEndpoints.parse("127.0.0.1:9")).invoke(
         job_for(http(server)), DISPATCH, 1).ok
+
+
+def test_one_client_serves_every_timeout_and_each_call_still_ends_at_its_own(server, monkeypatch):
+    # Given a tenant's two Lambda jobs, one with a timeout shorter than its function takes, one longer
+    Recorder.delay = 1.6
+    monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", server)
+    invoker = AwsTargetInvoker(boto3.session.Session(region_name="us-east-1"))
+    target = Target(TargetType.LAMBDA, {"functionArn": "arn:aws:lambda:us-east-1:123456789012:function:slow"})
+    short, long = job_for(target, timeout_sec=1), job_for(target, timeout_sec=5)
+    # When each is called: the short one times out at its own second, the long one waits for the answer
+    assert invoker.invoke(short, DISPATCH, 1).status is ExecutionStatus.TIMED_OUT
+    assert invoker.invoke(long, DISPATCH, 1).ok
+    # Then one client made both calls (clients are not multiplied by timeouts)
+    assert invoker.clients.per_call_timeout and invoker.clients.created == 1 and len(invoker.clients) == 1
+
+
+def test_the_containers_target_clients_are_bounded_and_the_least_recently_used_goes():
+    clients = TargetClients(boto3.session.Session(region_name="us-east-1"), cap=2)
+    tenant = {"aws_access_key_id": "ASIA1", "aws_secret_access_key": "s", "aws_session_token": "t"}
+    other = {**tenant, "aws_access_key_id": "ASIA2"}
+    sqs = clients.get("sqs", "us-east-1", 10, tenant)
+    assert clients.get("sqs", "us-east-1", 300, tenant) is sqs  # another timeout: the same client
+    lam = clients.get("lambda", "us-east-1", 10, tenant)
+    clients.get("sqs", "us-east-1", 10, tenant)  # used again: the Lambda client is now the oldest
+    clients.get("sqs", "us-east-1", 10, other)  # another tenant's session: a client of its own
+    assert len(clients) == 2 and clients.created == 3
+    assert clients.get("sqs", "us-east-1", 10, tenant) is sqs
+    assert clients.get("lambda", "us-east-1", 10, tenant) is not lam and clients.created == 4
+
+
+def test_without_per_request_timeouts_clients_are_keyed_by_timeout_within_the_same_bound():
+    clients = TargetClients(boto3.session.Session(region_name="us-east-1"), cap=3, per_call_timeout=False)
+    credentials = {"aws_access_key_id": "ASIA1", "aws_secret_access_key": "s", "aws_session_token": "t"}
+    made = [clients.get("sqs", "us-east-1", seconds, credentials) for seconds in (10, 20, 30, 40)]
+    assert len({id(c) for c in made}) == 4 and len(clients) == 3
+    assert made[3].meta.config.read_timeout == 40

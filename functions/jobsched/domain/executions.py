@@ -75,6 +75,10 @@ class Dispatch:
     # Regions (issue 25): the lease epoch of the job's segment under which the message was sent
     # (stamped by store/queues.py); 0 in a single-region deployment, and then not written.
     epoch: int = 0
+    # Hand-backs (handlers/worker.py): the receives of the earlier messages that carried this
+    # record, which a hand-back sends again as a new message (SQS's own count starts anew with it);
+    # the worker's transient backoff and its dead-letter rule count them with the message's own.
+    receives: int = 0
 
     def to_json(self) -> str:
         body = {
@@ -95,6 +99,8 @@ class Dispatch:
             body["catchUp"] = True
         if self.epoch:
             body["epoch"] = self.epoch
+        if self.receives:
+            body["receives"] = self.receives
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -112,6 +118,7 @@ class Dispatch:
             run=int(data["run"]) if data.get("run") is not None else None,
             catch_up=data.get("catchUp") is True,
             epoch=int(data.get("epoch") or 0),
+            receives=int(data.get("receives") or 0),
         )
 
 

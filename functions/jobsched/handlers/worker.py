@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from dataclasses import replace
 from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
 from typing import Mapping
 
@@ -23,7 +24,7 @@ from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.signing import SigningSecrets
 from jobsched.domain.trace import trace_id_of
 from jobsched.service.worker import LEASE_MARGIN_MS, UNREAD, ArrivedEarly, RedeliverLater, Worker, batch_read_keys
-from jobsched.settings import WORKER_BATCH_SIZE
+from jobsched.settings import MAX_RECEIVE_COUNT, WORKER_BATCH_SIZE
 from jobsched.store.targets import AwsTargetInvoker, TenantSessions
 
 logger = Logger(service="jobsched-worker")
@@ -39,6 +40,12 @@ TRANSIENT_RETRY_SECONDS = 30
 MAX_TRANSIENT_RETRY_SECONDS = 900
 # SQS's largest visibility timeout (ChangeMessageVisibility): 12 hours.
 MAX_VISIBILITY_SECONDS = 43_200
+# Hand-backs: a record that cannot make progress now comes back when it can. One due back within
+# this many seconds is made visible again in place (ChangeMessageVisibility: it stays in flight that
+# long); a later one is sent again as a new message delayed until then (SendMessageBatch, at most
+# 15 minutes at a time) and the received one deleted, so hand-backs never pile up among the lane's
+# in-flight messages, which SQS caps (about 120,000 a queue; docs/architecture.md, "Hand-backs").
+IN_PLACE_HAND_BACK_SECONDS = 1
 # An invocation that fails as a whole (Lambda's time limit, out of memory, a crash) reports
 # nothing: its records come back after their visibility. The lane keeps AWS's six times the
 # function timeout (90 minutes) for a batch that waits for a throttled invocation; once the
@@ -119,10 +126,56 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
     pools = [ThreadPoolExecutor(max_workers=BATCH_SIZE, thread_name_prefix="attempt")]
 
     def hand_back(record: SQSRecord, seconds: int, reason: str) -> None:
-        """Before reporting a record failed: make it visible again when it can make progress."""
+        """Make a received record visible again in `seconds` (in place: it stays in flight)."""
         parts.stores.lanes.redeliver_after(record.event_source_arn, record.receipt_handle, seconds)
         logger.info("record handed back", extra={"messageId": record.message_id, "inSeconds": seconds,
                                                  "reason": reason})
+
+    def come_back(record: SQSRecord, dispatch, seconds: int, reason: str, backs: list, failure: bool,
+                  at_ms: int | None = None) -> bool:
+        """A record that cannot make progress now comes back in `seconds`; returns whether it is
+        reported failed. Within IN_PLACE_HAND_BACK_SECONDS: in place. Later: queued in `backs`,
+        sent again as a new message when the batch ends (send_backs), and the received one deleted
+        (reported done). The new message carries the receives so far (Dispatch.receives): those
+        of the earlier messages, and this message's own, less this one when it was no failure.
+        `at_ms`: the instant it is due back, when known exactly (its delay is taken when it is sent)."""
+        if seconds <= IN_PLACE_HAND_BACK_SECONDS:
+            hand_back(record, seconds, reason)
+            return True
+        receives = dispatch.receives + int(record.attributes.approximate_receive_count or 1) - (0 if failure else 1)
+        at = at_ms if at_ms is not None else parts.clock.now_ms() + seconds * 1000
+        backs.append((record, replace(dispatch, receives=receives), at, reason))
+        return False
+
+    def send_backs(backs: list) -> set[str]:
+        """The batch's hand-backs, one SendMessageBatch per ten of a lane (a record that failed
+        MAX_RECEIVE_COUNT receives: into the lane's dead-letter queue instead). Returns the message
+        ids to report failed: those whose send failed, handed back in place instead (as before
+        this path). A crash after the sends and before the deletes leaves both messages: the
+        claim makes the second delivery a duplicate (docs/reliability.md)."""
+        failed: set[str] = set()
+        groups: dict[tuple[str, bool], list] = {}
+        for back in backs:
+            record, dispatch = back[0], back[1]
+            groups.setdefault((record.event_source_arn, dispatch.receives >= MAX_RECEIVE_COUNT), []).append(back)
+        for (arn, dead), group in groups.items():
+            try:
+                if dead:
+                    parts.stores.lanes.to_dead_letters(arn, [dispatch for _, dispatch, _, _ in group])
+                else:
+                    parts.stores.lanes.send_back(arn, [(dispatch, at) for _, dispatch, at, _ in group])
+            except Exception:  # noqa: BLE001 - in place instead, as a hand-back always was
+                logger.warning("hand-backs could not be sent again; handed back in place", exc_info=True,
+                               extra={"queue": arn, "records": len(group)})
+                for record, _, at, reason in group:
+                    hand_back(record, math.ceil(max(0, at - parts.clock.now_ms()) / 1000), reason)
+                    failed.add(record.message_id)
+                continue
+            for record, dispatch, at, reason in group:
+                logger.info("record handed back", extra={"messageId": record.message_id, "reason": reason,
+                                                         "inSeconds": max(0, at - parts.clock.now_ms()) // 1000,
+                                                         "receives": dispatch.receives, "deadLettered": dead})
+        return failed
 
     def read_jobs(records: list[SQSRecord]) -> tuple[dict, dict, int]:
         """The batch's dispatches (those that open), their jobs, read in one strongly consistent
@@ -147,7 +200,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         # A job the consistent read did not find does not exist: None, not a reason to read again.
         return opened, {key: jobs.get(key) for key in keys}, now
 
-    def attempt(record: SQSRecord, opened: dict, jobs: dict, read_at_ms: int) -> tuple[bool, str, int | None]:
+    def attempt(record: SQSRecord, opened: dict, jobs: dict, read_at_ms: int,
+                backs: list) -> tuple[bool, str, int | None]:
         """One record, in a thread of its own: (failed, the metric to count, lateness)."""
         # A body that is not a dispatch raises: after maxReceiveCount it rests in the lane's
         # DLQ for inspection instead of being dropped. A well-formed one without the scheduler's
@@ -166,20 +220,20 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
             result = worker.process(dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD), read_at_ms)
         except ArrivedEarly as early:
             # Visible again when at most a second is left, which the next delivery waits out.
-            hand_back(record, min(MAX_VISIBILITY_SECONDS, early.early_ms // 1000), "early")
-            return True, "RedeliveredEarly", None
+            return come_back(record, dispatch, min(MAX_VISIBILITY_SECONDS, early.early_ms // 1000), "early",
+                             backs, False, at_ms=dispatch.due_ms), "RedeliveredEarly", None
         except RedeliverLater as later:
             # Another delivery runs this execution under a live lease: come back when it ends.
             remaining_ms = (later.lease_until_ms or parts.clock.now_ms()) - parts.clock.now_ms()
-            hand_back(record, math.ceil(max(0, remaining_ms) / 1000) + 1, "live lease")
-            return True, "RedeliveredLater", None
+            return come_back(record, dispatch, math.ceil(max(0, remaining_ms) / 1000) + 1, "live lease",
+                             backs, False), "RedeliveredLater", None
         except Exception as exc:
             logger.exception("attempt failed", extra={"messageId": record.message_id, "jobId": dispatch.job_id,
                                                       "executionId": dispatch.execution_id})
-            receives = int(record.attributes.approximate_receive_count or 1)
-            hand_back(record, min(MAX_TRANSIENT_RETRY_SECONDS, TRANSIENT_RETRY_SECONDS * 2 ** (receives - 1)),
-                      type(exc).__name__)
-            return True, "WorkerRecordErrors", None
+            receives = dispatch.receives + int(record.attributes.approximate_receive_count or 1)
+            return come_back(record, dispatch, min(MAX_TRANSIENT_RETRY_SECONDS,
+                                                   TRANSIENT_RETRY_SECONDS * 2 ** (receives - 1)),
+                             type(exc).__name__, backs, True), "WorkerRecordErrors", None
         if logs_attempt(result.outcome, dispatch.execution_id, result.late_ms, settings.attempt_log_percent):
             logger.info("attempt", extra={"tenantId": dispatch.tenant_id, "jobId": dispatch.job_id,
                                           "executionId": dispatch.execution_id, "attempt": result.attempt,
@@ -207,14 +261,14 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         for arn, receipts in by_queue.items():
             parts.stores.lanes.redeliver_many_after(arn, receipts, seconds)
 
-    def run_all(records: list[SQSRecord], opened: dict, jobs: dict, read_at_ms: int,
-                context) -> list[tuple[bool, str, int | None]]:
+    def run_all(records: list[SQSRecord], opened: dict, jobs: dict, read_at_ms: int, context,
+                backs: list) -> list[tuple[bool, str, int | None]]:
         """Every record at once, a thread each, until they end or the invocation nears its limit:
         then the records still running are handed back and reported failed, and the container
         keeps a fresh pool (the old one's threads are still inside those attempts; whatever they
         write later is fenced by their attempt number)."""
         pool = pools[0]
-        futures = {pool.submit(attempt, record, opened, jobs, read_at_ms): record for record in records}
+        futures = {pool.submit(attempt, record, opened, jobs, read_at_ms, backs): record for record in records}
         pending = set(futures)
         while pending:
             until_margin_s = (context.get_remaining_time_in_millis() - FINISH_MARGIN_MS) / 1000
@@ -243,8 +297,14 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         failures = []
         opened, jobs, read_at_ms = read_jobs(records)
         shorten_visibility(records, opened, jobs, context.get_remaining_time_in_millis())
+        backs: list = []  # (record, dispatch, visible-at, reason): sent again below (come_back)
         with outcomes.batched_give_backs() as give_backs_failed:
-            results = run_all(records, opened, jobs, read_at_ms, context)
+            results = run_all(records, opened, jobs, read_at_ms, context, backs)
+        # A thread still running past the margin (run_all) may add one after this: it is not sent,
+        # and its record, reported failed, comes back in a second as any such record does.
+        not_sent = send_backs(list(backs))
+        if not_sent:
+            metrics.add_metric(name="HandBackSendFailures", unit=MetricUnit.Count, value=len(not_sent))
         for error in give_backs_failed:
             logger.error("a quota place could not be given back; the tenant's count stays one high",
                          extra={"error": repr(error)})
@@ -253,7 +313,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
             metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
             if late_ms is not None:
                 metrics.add_metric(name="FireLatenessMs", unit=MetricUnit.Milliseconds, value=late_ms)
-            if failed:
+            if failed or record.message_id in not_sent:
                 failures.append({"itemIdentifier": record.message_id})
         return {"batchItemFailures": failures}
 

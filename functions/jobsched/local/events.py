@@ -12,6 +12,8 @@ from http.server import ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
+from botocore.exceptions import ClientError
+
 from jobsched.local.strict_aws import acting_as
 
 REGION = "us-east-1"
@@ -135,6 +137,7 @@ class LanePoller:
         self._worker = worker
         self._batch = batch_size
         self._arns = {url: f"arn:aws:sqs:{REGION}:{ACCOUNT}:{url.rsplit('/', 1)[-1]}" for url in queue_urls}
+        self.over_limit = 0  # receives refused for the in-flight limit (strict_aws)
 
     def poll_once(self, url: str) -> int:
         """One receive and one invocation; returns the number of messages handed to the worker."""
@@ -145,8 +148,16 @@ class LanePoller:
 
     def receive(self, url: str) -> list[dict]:
         with acting_as(self._worker.name):  # the event source mapping polls with the function's role
-            answer = self._sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=self._batch, WaitTimeSeconds=0,
-                                               AttributeNames=["All"])
+            try:
+                answer = self._sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=self._batch, WaitTimeSeconds=0,
+                                                   AttributeNames=["All"])
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") != "OverLimit":
+                    raise
+                # The queue's in-flight messages are at SQS's limit: Lambda's long polls get nothing
+                # (no error), so the lane stalls until some are deleted or visible again.
+                self.over_limit += 1
+                return []
         return answer.get("Messages", [])
 
     def handle(self, url: str, messages: list[dict], worker: Function | None = None) -> None:

@@ -59,6 +59,9 @@ TRANSACTION_MAX_BYTES = 4 * KB * KB
 SQS_MAX_MESSAGE_BYTES = 1024 * KB  # raised from 256 KiB in 2025 (AWS-LIMITS.md, SQS)
 SQS_MAX_BATCH_ENTRIES = 10
 SQS_MAX_BATCH_BYTES = 1024 * KB
+# A standard queue's in-flight messages (received, not deleted, not visible again): past about this
+# many a short-polling ReceiveMessage is answered OverLimit, a long poll nothing (AWS-LIMITS.md, SQS).
+SQS_IN_FLIGHT_PER_QUEUE = 120_000
 SNS_MAX_MESSAGE_BYTES = 256 * KB  # a topic's default MaximumMessageSize
 SNS_MAX_BATCH_ENTRIES = 10
 SNS_MAX_BATCH_BYTES = 256 * KB
@@ -558,6 +561,7 @@ class Limits:
     kms_per_second: int = KMS_REQUESTS_PER_SECOND
     run_task_calls: tuple[int, int] = RUN_TASK_CALLS
     fargate_launches: tuple[int, int] = FARGATE_LAUNCHES
+    sqs_in_flight: int = SQS_IN_FLIGHT_PER_QUEUE  # per queue; a test sets it small
 
 
 @dataclass
@@ -570,6 +574,42 @@ class _Call:
     before: dict = field(default_factory=dict)  # (table, key json) → the item before a write
     after: dict = field(default_factory=dict)  # (table, key json) → the item after it (or as read), reported
     unreported: bool = False  # reports on, but the answer carried none
+    answer_empty: bool = False  # a long-polling ReceiveMessage past the in-flight limit: answered empty
+
+
+class InFlight:
+    """Each queue's in-flight messages (message id → when it is visible again), found by their
+    receipt handles. A message visible again, or deleted, is in flight no more."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queues: dict[str, dict[str, int]] = defaultdict(dict)
+        self._handles: dict[str, tuple[str, str]] = {}  # receipt handle → (queue, message id)
+        self.defaults: dict[tuple[str, str], int] = {}  # (queue url, attribute) → value
+        self.peak: dict[str, int] = defaultdict(int)
+
+    def count(self, queue: str, now_ms: int) -> int:
+        with self._lock:
+            messages = self._queues[queue]
+            for message_id in [m for m, until in messages.items() if until <= now_ms]:
+                del messages[message_id]
+            self._handles = {h: ref for h, ref in self._handles.items() if ref[1] in self._queues[ref[0]]} \
+                if len(self._handles) > 2 * sum(len(q) for q in self._queues.values()) + 1000 else self._handles
+            return len(messages)
+
+    def received(self, queue: str, message_id: str, handle: str, visible_at_ms: int) -> None:
+        with self._lock:
+            self._queues[queue][message_id] = visible_at_ms
+            self._handles[handle] = (queue, message_id)
+            self.peak[queue] = max(self.peak[queue], len(self._queues[queue]))
+
+    def changed(self, handle: str, visible_at_ms: int) -> None:
+        """A visibility change (a deletion: visible at once, never again)."""
+        with self._lock:
+            ref = self._handles.get(handle)
+            if ref is None or ref[1] not in self._queues[ref[0]]:
+                return
+            self._queues[ref[0]][ref[1]] = visible_at_ms
 
 
 class StrictAws:
@@ -589,6 +629,8 @@ class StrictAws:
         self._reports = False  # use_reports
         self._sessions: dict[str, RoleSession] = {}  # access key id → the role session it signs as
         self._tag_clients: dict[str, Any] = {}
+        self.in_flight = InFlight()
+        self._raw_sqs = None
 
     @classmethod
     def billing_only(cls, tables: dict[str, tuple[str, ...]], now_ms: Callable[[], int] | None = None,
@@ -612,6 +654,8 @@ class StrictAws:
         layer._reports = False
         layer._sessions = {}
         layer._tag_clients = {}
+        layer.in_flight = InFlight()
+        layer._raw_sqs = None
         return layer
 
     # --- entry points from botocore's events ---------------------------------------------------
@@ -1233,7 +1277,19 @@ class StrictAws:
 
     def _check_sqs(self, client, call: _Call) -> None:
         p, op = call.params, call.operation
-        if op == "SendMessage":
+        if op == "ReceiveMessage":
+            queue = _queue_arn(p.get("QueueUrl", ""))
+            count = self.in_flight.count(queue, self.now_ms())
+            if count >= self.limits.sqs_in_flight:
+                wait = p.get("WaitTimeSeconds")
+                if wait is None:
+                    wait = self._queue_default(p["QueueUrl"], "ReceiveMessageWaitTimeSeconds")
+                if int(wait):
+                    call.answer_empty = True  # a long poll past the limit: no error, no message (_empty_receive)
+                else:
+                    raise _error(client, op, "OverLimit", f"The maximum number of in flight messages ({count}) "
+                                 "is reached", 403)
+        elif op == "SendMessage":
             size = _sqs_size(p)
             if size > SQS_MAX_MESSAGE_BYTES:
                 raise _error(client, op, "InvalidParameterValue",
@@ -1251,6 +1307,55 @@ class StrictAws:
                     raise _error(client, op, "BatchRequestTooLong",
                                  f"Batch requests cannot be longer than {SQS_MAX_BATCH_BYTES} bytes. You have sent "
                                  f"{sum(sizes)} bytes.", 400)
+
+    def _bill_sqs(self, client, call: _Call, parsed: dict, ok: bool) -> None:
+        """The queue's in-flight messages, as SQS counts them: received, until deleted or visible
+        again (the receive's visibility timeout or the queue's, changed by ChangeMessageVisibility)."""
+        p, op, now = call.params, call.operation, self.now_ms()
+        if not ok or op not in ("ReceiveMessage", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch",
+                                "DeleteMessage", "DeleteMessageBatch"):
+            return
+        queue = _queue_arn(p.get("QueueUrl", ""))
+        if op == "ReceiveMessage":
+            messages = parsed.get("Messages") or []
+            if messages:
+                seconds = p.get("VisibilityTimeout")
+                if seconds is None:
+                    seconds = self._queue_default(p["QueueUrl"], "VisibilityTimeout")
+                for message in messages:
+                    self.in_flight.received(queue, message["MessageId"], message["ReceiptHandle"],
+                                            now + int(seconds) * 1000)
+            return
+        if op == "ChangeMessageVisibility":
+            entries, done = [p], None
+        elif op == "DeleteMessage":
+            entries, done = [p], None
+        else:
+            entries, done = p.get("Entries", []), {e.get("Id") for e in parsed.get("Successful") or []}
+        for entry in entries:
+            if done is not None and entry.get("Id") not in done:
+                continue
+            seconds = 0 if op.startswith("Delete") else int(entry.get("VisibilityTimeout") or 0)
+            self.in_flight.changed(entry.get("ReceiptHandle", ""), now + seconds * 1000)
+
+    def _queue_default(self, url: str, attribute: str) -> int:
+        """A queue attribute the in-flight count needs (VisibilityTimeout, ReceiveMessageWaitTimeSeconds),
+        read once per queue without a check of its own."""
+        key = (url, attribute)
+        if key not in self.in_flight.defaults:
+            token = _internal.set(True)
+            try:
+                if self._raw_sqs is None:  # a client of its own: the caller's counts no call of the layer's
+                    import boto3
+
+                    self._raw_sqs = boto3.session.Session().client("sqs", region_name=self.region)
+                answer = self._raw_sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[attribute])
+                self.in_flight.defaults[key] = int(answer.get("Attributes", {}).get(attribute) or 0)
+            except ClientError:
+                self.in_flight.defaults[key] = 30 if attribute == "VisibilityTimeout" else 0
+            finally:
+                _internal.reset(token)
+        return self.in_flight.defaults[key]
 
     def _check_sns(self, client, call: _Call) -> None:
         p, op = call.params, call.operation
@@ -1494,6 +1599,17 @@ def _after(client_ref, http_response, parsed, model, context, **_):
         layer.after(client_ref(), http_response, parsed, model, context)
 
 
+def _empty_receive(context, **_):
+    """A long-polling ReceiveMessage past the queue's in-flight limit (StrictAws._check_sqs): AWS
+    answers no message and no error; so does this, without asking the emulator."""
+    call = context.get("strict_aws")
+    if call is None or not call.answer_empty:
+        return None
+    from botocore.awsrequest import AWSResponse
+
+    return AWSResponse("", 200, {}, None), {"Messages": [], "ResponseMetadata": {"HTTPStatusCode": 200}}
+
+
 def _ask_report(request, **_):
     """Only a call whose bill needs items asks for them: a query, a scan or a whole-item read
     would have the emulator read its request again under its lock for nothing."""
@@ -1529,6 +1645,8 @@ def install() -> None:
         client.meta.events.register_first(f"after-call.{service}", functools.partial(_after, ref))
         if service == "dynamodb":
             client.meta.events.register("before-sign.dynamodb", _ask_report)
+        if service == "sqs":
+            client.meta.events.register_first("before-call.sqs.ReceiveMessage", _empty_receive)
         return client
 
     botocore.session.Session.create_client = create_client

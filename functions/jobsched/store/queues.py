@@ -50,8 +50,10 @@ def delay_seconds(visible_at_ms: int, now_ms: int) -> int:
 
 class LaneQueues:
     def __init__(self, sqs, lane_urls: dict[Priority, str], clock: Clock, dispatch_key: Callable[[], bytes],
-                 parallelism: int = SEND_PARALLELISM, unit_random: Callable[[], float] = random.random) -> None:
+                 parallelism: int = SEND_PARALLELISM, unit_random: Callable[[], float] = random.random,
+                 dead_letter_urls: dict[Priority, str] | None = None) -> None:
         self._sqs = sqs
+        self._dead_letter_urls = dead_letter_urls or {}
         self._random = unit_random
         self._urls = lane_urls
         self._clock = clock
@@ -91,12 +93,41 @@ class LaneQueues:
             list(self._pool.map(lambda b: self._send_batch(*b, seal), batches))
         return len(batches)
 
+    def send_back(self, queue_arn: str, backs: list[tuple[Dispatch, int]]) -> int:
+        """Hand-backs (handlers/worker.py): send these received records ((dispatch, visible-at
+        instant) pairs) again, as new messages, to the lane they came from (`queue_arn`), each
+        delayed until its instant (at most SQS's 15 minutes), the dispatch as it was (its epoch is
+        not stamped again: a region's verdict on it is the one it was sent under). Raises
+        SendFailed (or ClientError) if some were not accepted; returns the SendMessageBatch calls."""
+        url = self._url_of(queue_arn)
+        priority = next((p for p, u in self._urls.items() if u == url), None)
+        if priority is None:
+            raise SendFailed(f"{queue_arn} is not a lane")
+        return self._send_to(url, [Outgoing(priority, dispatch, at) for dispatch, at in backs])
+
+    def to_dead_letters(self, queue_arn: str, dispatches: list[Dispatch]) -> int:
+        """A record handed back as new messages that failed MAX_RECEIVE_COUNT receives: into the
+        lane's dead-letter queue, where SQS's redrive puts a message received that often (its count
+        starts anew, as that of a message moved back from there does). Raises SendFailed when the
+        lane has no dead-letter queue known here or the send failed."""
+        url = self._url_of(queue_arn)
+        priority = next((p for p, u in self._urls.items() if u == url), None)
+        dead = self._dead_letter_urls.get(priority) if priority is not None else None
+        if dead is None:
+            raise SendFailed(f"no dead-letter queue known for {queue_arn}")
+        return self._send_to(dead, [Outgoing(priority, replace(d, receives=0), 0) for d in dispatches])
+
+    def _send_to(self, url: str, outgoing: list[Outgoing]) -> int:
+        seal = self.seal
+        for start in range(0, len(outgoing), SQS_BATCH):
+            self._send_batch(url, outgoing[start:start + SQS_BATCH], seal, stamp=False)
+        return -(-len(outgoing) // SQS_BATCH)
+
     def redeliver_after(self, queue_arn: str, receipt_handle: str, seconds: int) -> bool:
         """Make a received message visible again in `seconds` (0 to 12 hours) instead of after the
         lane's visibility timeout. False when the queue is not a lane or the receipt has expired
         (the message then comes back after the visibility timeout, as before)."""
-        name = queue_arn.rsplit(":", 1)[-1]
-        url = next((u for u in self._urls.values() if u.rstrip("/").rsplit("/", 1)[-1] == name), None)
+        url = self._url_of(queue_arn)
         if url is None:
             return False
         try:
@@ -140,14 +171,14 @@ class LaneQueues:
         name = queue_arn.rsplit(":", 1)[-1]
         return next((u for u in self._urls.values() if u.rstrip("/").rsplit("/", 1)[-1] == name), None)
 
-    def _send_batch(self, url: str, batch: list[Outgoing], seal: DispatchSeal) -> None:
+    def _send_batch(self, url: str, batch: list[Outgoing], seal: DispatchSeal, stamp: bool = True) -> None:
         # The delay is computed here, as the batch goes out, from each message's visible-at
         # instant: CPU work and writes before the send must not make messages late.
         now = self._clock.now_ms()
         entries = {
             str(i): {
                 "Id": str(i),
-                "MessageBody": seal.seal(self._stamped(o.dispatch)),
+                "MessageBody": seal.seal(self._stamped(o.dispatch) if stamp else o.dispatch),
                 "DelaySeconds": delay_seconds(o.visible_at_ms, now),
             }
             for i, o in enumerate(batch)

@@ -7,11 +7,12 @@ import hashlib
 import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.httpsession import URLLib3Session
 
 from jobsched.adapters.targets import (EVENTBRIDGE_MAX_ENTRY_BYTES, SNS_MAX_MESSAGE_BYTES, eventbridge_entry_bytes,
                                        sns_message_bytes)
@@ -34,8 +35,21 @@ EXPIRED_CODES = frozenset({"ExpiredToken", "ExpiredTokenException"})
 # about to expire, and an attempt's call never outlives them (a Lambda target's timeout is <= 15 min).
 SESSION_SECONDS = 3600
 RENEW_BEFORE_SECONDS = 900
-# Tenants whose sessions (and their clients) one container keeps; the least recently used goes.
+# Tenants whose sessions one container keeps; the least recently used goes.
 MAX_CACHED_TENANTS = 500
+# Target clients one container keeps, all tenants together (each about 216 KB: docs/performance.md,
+# `bench clients`); the least recently used goes, and is made again (13-80 ms of CPU measured, and
+# a new connection) when its tenant calls again. 256 of them hold about 55 MB of the worker's 512 MB
+# (6,000 unbounded, the old scheme's reach at 500 tenants, held 1,265 MB).
+MAX_TARGET_CLIENTS = 256
+# A call's read timeout is its job's: botocore reads a per-request `read_timeout` from the request
+# context (URLLib3Session._get_request_timeout, botocore 1.44 has it), so one client serves every
+# timeout. On a botocore without it (the Lambda runtime's may be older) the client is keyed by the
+# timeout too, as before, and the LRU's cap still bounds the container.
+PER_CALL_READ_TIMEOUT = hasattr(URLLib3Session, "_get_request_timeout")
+# A client's own read timeout when the call gives its own: the longest any target call may take
+# (the worker's 15-minute limit); every call made through TargetClients gives one.
+CLIENT_READ_TIMEOUT_SEC = 900
 
 
 class TargetSessionUnavailable(RuntimeError):
@@ -46,7 +60,63 @@ class TargetSessionUnavailable(RuntimeError):
 class _TenantSession:
     credentials: dict  # aws_access_key_id, aws_secret_access_key, aws_session_token
     renew_at_ms: int
-    clients: dict = field(default_factory=dict)
+
+
+class TargetClients:
+    """The container's boto3 clients for target calls: one per (tenant session, service, region),
+    whatever the jobs' timeouts (each call carries its own read timeout: PER_CALL_READ_TIMEOUT),
+    at most `cap` of them, the least recently used dropped (a call still using it finishes with
+    it). A renewed session's clients are new ones (new credentials); the old ones age out."""
+
+    def __init__(self, session, cap: int = MAX_TARGET_CLIENTS, per_call_timeout: bool = PER_CALL_READ_TIMEOUT) -> None:
+        self._session = session
+        self._cap = cap
+        self.per_call_timeout = per_call_timeout
+        self._lru: OrderedDict[tuple, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._timeout = threading.local()  # the read timeout of this thread's next target call
+        self.created = 0  # clients made (benchmarks, tests)
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def get(self, service: str, region: str | None, timeout_sec: int, credentials: dict):
+        """The client for this call; its read timeout is `timeout_sec` (for every call this thread
+        makes with it until the next get)."""
+        self._timeout.seconds = timeout_sec
+        key = (credentials.get("aws_access_key_id"), service, region,
+               None if self.per_call_timeout else timeout_sec)
+        with self._lock:
+            client = self._lru.get(key)
+            if client is not None:
+                self._lru.move_to_end(key)
+                return client
+            # One call per attempt: botocore's own retries would repeat a call that may have
+            # taken effect (a read timeout on a slow function invokes it again). The job's retry
+            # policy decides whether there is another attempt, with its own execution-id-carrying call.
+            # ECS is the exception: RunTask carries the attempt's client token, so a repeat
+            # after an answer that was lost (a timeout, a 5xx: ECS may have started the task)
+            # answers the task it started, never a second one; the others only read or stop.
+            attempts = 3 if service == "ecs" else 1
+            config = Config(retries={"mode": "standard", "total_max_attempts": attempts}, connect_timeout=5,
+                            read_timeout=CLIENT_READ_TIMEOUT_SEC if self.per_call_timeout else timeout_sec)
+            # From the one session of the container, with the tenant's credentials: the
+            # service's model is loaded once, not once per tenant.
+            client = self._session.client(service, region_name=region, config=config, **credentials)
+            events = getattr(getattr(client, "meta", None), "events", None)  # None: a test's stand-in
+            if self.per_call_timeout and events is not None:
+                events.register("before-call", self._read_timeout)
+            self.created += 1
+            self._lru[key] = client
+            while len(self._lru) > self._cap:
+                self._lru.popitem(last=False)
+            return client
+
+    def _read_timeout(self, context, **_) -> None:
+        """botocore's per-request read timeout (the request context's `read_timeout`): this call's."""
+        seconds = getattr(self._timeout, "seconds", None)
+        if seconds is not None:
+            context["read_timeout"] = seconds
 
 
 class TenantSessions:
@@ -144,36 +214,17 @@ class AwsTargetInvoker:
     IAM allows only the resources tagged with that tenant; without it (tests of the call's shape,
     benchmarks) in the given session."""
 
-    def __init__(self, session, tenant_sessions: TenantSessions | None = None) -> None:
+    def __init__(self, session, tenant_sessions: TenantSessions | None = None,
+                 clients: TargetClients | None = None) -> None:
         self._session = session
         self._tenants = tenant_sessions
-        self._clients: dict[tuple[str, str | None, int], Any] = {}
-        self._lock = threading.Lock()
+        self.clients = clients or TargetClients(session)
 
     def _client(self, service: str, arn_or_url: str, timeout_sec: int, tenant_id: str | None = None):
-        region = _region_of(arn_or_url)
-        key = (service, region, timeout_sec)
         credentials: dict = {}
         if self._tenants is not None and tenant_id is not None:
-            cached = self._tenants.session_for(tenant_id)
-            credentials, clients = cached.credentials, cached.clients
-        else:
-            clients = self._clients
-        with self._lock:
-            if key not in clients:
-                # One call per attempt: botocore's own retries would repeat a call that may have
-                # taken effect (a read timeout on a slow function invokes it again). The job's retry
-                # policy decides whether there is another attempt, with its own execution-id-carrying call.
-                # ECS is the exception: RunTask carries the attempt's client token, so a repeat
-                # after an answer that was lost (a timeout, a 5xx: ECS may have started the task)
-                # answers the task it started, never a second one; the others only read or stop.
-                attempts = 3 if service == "ecs" else 1
-                config = Config(retries={"mode": "standard", "total_max_attempts": attempts}, connect_timeout=5,
-                                read_timeout=timeout_sec)
-                # From the one session of the container, with the tenant's credentials: the
-                # service's model is loaded once, not once per tenant.
-                clients[key] = self._session.client(service, region_name=region, config=config, **credentials)
-            return clients[key]
+            credentials = self._tenants.session_for(tenant_id).credentials
+        return self.clients.get(service, _region_of(arn_or_url), timeout_sec, credentials)
 
     def invoke(self, job: Job, dispatch: Dispatch, attempt: int, callback_token: str | None = None,
                progress: Any = None) -> AttemptOutcome:
