@@ -16,6 +16,23 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("a KMS refusal of an encrypted target's send ends the execution at once", "functions/jobsched/store/targets.py",
+  "            if is_kms_refusal(error):",
+  "            if False:",
+  "tests/integration/test_encrypted_targets.py::test_a_disabled_key_or_an_untagged_one_ends_the_execution_at_once"),
+ ("the targets role may use keys tagged with the session's tenant", "infra/jobsched_infra/targets.py",
+  "        self.grant_target_keys(stack, tagged_keys, key_patterns)\n",
+  "",
+  "tests/integration/test_encrypted_targets.py::test_a_tenant_sends_to_its_queue_under_its_tagged_key_and_not_under_another_tenants"),
+ ("the targets role's keys are usable through SQS and SNS only", "infra/jobsched_infra/targets.py",
+  "                conditions={**via_service, \"StringEquals\": {",
+  "                conditions={\"StringEquals\": {",
+  "tests/integration/test_encrypted_targets.py::test_the_layer_refuses_a_session_the_key_as_sqs_does_and_only_through_sqs"),
+ ("strict layer: a send under a customer-managed key checks the sender's KMS permissions",
+  "functions/jobsched/local/strict_aws.py",
+  "        if (service, call.operation) in strict_kms.SSE_SENDS and self._sse_reuse is not None:",
+  "        if False:",
+  "tests/integration/test_encrypted_targets.py::test_a_tenant_sends_to_its_queue_under_its_tagged_key_and_not_under_another_tenants"),
  ("a worker's batch reads no job for a FIRE still before its due instant", "functions/jobsched/service/worker.py",
   "            if reads_its_job(d) and not (d.kind is DispatchKind.FIRE and d.due_ms > now_ms)]",
   "            if reads_its_job(d)]",
