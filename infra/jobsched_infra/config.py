@@ -42,6 +42,10 @@ class StackConfig:
     # mapping is capped so that a worker surge cannot starve the API or the tick, and HIGH keeps
     # the largest share of the worker pool under contention.
     api_reserved_concurrency: int = 50
+    # `-c reservedConcurrency=off`: no function reserves concurrency (the API, the tick, the
+    # authorizer and a profile's worker share the account's pool), for an account whose Lambda
+    # limit cannot hold the reservations and keep 100 unreserved (concurrency_check.py).
+    reserved_concurrency: bool = True
     # The API's Lambda authorizer (HTTP API): its own executions, so that a flood of bad keys is
     # answered without the API's and is capped (0: unreserved). One warm authorizer answers about
     # a hundred uncached keys a second (one GetItem each); cached keys never reach it.
@@ -106,6 +110,10 @@ class StackConfig:
     domain_name: str = ""
     hosted_zone_id: str = ""
     certificate_arns: tuple[tuple[str, str], ...] = ()
+
+    def reserved(self, executions: int) -> int | None:
+        """A function's reserved concurrency as deployed (None: none, with reservedConcurrency=off or 0)."""
+        return executions if self.reserved_concurrency and executions else None
 
     @property
     def traced(self) -> bool:
@@ -178,6 +186,7 @@ class StackConfig:
             max_creates_per_second=int(get("maxCreatesPerSecondPerTenant", 50)),
             api_reserved_concurrency=_int_in(get("apiReservedConcurrency", base.api_reserved_concurrency), 0, 1000,
                                              "apiReservedConcurrency"),
+            reserved_concurrency=_choice(get("reservedConcurrency", "on"), ("on", "off"), "reservedConcurrency") == "on",
             authorizer_reserved_concurrency=_int_in(get("authorizerReservedConcurrency",
                                                         base.authorizer_reserved_concurrency), 0, 1000,
                                                     "authorizerReservedConcurrency"),

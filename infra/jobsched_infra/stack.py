@@ -110,18 +110,18 @@ class JobschedStack(Stack):
             **({Env.TARGET_ARN_PATTERNS: ",".join(config.target_arn_patterns)} if config.target_arn_patterns else {}),
             **signing_env,
         }, timeout=API_TIMEOUT, memory_mb=512,
-            reserved_concurrent_executions=config.api_reserved_concurrency or None)
+            reserved_concurrent_executions=config.reserved(config.api_reserved_concurrency))
         # The API's Lambda authorizer: tenant keys are checked before the API function (HTTP API).
         authorizer_fn = factory.create("Authorizer", "jobsched.handlers.authorizer.handler", {
             Env.API_KEYS_TABLE: storage.api_keys.table_name,
             Env.SERVICE_NAME: "jobsched-authorizer",
         }, timeout=AUTHORIZER_TIMEOUT, memory_mb=256,
-            reserved_concurrent_executions=config.authorizer_reserved_concurrency or None) \
+            reserved_concurrent_executions=config.reserved(config.authorizer_reserved_concurrency)) \
             if config.api == "http" else None
         tick_fn = factory.create("Tick", "jobsched.handlers.tick.handler", {
             Env.SERVICE_NAME: "jobsched-tick",
         }, timeout=Duration.seconds(60), memory_mb=TICK_MEMORY_MB,
-            reserved_concurrent_executions=TICK_RESERVED_PER_SEGMENT * tick_segments)
+            reserved_concurrent_executions=config.reserved(TICK_RESERVED_PER_SEGMENT * tick_segments))
         worker_fn = factory.create("Worker", "jobsched.handlers.worker.handler", {
             Env.SERVICE_NAME: "jobsched-worker",
             Env.ALLOW_PRIVATE_TARGETS: str(config.allow_private_targets).lower(),
@@ -132,7 +132,7 @@ class JobschedStack(Stack):
             Env.ATTEMPT_LOG_PERCENT: str(config.attempt_log_percent),
             **signing_env,
         }, timeout=WORKER_TIMEOUT, memory_mb=WORKER_MEMORY_MB,
-            reserved_concurrent_executions=config.worker_reserved_concurrency or None)
+            reserved_concurrent_executions=config.reserved(config.worker_reserved_concurrency))
 
         # Least privilege: each function gets the actions it calls, on the tables it uses.
         # The API also ends long-running attempts (complete, fail): job reads and completion.
@@ -289,8 +289,8 @@ class JobschedStack(Stack):
                     resources=[storage.key_arn_in(r) for r in plan.regions if r != self.region]))
 
     def _api(self, config: StackConfig, api_fn, authorizer_fn=None) -> tuple:
-        """Every path to the function, which authenticates (tenants' Bearer keys, stored hashed;
-        callback tokens) and validates bodies itself. `-c api=http` (default): API Gateway's HTTP
+        """Every path to the function, through the keys' Lambda authorizer on the HTTP API (the function
+        checks callback tokens, and keys on the REST API) and validates bodies itself. `-c api=http` (default): API Gateway's HTTP
         API, $1.00 a million requests; `-c api=rest`: the REST API, $3.50, which adds X-Ray on the
         API hop, a WAF web ACL to attach and execution logs (docs/architecture.md, "The API type")."""
         self._http_stage = None

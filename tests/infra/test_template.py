@@ -616,3 +616,32 @@ def test_the_apis_key_check_is_a_cached_lambda_authorizer_on_every_route_that_ta
     permissions = [p["Properties"] for p in resources(template, "AWS::Lambda::Permission").values()
                    if p["Properties"]["FunctionName"] == {"Fn::GetAtt": [logical, "Arn"]}]
     assert permissions and "/authorizers/" in json.dumps(permissions[0]["SourceArn"])
+
+
+def test_a_deployment_without_reserved_concurrency_is_a_context_setting_for_low_quota_accounts():
+    """`-c reservedConcurrency=off`: what `make deploy` proposes when the account's Lambda limit cannot
+    hold the reservations and keep 100 unreserved (jobsched_infra/concurrency_check.py)."""
+    import aws_cdk as cdk
+
+    from jobsched_infra.concurrency_check import reserved_by
+    from jobsched_infra.config import ConfigError, StackConfig
+    from jobsched_infra.stack import JobschedStack
+
+    class Node:
+        def __init__(self, **context):
+            self.context = context
+
+        def try_get_context(self, key):
+            return self.context.get(key)
+
+    assert StackConfig.from_context(Node()).reserved_concurrency is True
+    config = StackConfig.from_context(Node(reservedConcurrency="off", segments=1, profile="1k"))
+    assert config.reserved_concurrency is False and config.worker_reserved_concurrency > 0  # the profile's, unused
+    with pytest.raises(ConfigError, match="reservedConcurrency"):
+        StackConfig.from_context(Node(reservedConcurrency="none"))
+    app = cdk.App()
+    JobschedStack(app, "Unreserved", config=config)
+    unreserved = app.synth().get_stack_by_name("Unreserved").template
+    functions = resources(unreserved, "AWS::Lambda::Function")
+    assert len(functions) == 5 and reserved_by(unreserved) == {}
+    assert not any("ReservedConcurrentExecutions" in f["Properties"] for f in functions.values())
