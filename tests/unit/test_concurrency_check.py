@@ -1,6 +1,7 @@
 """`make deploy` checks the account's Lambda concurrency against what the templates reserve before
 deploying (infra/jobsched_infra/concurrency_check.py). Offline: account settings as
 GetAccountSettings answers them, and stubbed clients; never a real AWS call."""
+import io
 import json
 
 from botocore.exceptions import ClientError
@@ -66,10 +67,7 @@ def test_make_deploys_check_reads_the_assembly_and_the_accounts_settings_per_reg
 
     def client_for(service, region):
         return (lambdas if service == "lambda" else stacks)[region]
-    import io
-    out = io.StringIO()
-    import os
-    os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
+    out = io.StringIO()  # (the region: AWS_DEFAULT_REGION, us-east-1 in the tests)
     assert main([str(tmp_path)], client_for, out) == 1
     assert "request a higher limit" in out.getvalue() and "Concurrent executions" in out.getvalue()
     # A deployed stack's functions: their reservations count as held

@@ -100,6 +100,7 @@ class GatewayAuthorizer:
     def _request(self, event: dict, identity: str) -> dict:
         """The authorizer's event (payload 2.0, REQUEST)."""
         return {"version": "2.0", "type": "REQUEST", "routeKey": "$default", "identitySource": [identity],
-                "rawPath": event.get("path"), "headers": {k.lower(): v for k, v in (event.get("headers") or {}).items()},
+                "rawPath": event.get("path"),
+                "headers": {k.lower(): v for k, v in (event.get("headers") or {}).items()},
                 "queryStringParameters": event.get("queryStringParameters"),
                 "requestContext": {"http": {"method": event["httpMethod"], "path": event.get("path")}}}

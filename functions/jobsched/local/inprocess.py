@@ -58,8 +58,8 @@ class InProcessStack:
         self.envs = {name: {**env, **(env_overrides or {}).get(name, {})} for name, env in stack.envs.items()}
         self.api = Function("api", api.make_handler(self.envs["api"], clock, self.session))
         # API Gateway's authorizer step (HTTP API), for requests sent `through_gateway`.
-        self.authorizer = Function("authorizer", authorizer.make_handler(self.envs["authorizer"], clock, self.session)) \
-            if "authorizer" in self.envs else None
+        self.authorizer = Function("authorizer", authorizer.make_handler(
+            self.envs["authorizer"], clock, self.session)) if "authorizer" in self.envs else None
         self.gateway = GatewayAuthorizer.from_template(template, self.authorizer.invoke, clock.now_ms) \
             if self.authorizer else None
         self.tick_fn = Function("tick", tick.make_handler(self.envs["tick"], clock, self.session))

@@ -677,7 +677,8 @@ class StrictAws:
             how = "with an explicit deny in an identity-based policy" if denied \
                 else "because no identity-based policy allows the" if not denied_by_trust \
                 else "because the role's trust policy does not allow the"
-            message = f"User: {role} is not authorized to perform: {action} on resource: {resource} {how} {action} action"
+            message = (f"User: {role} is not authorized to perform: {action} on resource: {resource} "
+                       f"{how} {action} action")
             if refuse is not None:  # another service's call made for the caller (SSE-KMS), in that service's words
                 raise refuse(message)
             code, status = ACCESS_DENIED.get(call.service, ("AccessDeniedException", 400))

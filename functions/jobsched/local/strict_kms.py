@@ -62,7 +62,8 @@ def sse_key(client_of: Callable[[str], Any], service: str, address: str, region:
     try:
         if service == "sqs":
             attributes = client_of("sqs").get_queue_attributes(
-                QueueUrl=address, AttributeNames=["KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds"]).get("Attributes", {})
+                QueueUrl=address, AttributeNames=["KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds"],
+            ).get("Attributes", {})
         else:
             attributes = client_of("sns").get_topic_attributes(TopicArn=address).get("Attributes", {})
     except ClientError:
@@ -77,7 +78,8 @@ def sse_key(client_of: Callable[[str], Any], service: str, address: str, region:
     try:
         metadata = kms.describe_key(KeyId=key_id)["KeyMetadata"]
     except ClientError:
-        arn = key_id if key_id.startswith("arn:") else f"arn:aws:kms:{region}:{account}:{'' if key_id.startswith('alias/') else 'key/'}{key_id}"
+        kind = "" if key_id.startswith("alias/") else "key/"
+        arn = key_id if key_id.startswith("arn:") else f"arn:aws:kms:{region}:{account}:{kind}{key_id}"
         return SseKey(arn, "", {}, reuse)
     if metadata.get("KeyManager") == "AWS":
         return None
