@@ -37,8 +37,13 @@ synth: $(INSTALLED) $(LAYER_STAMP) $(CDK)  ## CloudFormation template into cdk.o
 	AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet $(CDK_CONTEXT)
 	@echo "templates: $$(ls cdk.out/*.template.json | tr '\n' ' ')"
 
+# deploy: synthesize, check that the account's Lambda concurrency can hold what the stacks reserve
+# (Lambda keeps 100 unreserved; infra/jobsched_infra/concurrency_check.py says what to do if not:
+# a quota increase, or CDK_CONTEXT="-c reservedConcurrency=off"), then deploy what was synthesized.
 deploy: $(INSTALLED) $(LAYER_STAMP) $(CDK)  ## cdk deploy, with your AWS credentials
-	$(CDK) deploy $(CDK_CONTEXT) $(if $(CDK_CONTEXT),--all)
+	AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet $(CDK_CONTEXT)
+	$(BIN)/python -m jobsched_infra.concurrency_check cdk.out
+	$(CDK) deploy --app cdk.out $(CDK_CONTEXT) $(if $(CDK_CONTEXT),--all)
 
 bench: $(INSTALLED) $(LAYER_STAMP)  ## benchmarks that print figures (see docs/performance.md)
 	$(LOCAL_AWS) $(BIN)/python -m bench

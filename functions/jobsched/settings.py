@@ -106,6 +106,8 @@ class Env:
 
 # Which settings each function reads; the infrastructure test holds the template to this.
 FUNCTION_ENV = {
+    # The API's Lambda authorizer (handlers/authorizer.py): keys only.
+    "authorizer": [Env.API_KEYS_TABLE, Env.SEGMENTS],
     "api": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
             Env.API_KEYS_TABLE, *Env.LANE_URL.values(), Env.SEGMENTS, Env.MAX_ACTIVE_JOBS,
             Env.MAX_CREATES_PER_SECOND, Env.STACK_NAME, Env.EXECUTION_RETENTION_DAYS, Env.TARGET_ACCOUNT],

@@ -22,7 +22,7 @@ def apply_checks(app) -> None:
 
 
 def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], api: apigw.RestApi | apigw2.HttpApi,
-                         targets_role=None, container_grants: tuple[str, ...] = (),
+                         targets_role=None, container_grants: tuple[str, ...] = (), key_grants: tuple[str, ...] = (),
                          table_names: dict[str, str] | None = None) -> None:
     # As cdk-nag renders a resolved ARN: literals where the stack has them (a concrete region gives
     # a literal partition with @aws-cdk/core:enablePartitionLiterals), else the pseudo parameter.
@@ -56,6 +56,13 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
                        "targets role gets one send/publish/put/invoke action each, within this account, and "
                        "only on resources tagged jobsched:tenant with the session's own tenant "
                        "(aws:ResourceTag = aws:PrincipalTag), so a tenant reaches only what was granted to it.")
+    if targets_role is not None:
+        for pattern in (f"arn:{partition}:kms:*:{account}:key/*", *key_grants):
+            _acknowledge(targets_role, f"AwsSolutions-IAM5[Resource::{pattern}]",
+                "Encrypted targets (SSE-KMS): SQS and SNS ask KMS for data keys with the sender's credentials. "
+                       "kms:GenerateDataKey and kms:Decrypt only, only through SQS or SNS (kms:ViaService), on keys "
+                       "tagged jobsched:tenant with the session's own tenant or listed by the operator "
+                       "(targetKeyArnPatterns).")
     if targets_role is not None and container_grants:
         # Container tasks (ECS_TASK), only when an operator granted task definitions and clusters.
         for pattern in container_grants:
@@ -77,9 +84,11 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
             "API Gateway's account-level logging role (needed for the stage's access and error logs) takes "
                    "this AWS managed policy, which only writes logs.")
     for rule, reason in (
-        ("AwsSolutions-APIG4", "Authorization happens in the API function: Bearer API keys (stored hashed) for "
-                               "tenants, per-attempt callback tokens for long-running targets, and no auth for "
-                               "/v1/health and /v1/openapi.json. One proxy method cannot carry three schemes."),
+        ("AwsSolutions-APIG4", "Tenants' Bearer API keys (stored hashed) are checked by the HTTP API's Lambda "
+                               "authorizer on every route that takes one; the routes without it take no key: "
+                               "/v1/health, /v1/openapi.json, the console's files, and the callbacks of long-running "
+                               "targets, which carry per-attempt callback tokens checked by the API function. On the "
+                               "REST API (-c api=rest) the API function checks the keys."),
         ("AwsSolutions-COG4", "Tenants authenticate with API keys, not Cognito users (see AwsSolutions-APIG4)."),
         ("AwsSolutions-APIG2", "Bodies and parameters are validated by the function against the API's models, with "
                                "errors that name the field. The HTTP API (default) has no request validator; on the "

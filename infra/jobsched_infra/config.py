@@ -27,6 +27,11 @@ class StackConfig:
     # Which AWS resources jobs may target (SQS, SNS, EventBridge, Lambda). Default: any of
     # those in the deploying account; list ARN patterns to narrow it or to allow other accounts.
     target_arn_patterns: tuple[str, ...] = ()
+    # SSE-KMS targets (targets.py, grant_target_keys): "tagged" lets a tenant's session use a KMS key
+    # tagged jobsched:tenant=<tenant> through SQS and SNS; "none" grants no key. Keys matching
+    # target_key_arn_patterns are usable by every tenant (through SQS and SNS only).
+    target_keys: str = "tagged"
+    target_key_arn_patterns: tuple[str, ...] = ()
     # "kms": tables, queues and the alarm topic under one customer-managed key (rotated yearly);
     # "aws-owned": AWS-owned keys, no KMS charges.
     encryption: str = "kms"
@@ -38,6 +43,14 @@ class StackConfig:
     # mapping is capped so that a worker surge cannot starve the API or the tick, and HIGH keeps
     # the largest share of the worker pool under contention.
     api_reserved_concurrency: int = 50
+    # `-c reservedConcurrency=off`: no function reserves concurrency (the API, the tick, the
+    # authorizer and a profile's worker share the account's pool), for an account whose Lambda
+    # limit cannot hold the reservations and keep 100 unreserved (concurrency_check.py).
+    reserved_concurrency: bool = True
+    # The API's Lambda authorizer (HTTP API): its own executions, so that a flood of bad keys is
+    # answered without the API's and is capped (0: unreserved). One warm authorizer answers about
+    # a hundred uncached keys a second (one GetItem each); cached keys never reach it.
+    authorizer_reserved_concurrency: int = 10
     # How long an ended execution stays readable (DynamoDB TTL from its end), in days.
     execution_retention_days: int = 30
     lane_max_concurrency: tuple[tuple[str, int], ...] = (("HIGH", 400), ("NORMAL", 200), ("LOW", 100))
@@ -104,6 +117,10 @@ class StackConfig:
     hosted_zone_id: str = ""
     certificate_arns: tuple[tuple[str, str], ...] = ()
 
+    def reserved(self, executions: int) -> int | None:
+        """A function's reserved concurrency as deployed (None: none, with reservedConcurrency=off or 0)."""
+        return executions if self.reserved_concurrency and executions else None
+
     @property
     def traced(self) -> bool:
         """Lambda's active tracing on the functions (and X-Ray on a REST API's stage)."""
@@ -168,11 +185,17 @@ class StackConfig:
             api_rate_limit=base.api_rate_limit,
             api_burst_limit=base.api_burst_limit,
             target_arn_patterns=tuple(get("targetArnPatterns", [])),
+            target_keys=_choice(get("targetKeys", "tagged"), ("tagged", "none"), "targetKeys"),
+            target_key_arn_patterns=_arn_list(get("targetKeyArnPatterns", []), "targetKeyArnPatterns", ":key/"),
             encryption=_choice(get("encryption", "kms"), ("kms", "aws-owned"), "encryption"),
             max_active_jobs=int(get("maxActiveJobsPerTenant", 100_000)),
             max_creates_per_second=int(get("maxCreatesPerSecondPerTenant", 50)),
             api_reserved_concurrency=_int_in(get("apiReservedConcurrency", base.api_reserved_concurrency), 0, 1000,
                                              "apiReservedConcurrency"),
+            reserved_concurrency=_choice(get("reservedConcurrency", "on"), ("on", "off"), "reservedConcurrency") == "on",
+            authorizer_reserved_concurrency=_int_in(get("authorizerReservedConcurrency",
+                                                        base.authorizer_reserved_concurrency), 0, 1000,
+                                                    "authorizerReservedConcurrency"),
             execution_retention_days=_int_in(get("executionRetentionDays", 30), 1, 3650, "executionRetentionDays"),
             tenant_fires_per_second=_int_in(get("tenantFiresPerSecond", 0), 0, 1_000_000, "tenantFiresPerSecond"),
             lane_tenant_percent=_int_in(get("laneTenantPercent", base.lane_tenant_percent), 0, 100,

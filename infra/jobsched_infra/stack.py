@@ -10,9 +10,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
+from aws_cdk.aws_apigatewayv2_authorizers import HttpLambdaAuthorizer, HttpLambdaResponseType
 from aws_cdk.aws_apigatewayv2_integrations import HttpLambdaIntegration
 from constructs import Construct
 
+from jobsched.api.routes import public_routes
 from jobsched.domain.jobs import Priority
 from jobsched.domain.lane_shares import format_caps
 from jobsched.settings import WORKER_BATCH_SIZE, Env
@@ -40,6 +42,11 @@ WORKER_TIMEOUT = Duration.minutes(15)
 # (store/aws.py: 3 attempts of at most 1 s to connect and 3 s to read).
 API_TIMEOUT = Duration.seconds(20)
 API_STAGE = "live"
+# The authorizer's answers are cached by API Gateway per Authorization header value this long: a
+# revoked key keeps working at most this long (docs/reliability.md); a valid key costs one
+# authorizer invocation (one GetItem) per this long, per API Gateway's cache.
+API_AUTHORIZER_CACHE_SECONDS = 60
+AUTHORIZER_TIMEOUT = Duration.seconds(5)
 
 DDB_READ = ["dynamodb:GetItem"]
 DDB_BATCH_READ = ["dynamodb:BatchGetItem"]
@@ -107,12 +114,19 @@ class JobschedStack(Stack):
             **({Env.TARGET_ARN_PATTERNS: ",".join(config.target_arn_patterns)} if config.target_arn_patterns else {}),
             **signing_env,
         }, timeout=API_TIMEOUT, memory_mb=512,
-            reserved_concurrent_executions=config.api_reserved_concurrency or None,
+            reserved_concurrent_executions=config.reserved(config.api_reserved_concurrency),
             **({"function_name": api_function_name(self.region)} if plan else {}))
+        # The API's Lambda authorizer: tenant keys are checked before the API function (HTTP API).
+        authorizer_fn = factory.create("Authorizer", "jobsched.handlers.authorizer.handler", {
+            Env.API_KEYS_TABLE: storage.api_keys.table_name,
+            Env.SERVICE_NAME: "jobsched-authorizer",
+        }, timeout=AUTHORIZER_TIMEOUT, memory_mb=256,
+            reserved_concurrent_executions=config.reserved(config.authorizer_reserved_concurrency)) \
+            if config.api == "http" else None
         tick_fn = factory.create("Tick", "jobsched.handlers.tick.handler", {
             Env.SERVICE_NAME: "jobsched-tick",
         }, timeout=Duration.seconds(60), memory_mb=TICK_MEMORY_MB,
-            reserved_concurrent_executions=TICK_RESERVED_PER_SEGMENT * tick_segments)
+            reserved_concurrent_executions=config.reserved(TICK_RESERVED_PER_SEGMENT * tick_segments))
         worker_fn = factory.create("Worker", "jobsched.handlers.worker.handler", {
             Env.SERVICE_NAME: "jobsched-worker",
             Env.ALLOW_PRIVATE_TARGETS: str(config.allow_private_targets).lower(),
@@ -126,7 +140,7 @@ class JobschedStack(Stack):
             **{Env.LANE_DLQ_URL[p]: q.queue_url for p, q in lanes.dead_letters.items()},
             **signing_env,
         }, timeout=WORKER_TIMEOUT, memory_mb=WORKER_MEMORY_MB,
-            reserved_concurrent_executions=config.worker_reserved_concurrency or None)
+            reserved_concurrent_executions=config.reserved(config.worker_reserved_concurrency))
 
         # Least privilege: each function gets the actions it calls, on the tables it uses.
         # The API also ends long-running attempts (complete, fail): job reads and completion.
@@ -142,6 +156,8 @@ class JobschedStack(Stack):
         # PutItem: a triggered execution's PENDING record; UpdateItem: a redrive (DEAD → PENDING).
         storage.executions.grant(api_fn, *DDB_READ, *DDB_QUERY, *DDB_PUT, *DDB_UPDATE)
         storage.api_keys.grant(api_fn, *DDB_READ)
+        if authorizer_fn is not None:
+            storage.api_keys.grant(authorizer_fn, *DDB_READ)
 
         storage.jobs.grant(tick_fn, *DDB_BATCH_READ)
         storage.timers.grant(tick_fn, *DDB_QUERY, *DDB_BATCH_PUT)
@@ -157,7 +173,8 @@ class JobschedStack(Stack):
         # Target calls go through a per-tenant session of the targets role (tagged resources only).
         target_access = TargetAccess(self, "TargetAccess", worker=worker_fn, patterns=config.target_arn_patterns,
                                      task_definitions=config.ecs_task_definitions, clusters=config.ecs_clusters,
-                                     task_roles=config.ecs_task_roles)
+                                     task_roles=config.ecs_task_roles, tagged_keys=config.target_keys == "tagged",
+                                     key_patterns=config.target_key_arn_patterns)
         worker_fn.add_environment(Env.TARGETS_ROLE_ARN, target_access.role.role_arn)
 
         # Container tasks: a small function records a task's end from ECS's state-change event,
@@ -212,9 +229,10 @@ class JobschedStack(Stack):
             self._grant_regions(plan, storage, lanes, {"api": api_fn, "tick": tick_fn, "worker": worker_fn,
                                                        "task_events": task_events_fn})
 
-        api, api_url = self._api(config, api_fn)
+        api, api_url = self._api(config, api_fn, authorizer_fn)
 
-        functions = {"api": api_fn, "tick": tick_fn, "worker": worker_fn, "task_events": task_events_fn}
+        functions = {"api": api_fn, "tick": tick_fn, "worker": worker_fn, "task_events": task_events_fn,
+                     **({"authorizer": authorizer_fn} if authorizer_fn is not None else {})}
         tables = {"Jobs": storage.jobs, "Timers": storage.timers, "Executions": storage.executions}
         Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
                   tables=tables, api=api)
@@ -244,7 +262,8 @@ class JobschedStack(Stack):
                              table_names={name: table_name(name) for name in ("Jobs", "Executions")}
                              if plan and self.region != plan.data_home else None,
                              container_grants=(config.ecs_task_definitions + config.ecs_task_roles
-                                               if config.ecs_task_definitions and config.ecs_clusters else ()))
+                                               if config.ecs_task_definitions and config.ecs_clusters else ()),
+                             key_grants=config.target_key_arn_patterns)
         CfnOutput(self, "AlarmTopicArn", value=alarms.topic.topic_arn,
                   description="Subscribe to be told when an alarm fires")
         CfnOutput(self, "AlertTopicArn", value=alarms.alert_topic.topic_arn,
@@ -289,9 +308,9 @@ class JobschedStack(Stack):
                     actions=["kms:GenerateDataKey", "kms:Decrypt"],
                     resources=[storage.key_arn_in(r) for r in plan.regions if r != self.region]))
 
-    def _api(self, config: StackConfig, api_fn) -> tuple:
-        """Every path to the function, which authenticates (tenants' Bearer keys, stored hashed;
-        callback tokens) and validates bodies itself. `-c api=http` (default): API Gateway's HTTP
+    def _api(self, config: StackConfig, api_fn, authorizer_fn=None) -> tuple:
+        """Every path to the function, through the keys' Lambda authorizer on the HTTP API (the function
+        checks callback tokens, and keys on the REST API) and validates bodies itself. `-c api=http` (default): API Gateway's HTTP
         API, $1.00 a million requests; `-c api=rest`: the REST API, $3.50, which adds X-Ray on the
         API hop, a WAF web ACL to attach and execution logs (docs/architecture.md, "The API type")."""
         self._http_stage = None
@@ -304,9 +323,22 @@ class JobschedStack(Stack):
                                         removal_policy=RemovalPolicy.DESTROY)
             # Payload 1.0: the same proxy event as the REST API's, so one handler serves both. The
             # $default stage: paths reach the function without a stage prefix.
+            integration = HttpLambdaIntegration("Function", api_fn,
+                                                payload_format_version=apigw2.PayloadFormatVersion.VERSION_1_0)
+            # Tenant keys are checked by the authorizer before the API function (docs/architecture.md,
+            # "The API's authorizer"): the $default route, which serves every path not listed below,
+            # needs it; the routes that take no key (health, the OpenAPI document, the callbacks of
+            # long-running targets with their own tokens, the console's files) go to the function directly.
+            authorizer = HttpLambdaAuthorizer(
+                "ApiKeys", authorizer_fn, authorizer_name="api-keys",
+                response_types=[HttpLambdaResponseType.SIMPLE],
+                identity_source=["$request.header.Authorization"],
+                results_cache_ttl=Duration.seconds(API_AUTHORIZER_CACHE_SECONDS))
             api = apigw2.HttpApi(self, "HttpApi", description="jobsched HTTP API v1", create_default_stage=False,
-                                 default_integration=HttpLambdaIntegration(
-                                     "Function", api_fn, payload_format_version=apigw2.PayloadFormatVersion.VERSION_1_0))
+                                 default_integration=integration, default_authorizer=authorizer)
+            for method, path in public_routes():
+                api.add_routes(path=path, methods=[apigw2.HttpMethod(method)], integration=integration,
+                               authorizer=apigw2.HttpNoneAuthorizer())
             stage = self._http_stage = apigw2.HttpStage(self, "HttpStage", http_api=api, stage_name="$default", auto_deploy=True,
                                      throttle=apigw2.ThrottleSettings(rate_limit=config.api_rate_limit,
                                                                       burst_limit=config.api_burst_limit))

@@ -5,7 +5,11 @@ with one session tag, `jobsched:tenant = <tenant id>` (store/targets.py, TenantS
 targets role allows the four target actions only on resources that carry the same tag:
 `aws:ResourceTag/jobsched:tenant == ${aws:PrincipalTag/jobsched:tenant}`. IAM, not our code,
 keeps tenant A from sending to tenant B's queue. `targetArnPatterns` (CDK context) is an opt-in
-broader grant: resources matching it are reachable by every tenant, tagged or not."""
+broader grant: resources matching it are reachable by every tenant, tagged or not.
+
+A queue or topic encrypted with a customer-managed KMS key (SSE-KMS) also needs the sender's
+kms:GenerateDataKey and kms:Decrypt on that key: SQS and SNS call KMS with the caller's credentials
+(`grant_target_keys`)."""
 from __future__ import annotations
 
 from aws_cdk import ArnFormat, Duration, Stack
@@ -22,6 +26,11 @@ TARGET_ACTIONS = {
     "events": "events:PutEvents",
     "lambda": "lambda:InvokeFunction",
 }
+# What SQS and SNS ask of KMS for a sender to a queue or topic encrypted with a customer-managed key
+# (SQS Developer Guide, "Key management": a producer needs kms:GenerateDataKey and kms:Decrypt; SNS
+# Developer Guide, "Encryption at rest": publishers likewise), and the services they may ask through.
+SSE_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
+SSE_SERVICES = ("sqs.*.amazonaws.com", "sns.*.amazonaws.com")
 # The worker assumes the targets role from its own role session (role chaining): AWS caps such a
 # session at one hour, whatever the role's maximum.
 TARGET_SESSION_HOURS = 1
@@ -32,7 +41,8 @@ class TargetAccess(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, worker: lambda_.Function,
                  patterns: tuple[str, ...], task_definitions: tuple[str, ...] = (),
-                 clusters: tuple[str, ...] = (), task_roles: tuple[str, ...] = ()) -> None:
+                 clusters: tuple[str, ...] = (), task_roles: tuple[str, ...] = (), tagged_keys: bool = True,
+                 key_patterns: tuple[str, ...] = ()) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         worker_role = worker.role
@@ -54,10 +64,28 @@ class TargetAccess(Construct):
             granted = [p for p in patterns if p.split(":")[2] == service]
             if granted:
                 self.role.add_to_policy(iam.PolicyStatement(actions=[TARGET_ACTIONS[service]], resources=granted))
+        self.grant_target_keys(stack, tagged_keys, key_patterns)
         self.grant_container_tasks(stack, task_definitions, clusters, task_roles)
         # The worker's role may assume it (with the tag) and nothing else of STS.
         worker.add_to_role_policy(iam.PolicyStatement(actions=["sts:AssumeRole", "sts:TagSession"],
                                                       resources=[self.role.role_arn]))
+
+    def grant_target_keys(self, stack: Stack, tagged: bool, patterns: tuple[str, ...]) -> None:
+        """SSE-KMS targets (`-c targetKeys`, docs/operations.md): the data-key calls SQS and SNS make
+        with the session's credentials, and only through SQS or SNS (kms:ViaService, any region: a
+        target may be in another region), on keys tagged with the session's tenant ("tagged", the
+        default: tagging a key is the operator's grant, as for the queue itself) and on keys matching
+        `targetKeyArnPatterns` for every tenant. The key's policy must delegate to IAM (the default
+        key policy does); an AWS managed key (alias/aws/sqs, alias/aws/sns) needs no grant."""
+        via_service = {"StringLike": {"kms:ViaService": list(SSE_SERVICES)}}
+        if tagged:
+            self.role.add_to_policy(iam.PolicyStatement(
+                actions=list(SSE_KEY_ACTIONS), resources=[f"arn:{stack.partition}:kms:*:{stack.account}:key/*"],
+                conditions={**via_service, "StringEquals": {
+                    f"aws:ResourceTag/{TENANT_TAG_KEY}": f"${{aws:PrincipalTag/{TENANT_TAG_KEY}}}"}}))
+        if patterns:
+            self.role.add_to_policy(iam.PolicyStatement(actions=list(SSE_KEY_ACTIONS), resources=list(patterns),
+                                                        conditions=via_service))
 
     def grant_container_tasks(self, stack: Stack, task_definitions: tuple[str, ...], clusters: tuple[str, ...],
                               task_roles: tuple[str, ...]) -> None:

@@ -71,11 +71,19 @@ def test_health_is_503_until_the_keys_work_then_the_first_request_with_one_succe
     assert call(runtime, "GET", "/v1/jobs")[0] == 200
 
 
-def test_the_local_api_answers_401_and_health(local_stack):
+def test_the_local_api_answers_a_bad_key_as_api_gateways_authorizer_does_and_health(local_stack):
     runtime, _ = local_stack
     assert call(runtime, "GET", "/v1/health", key="")[0] == 200
-    status, body = call(runtime, "GET", "/v1/jobs/job_x", key="nope")
-    assert status == 401 and body["error"]["code"] == "UNAUTHORIZED"
+    invoked = runtime.gateway.invocations
+    # The authorizer's no (API Gateway's 403), before the API function; its answer is cached
+    for _ in range(3):
+        assert call(runtime, "GET", "/v1/jobs/job_x", key="nope") == (403, {"message": "Forbidden"})
+    assert runtime.gateway.invocations == invoked + 1
+    # A request without the Authorization header: API Gateway's 401, no authorizer at all
+    request = urllib.request.Request(runtime.api_url + "/v1/jobs", method="GET")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert (refused.value.code, json.loads(refused.value.read())) == (401, {"message": "Unauthorized"})
 
 
 # --- the CLI against the local stack ---------------------------------------------------------

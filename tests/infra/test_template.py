@@ -159,7 +159,8 @@ def test_targets_are_allowed_only_on_resources_tagged_with_the_sessions_tenant(t
                                   "ForAllValues:StringEquals": {"aws:TagKeys": ["jobsched:tenant"]}}
     assert role["Properties"]["MaxSessionDuration"] == 3600  # role chaining caps a session at an hour
     # (Container tasks' statements: test_container_tasks_are_granted_only_what_the_operator_lists.)
-    allows = [s for s in statements if s["Effect"] == "Allow" and not _container_statement(s)]
+    allows = [s for s in statements if s["Effect"] == "Allow" and not _container_statement(s)
+              and s["Action"] != ["kms:GenerateDataKey", "kms:Decrypt"]]
     assert sorted(s["Action"] for s in allows) == ["events:PutEvents", "lambda:InvokeFunction", "sns:Publish",
                                                    "sqs:SendMessage"]
     for statement in allows:  # no targetArnPatterns in this deployment: every allow needs the tag
@@ -169,6 +170,37 @@ def test_targets_are_allowed_only_on_resources_tagged_with_the_sessions_tenant(t
 
 def _as_list(value):
     return value if isinstance(value, list) else [value]
+
+
+def test_encrypted_targets_keys_are_usable_through_sqs_and_sns_when_tagged_with_the_sessions_tenant(template):
+    """SSE-KMS targets: SQS and SNS ask KMS for data keys with the session's credentials."""
+    _, _, statements = _targets_role(template)
+    [keys] = [s for s in statements if "kms:GenerateDataKey" in _as_list(s["Action"])]
+    assert (keys["Effect"], keys["Action"]) == ("Allow", ["kms:GenerateDataKey", "kms:Decrypt"])
+    assert json.dumps(keys["Resource"]).endswith(':kms:*:", {"Ref": "AWS::AccountId"}, ":key/*"]]}')
+    assert keys["Condition"] == {
+        "StringLike": {"kms:ViaService": ["sqs.*.amazonaws.com", "sns.*.amazonaws.com"]},
+        "StringEquals": {"aws:ResourceTag/jobsched:tenant": "${aws:PrincipalTag/jobsched:tenant}"}}
+
+
+def test_target_keys_are_a_context_setting_with_a_clear_error():
+    from jobsched_infra.config import ConfigError, StackConfig
+
+    class Node:
+        def __init__(self, **context):
+            self.context = context
+
+        def try_get_context(self, key):
+            return self.context.get(key)
+
+    assert StackConfig.from_context(Node()).target_keys == "tagged"
+    patterns = "arn:aws:kms:eu-west-1:210987654321:key/shared-*"
+    config = StackConfig.from_context(Node(targetKeys="none", targetKeyArnPatterns=patterns))
+    assert (config.target_keys, config.target_key_arn_patterns) == ("none", (patterns,))
+    with pytest.raises(ConfigError, match="targetKeys"):
+        StackConfig.from_context(Node(targetKeys="all"))
+    with pytest.raises(ConfigError, match="targetKeyArnPatterns"):
+        StackConfig.from_context(Node(targetKeyArnPatterns="arn:aws:sqs:us-east-1:1:q"))
 
 
 def test_worker_consumes_every_lane_with_partial_batch_failures(template):
@@ -204,7 +236,7 @@ def test_functions_get_exactly_the_settings_they_parse(template):
         assert props["TracingConfig"] == {"Mode": "Active"}
         fake = {k: v if isinstance(v, str) else "resolved" for k, v in variables.items()}
         Settings.from_env(fake, name)  # parses without error
-    assert names == {"api", "tick", "worker", "task_events"}
+    assert names == {"api", "authorizer", "tick", "worker", "task_events"}
 
 
 def _statements(template, function_logical_id):
@@ -275,9 +307,10 @@ def test_http_api_and_dashboard(template):
     assert stage["StageName"] == "$default" and stage["AutoDeploy"] is True
     [integration] = resources(template, "AWS::ApiGatewayV2::Integration").values()
     assert integration["Properties"]["PayloadFormatVersion"] == "1.0"
-    [route] = resources(template, "AWS::ApiGatewayV2::Route").values()
-    # No API Gateway authorizer: the function checks keys and callback tokens itself.
-    assert route["Properties"]["RouteKey"] == "$default" and route["Properties"]["AuthorizationType"] == "NONE"
+    # Every route to the one integration; the keys' authorizer: test_the_apis_key_check_is_a_cached_lambda_...
+    routes = resources(template, "AWS::ApiGatewayV2::Route").values()
+    assert {r["Properties"]["Target"]["Fn::Join"][1][1]["Ref"] for r in routes} == set(
+        resources(template, "AWS::ApiGatewayV2::Integration"))
     dashboard = next(iter(resources(template, "AWS::CloudWatch::Dashboard").values()))
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     for metric in ("FireLatenessMs", "Dispatched", "Succeeded", "Dead", "ApproximateNumberOfMessagesVisible",
@@ -289,7 +322,7 @@ def test_http_api_and_dashboard(template):
 
 def test_every_log_group_has_a_retention(template):
     groups = resources(template, "AWS::Logs::LogGroup")
-    assert len(groups) == 5  # four functions, API access logs
+    assert len(groups) == 6  # five functions (the API's authorizer one), API access logs
     assert all(g["Properties"].get("RetentionInDays") for g in groups.values())
 
 
@@ -353,6 +386,8 @@ def test_worker_may_call_target_resources_with_named_actions_only(template):
     for statement in statements:
         actions.update(_as_list(statement["Action"]))
     assert actions == {"sqs:SendMessage", "sns:Publish", "events:PutEvents", "lambda:InvokeFunction",
+                       # the keys of encrypted queues and topics (SSE-KMS), through SQS and SNS only
+                       "kms:GenerateDataKey", "kms:Decrypt",
                        # container tasks, as the test deployment grants them (local/synth.py)
                        "ecs:RunTask", "ecs:TagResource", "ecs:DescribeTasks", "ecs:StopTask", "ecs:ListTasks",
                        "iam:PassRole"}
@@ -410,7 +445,7 @@ def test_every_function_has_its_own_role_without_managed_policies(template):
     roles = resources(template, "AWS::IAM::Role")
     function_roles = {r["Properties"]["Role"]["Fn::GetAtt"][0]
                       for r in resources(template, "AWS::Lambda::Function").values()}
-    assert len(function_roles) == 4
+    assert len(function_roles) == 5
     for role in function_roles:
         assert "ManagedPolicyArns" not in roles[role]["Properties"]
 
@@ -582,8 +617,69 @@ def test_a_deployment_grants_no_container_task_by_default():
     stack = cdk.Stack(app, "Bare")
     worker = lambda_.Function(stack, "Worker", runtime=lambda_.Runtime.PYTHON_3_12, handler="w.handler",
                               code=lambda_.Code.from_inline("def handler(e, c): pass"))
-    TargetAccess(stack, "Targets", worker=worker, patterns=(), task_definitions=(), clusters=())
+    TargetAccess(stack, "Targets", worker=worker, patterns=(), task_definitions=(), clusters=(), tagged_keys=False)
     bare = app.synth().get_stack_by_name("Bare").template
     actions = {a for p in resources(bare, "AWS::IAM::Policy").values()
                for s in p["Properties"]["PolicyDocument"]["Statement"] for a in _as_list(s["Action"])}
     assert "sqs:SendMessage" in actions and not any(a.startswith(("ecs:", "iam:")) for a in actions)
+    assert not any(a.startswith("kms:") for a in actions)  # -c targetKeys=none: no key at all
+
+
+def test_the_apis_key_check_is_a_cached_lambda_authorizer_on_every_route_that_takes_a_key(template):
+    """A flood of bad keys is answered by API Gateway and the authorizer, never the API function."""
+    from jobsched.api.routes import public_routes
+
+    [(authorizer_id, authorizer)] = resources(template, "AWS::ApiGatewayV2::Authorizer").items()
+    props = authorizer["Properties"]
+    assert (props["AuthorizerType"], props["AuthorizerPayloadFormatVersion"], props["EnableSimpleResponses"]) == \
+        ("REQUEST", "2.0", True)
+    assert props["IdentitySource"] == ["$request.header.Authorization"]
+    assert props["AuthorizerResultTtlInSeconds"] == 60  # how long a revoked key can still pass
+    functions = {function_name(r["Properties"]["Handler"]): (k, r["Properties"])
+                 for k, r in resources(template, "AWS::Lambda::Function").items()}
+    logical, authorizer_fn = functions["authorizer"]
+    assert logical in json.dumps(props["AuthorizerUri"])
+    assert authorizer_fn["ReservedConcurrentExecutions"] == 10 and authorizer_fn["Timeout"] == 5
+    # The authorizer's role: one GetItem on the ApiKeys table (and its logs), nothing else
+    actions = {a for s in _statements(template, logical) for a in _as_list(s["Action"])}
+    assert actions - {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments",
+                      "xray:PutTelemetryRecords"} == {"dynamodb:GetItem"}
+    # The $default route (every path not listed) has the authorizer; the routes without a key have none
+    routes = {r["Properties"]["RouteKey"]: r["Properties"] for r in resources(template, "AWS::ApiGatewayV2::Route").values()}
+    assert routes["$default"]["AuthorizationType"] == "CUSTOM"
+    assert routes["$default"]["AuthorizerId"] == {"Ref": authorizer_id}
+    assert set(routes) == {"$default"} | {f"{method} {path}" for method, path in public_routes()}
+    assert all(r["AuthorizationType"] == "NONE" for key, r in routes.items() if key != "$default")
+    # API Gateway may invoke the authorizer (its own permission, from this API's authorizers only)
+    permissions = [p["Properties"] for p in resources(template, "AWS::Lambda::Permission").values()
+                   if p["Properties"]["FunctionName"] == {"Fn::GetAtt": [logical, "Arn"]}]
+    assert permissions and "/authorizers/" in json.dumps(permissions[0]["SourceArn"])
+
+
+def test_a_deployment_without_reserved_concurrency_is_a_context_setting_for_low_quota_accounts():
+    """`-c reservedConcurrency=off`: what `make deploy` proposes when the account's Lambda limit cannot
+    hold the reservations and keep 100 unreserved (jobsched_infra/concurrency_check.py)."""
+    import aws_cdk as cdk
+
+    from jobsched_infra.concurrency_check import reserved_by
+    from jobsched_infra.config import ConfigError, StackConfig
+    from jobsched_infra.stack import JobschedStack
+
+    class Node:
+        def __init__(self, **context):
+            self.context = context
+
+        def try_get_context(self, key):
+            return self.context.get(key)
+
+    assert StackConfig.from_context(Node()).reserved_concurrency is True
+    config = StackConfig.from_context(Node(reservedConcurrency="off", segments=1, profile="1k"))
+    assert config.reserved_concurrency is False and config.worker_reserved_concurrency > 0  # the profile's, unused
+    with pytest.raises(ConfigError, match="reservedConcurrency"):
+        StackConfig.from_context(Node(reservedConcurrency="none"))
+    app = cdk.App()
+    JobschedStack(app, "Unreserved", config=config)
+    unreserved = app.synth().get_stack_by_name("Unreserved").template
+    functions = resources(unreserved, "AWS::Lambda::Function")
+    assert len(functions) == 5 and reserved_by(unreserved) == {}
+    assert not any("ReservedConcurrentExecutions" in f["Properties"] for f in functions.values())

@@ -138,3 +138,12 @@ ROUTES: tuple[Route, ...] = (
           "Liveness; in a multi-region deployment 503 (the same body, status degraded) while this region holds no segment",
           200, schemas.Health, auth=False, errors=()),
 )
+
+# The web console's files (handlers/api.py): no key to load them; the console asks for one.
+CONSOLE_PATHS = ("/console", "/console/{name}")
+
+
+def public_routes() -> tuple[tuple[str, str], ...]:
+    """(method, path) of every route that takes no tenant key: API Gateway serves them without the
+    API's Lambda authorizer (infra: stack.py); every other path goes through it."""
+    return tuple((r.method, r.path) for r in ROUTES if not r.auth) + tuple(("GET", p) for p in CONSOLE_PATHS)

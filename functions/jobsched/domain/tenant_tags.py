@@ -16,6 +16,13 @@ def grant_hint(tenant_id: str) -> str:
     return f"the target must carry the tag {TENANT_TAG_KEY}={tenant_id} (or match targetArnPatterns)"
 
 
+def key_grant_hint(tenant_id: str) -> str:
+    """What a KMS refusal of a send to an encrypted queue or topic means (infra: grant_target_keys)."""
+    return (f"the queue's or topic's KMS key must let the targets role use it (kms:GenerateDataKey and kms:Decrypt "
+            f"through SQS/SNS): tag the key {TENANT_TAG_KEY}={tenant_id} (deployed with targetKeys=tagged, the "
+            "default) or list it in targetKeyArnPatterns, keep its key policy delegating to IAM, and keep it enabled")
+
+
 def task_grant_hint(tenant_id: str) -> str:
     """What an AccessDenied on a container task's call means (infra: grant_container_tasks)."""
     return (f"the task definition must carry the tag {TENANT_TAG_KEY}={tenant_id} and match the deployment's "

@@ -58,6 +58,7 @@ from jobsched.domain.errors import (
     UnprocessableRequest,
 )
 from jobsched import console
+from jobsched.handlers.authorizer import TENANT_CONTEXT_KEY
 from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.auth import Authenticator
 from jobsched.service.callbacks import Callbacks
@@ -185,6 +186,16 @@ def _state(value: str | None) -> JobState | None:
         raise InvalidRequest(f"state: one of {names}", [FieldProblem("state", f"one of {names}")]) from None
 
 
+def authorized_tenant(event: dict) -> str | None:
+    """The tenant the API's Lambda authorizer answered for this request (handlers/authorizer.py):
+    in requestContext.authorizer (payload 1.0), or under its "lambda" key (2.0). None: no
+    authorizer ran. Only API Gateway writes requestContext; a client's request cannot."""
+    authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
+    context = authorizer.get("lambda") if isinstance(authorizer.get("lambda"), dict) else authorizer
+    tenant_id = context.get(TENANT_CONTEXT_KEY) if isinstance(context, dict) else None
+    return tenant_id if isinstance(tenant_id, str) and tenant_id else None
+
+
 def make_handler(env: Mapping[str, str], clock=None, session=None):
     parts = build(env, "api", clock, session)
     metrics = metrics_for(env, "jobsched-api")
@@ -203,7 +214,10 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     app = OwnEventResolver()
 
     def tenant() -> str:
-        tenant_id = auth.tenant_for(app.current_event.headers.get("Authorization"))
+        # Behind the authorizer (every route that needs a key, on AWS and in the local stack), API
+        # Gateway hands over the tenant it answered; a request that came another way is checked here.
+        tenant_id = authorized_tenant(app.current_event.raw_event) or \
+            auth.tenant_for(app.current_event.headers.get("Authorization"))
         logger.thread_safe_append_keys(tenantId=tenant_id)  # this request's lines alone (OwnEventResolver)
         return tenant_id
 

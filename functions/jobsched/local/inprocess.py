@@ -9,8 +9,9 @@ import boto3
 
 from jobsched.domain.schedule import MS_PER_MINUTE
 from jobsched.domain.timers import minute_of
-from jobsched.handlers import api, task_events, tick, worker
+from jobsched.handlers import api, authorizer, task_events, tick, worker
 from jobsched.local.emulator import next_ready_ms
+from jobsched.local.gateway_auth import GatewayAuthorizer
 from jobsched.local.events import (ACCOUNT, Function, LanePoller, api_gateway_event, api_type, http_response,
                                    json_or_text)
 from jobsched.local import strict_aws
@@ -56,6 +57,11 @@ class InProcessStack:
         strict_aws.activate(self.strict)
         self.envs = {name: {**env, **(env_overrides or {}).get(name, {})} for name, env in stack.envs.items()}
         self.api = Function("api", api.make_handler(self.envs["api"], clock, self.session))
+        # API Gateway's authorizer step (HTTP API), for requests sent `through_gateway`.
+        self.authorizer = Function("authorizer", authorizer.make_handler(
+            self.envs["authorizer"], clock, self.session)) if "authorizer" in self.envs else None
+        self.gateway = GatewayAuthorizer.from_template(template, self.authorizer.invoke, clock.now_ms) \
+            if self.authorizer else None
         self.tick_fn = Function("tick", tick.make_handler(self.envs["tick"], clock, self.session))
         self.worker = Function("worker", worker.make_handler(self.envs["worker"], clock, self.session, invoker))
         # Container tasks: the function that records a stopped task's end from its ECS event.
@@ -80,14 +86,18 @@ class InProcessStack:
             self.stores.watermarks.mark_done(segment, first - 1)
         self.tick_all()
 
-    def request(self, method: str, path: str, body=None, key: str | None = "default", headers=None):
+    def request(self, method: str, path: str, body=None, key: str | None = "default", headers=None,
+                through_gateway: bool = False):
+        """The API function's answer to a request (`through_gateway`: after API Gateway's authorizer
+        step, as a deployed API answers it; else the function alone)."""
         key = self.default_key if key == "default" else key
         all_headers = {"Content-Type": "application/json", **(headers or {})}
         if key is not None:
             all_headers["Authorization"] = f"Bearer {key}"
         text = body if isinstance(body, str) or body is None else json.dumps(body)
-        status, _, raw = http_response(self.api.invoke(api_gateway_event(method, path, all_headers, text,
-                                                                          api=self.api_type)))
+        event = api_gateway_event(method, path, all_headers, text, api=self.api_type)
+        refused = self.gateway.authorize(event) if through_gateway and self.gateway else None
+        status, _, raw = refused or http_response(self.api.invoke(event))
         return status, json_or_text(raw)
 
     def tick_all(self) -> None:

@@ -19,6 +19,7 @@ from jobsched.domain.lane_shares import format_caps, parse_caps
 from jobsched.local.emulator_process import EmulatorProcess
 from jobsched.local.events import Function, LanePoller, LoopbackHTTPServer, api_gateway_event, api_type, http_response
 from jobsched.local.fake_aws import use_local_aws_env
+from jobsched.local.gateway_auth import GatewayAuthorizer
 from jobsched.local.metrics import EmfTee
 from jobsched.local.stack import LocalStack, reserved_concurrency
 from jobsched.store.aws import lean_config
@@ -199,6 +200,7 @@ class LocalRuntime:
     state_path: Path | None = None  # where the emulator's process keeps the state (keep_state)
     _first_tick: threading.Event = field(default_factory=threading.Event)
     task_runner: object = None  # container tasks as local processes (local/tasks.py)
+    gateway: object = None  # API Gateway's authorizer step (local/gateway_auth.py); None: the template has none
     container_setup: dict = field(default_factory=dict)
 
     def mark_ready(self, timeout: float = 120.0) -> None:
@@ -230,7 +232,7 @@ class LocalRuntime:
 
         import boto3
 
-        from jobsched.handlers import api, task_events, tick, worker
+        from jobsched.handlers import api, authorizer, task_events, tick, worker
         from jobsched.local import strict_aws
         from jobsched.local.tasks import LocalTaskRunner, prepare_local_cluster
 
@@ -290,6 +292,14 @@ class LocalRuntime:
         self.api_containers = LaneContainers(lambda: Function("api", api.make_handler(envs["api"], clock, api_session)),
                                              reserved_concurrency(template, "api") or API_LOCAL_CONCURRENCY)
         self.functions["api"] = self.api_containers.first()
+        if "authorizer" in envs:
+            # API Gateway's authorizer step before the API function (local/gateway_auth.py), with its
+            # own containers up to its reserved concurrency, and its cache on the stack's clock.
+            authorizers = LaneContainers(lambda: Function("authorizer", authorizer.make_handler(
+                envs["authorizer"], clock, api_session)), reserved_concurrency(template, "authorizer") or 1)
+            self.functions["authorizer"] = authorizers.first()
+            self.gateway = GatewayAuthorizer.from_template(template, lambda e: authorizers.invoke(e, self._stop),
+                                                           clock.now_ms)
         self.functions["tick"] = Function("tick", tick.make_handler(envs["tick"], clock, session))
         sqs = session.client("sqs", config=lean_config())  # the lanes' event source mappings
         workers_session = SharedClients(session)
@@ -416,6 +426,10 @@ class LocalRuntime:
                 headers = {k: v for k, v in self.headers.items()}
                 event = api_gateway_event(self.command, self.path, headers, body, self.client_address[0],
                                           api=runtime.api_type)
+                refused = runtime.gateway.authorize(event) if runtime.gateway else None
+                if refused:  # API Gateway's own answer: the API function is not invoked
+                    self._answer(*refused)
+                    return
                 try:
                     status, out_headers, payload = http_response(runtime.api_containers.invoke(event, runtime._stop))
                 except Exception as exc:  # noqa: BLE001 - API Gateway answers 5xx when the function fails

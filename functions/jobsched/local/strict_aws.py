@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator
 
 from botocore.exceptions import ClientError
 
+from jobsched.local import strict_kms
 from jobsched.local.emulator import REPORT_HEADER
 from jobsched.local.stack import role_arn
 
@@ -329,6 +330,8 @@ class Template:
         self.tables: dict[str, dict[str, tuple[str, str | None]]] = {}  # table name → {"": keys, index: keys}
         # table name → {index: (projection type, non-key attributes)}: what an index entry holds
         self.projections: dict[str, dict[str, tuple[str, frozenset[str]]]] = {}
+        self.own_keys = {physical_ids[k]: physical_ids[k] for k, r in self._resources.items()
+                         if r["Type"] == "AWS::KMS::Key" and k in physical_ids}  # the stack's KMS keys, by id
         roles: dict[str, str] = {}
         for logical, resource in self._resources.items():
             props = resource.get("Properties", {})
@@ -631,6 +634,8 @@ class StrictAws:
         self._tag_clients: dict[str, Any] = {}
         self.in_flight = InFlight()
         self._raw_sqs = None
+        # (caller, queue or topic) -> until when SQS reuses the data key it got for them (SSE-KMS).
+        self._sse_reuse: dict[tuple[str | None, str], int] | None = {}
 
     @classmethod
     def billing_only(cls, tables: dict[str, tuple[str, ...]], now_ms: Callable[[], int] | None = None,
@@ -656,6 +661,7 @@ class StrictAws:
         layer._tag_clients = {}
         layer.in_flight = InFlight()
         layer._raw_sqs = None
+        layer._sse_reuse = None  # answered in-process: no queue or topic attributes to read
         return layer
 
     # --- entry points from botocore's events ---------------------------------------------------
@@ -667,22 +673,27 @@ class StrictAws:
         call = _Call(service, model.name, params, self.now_ms() // 1000)
         function = current_function.get()
         session = self._sessions.get(_access_key(client) or "")
+        caller = None  # (who, their statements, principal ARN, principal tags): None for an unchecked call
         if session is not None:
             # Signed with a role session's credentials (AssumeRole): that role decides, whoever calls.
             if self.now_ms() >= session.expires_ms:
                 code = "ExpiredToken" if service in ("sqs", "sns", "sts") else "ExpiredTokenException"
                 raise _error(client, call.operation, code, "The security token included in the request is expired",
                              403 if service in ("sqs", "sns") else 400)
-            self._authorize(client, session.label, self.template.role_policies.get(session.role, []), call,
-                            principal=session.principal_arn, principal_tags=session.tags)
+            caller = (session.label, self.template.role_policies.get(session.role, []), session.principal_arn,
+                      session.tags)
         elif function is not None:
             statements = self.template.policies.get(function)
             if statements is None:
                 raise StrictLayerError(f"no function {function!r} in the template")
-            self._authorize(client, function, statements, call, principal=self.template.function_role.get(function))
+            caller = (function, statements, self.template.function_role.get(function), None)
+        if caller is not None:
+            self._authorize(client, caller[0], caller[1], call, principal=caller[2], principal_tags=caller[3])
         check = getattr(self, f"_check_{service}", None)
         if check:
             check(client, call)
+        if (service, call.operation) in strict_kms.SSE_SENDS and self._sse_reuse is not None:
+            self._check_sse_kms(client, call, caller)
         context["strict_aws"] = call
 
     def after(self, client, http_response, parsed: dict, model, context: dict) -> None:
@@ -721,7 +732,8 @@ class StrictAws:
                          resource_context, call)
 
     def _decide(self, client, who: str, statements: list[Statement], action: str, resource: str, context: dict,
-                call: _Call, denied_by_trust: bool = False) -> None:
+                call: _Call, denied_by_trust: bool = False,
+                refuse: Callable[[str], ClientError] | None = None) -> None:
         denied = any(not s.allow and s.applies(action, resource, context) for s in statements)
         allowed = any(s.allow and s.applies(action, resource, context) for s in statements)
         if denied or not allowed or denied_by_trust:
@@ -730,10 +742,12 @@ class StrictAws:
             how = "with an explicit deny in an identity-based policy" if denied \
                 else "because no identity-based policy allows the" if not denied_by_trust \
                 else "because the role's trust policy does not allow the"
+            message = (f"User: {role} is not authorized to perform: {action} on resource: {resource} "
+                       f"{how} {action} action")
+            if refuse is not None:  # another service's call made for the caller (SSE-KMS), in that service's words
+                raise refuse(message)
             code, status = ACCESS_DENIED.get(call.service, ("AccessDeniedException", 400))
-            raise _error(client, call.operation, code,
-                         f"User: {role} is not authorized to perform: {action} on resource: {resource} "
-                         f"{how} {action} action", status)
+            raise _error(client, call.operation, code, message, status)
 
     def _authorize_assume_role(self, client, who: str, statements: list[Statement], call: _Call,
                                principal: str | None, context: dict) -> None:
@@ -876,6 +890,8 @@ class StrictAws:
             return {t["Key"]: t["Value"] for t in client.list_tags_for_resource(ResourceArn=resource).get("Tags", [])}
         if service == "events":
             return {t["Key"]: t["Value"] for t in client.list_tags_for_resource(ResourceARN=resource).get("Tags", [])}
+        if service == "kms":  # a key's tags (strict_kms: the targets role's keys are granted by tag)
+            return {t["TagKey"]: t["TagValue"] for t in client.list_resource_tags(KeyId=resource).get("Tags", [])}
         if service == "lambda":
             unqualified = ":".join(resource.split(":")[:7])  # tags are the function's, not an alias's
             return client.list_tags(Resource=unqualified).get("Tags") or {}
@@ -1398,6 +1414,35 @@ class StrictAws:
                 and self.ledger.take_tokens("fargate:launches", now, *self.limits.fargate_launches,
                                             count=int(call.params.get("count") or 1))):
             raise _error(client, call.operation, "ThrottlingException", "Rate exceeded", 400)
+    def _check_sse_kms(self, client, call: _Call, caller: tuple | None) -> None:
+        """A send to a queue or topic under a customer-managed key: the key must be usable, and the
+        caller allowed kms:GenerateDataKey and kms:Decrypt on it through the service (strict_kms.py);
+        a caller allowed once is not asked again within SQS's data-key reuse period."""
+        address = strict_kms.address_of(call.service, call.params)
+        who = caller[0] if caller else None
+        if not address or self._sse_reuse.get((who, address), 0) > self.now_ms():
+            return
+        token = _internal.set(True)
+        try:
+            key = strict_kms.sse_key(self._tag_client, call.service, address, REGION, ACCOUNT,
+                                     {**self.template.own_keys, **self._kms_ids})
+        finally:
+            _internal.reset(token)
+        if key is None:  # not asked again for a while either (the layer's shortcut: encryption set later waits)
+            self._sse_reuse[(who, address)] = self.now_ms() + strict_kms.unencrypted_recheck_ms(call.service)
+            return
+        refused = strict_kms.key_state_refusal(client, call.operation, call.service, key)
+        if refused is not None:
+            raise refused
+        if caller is not None:
+            who, statements, principal, tags = caller
+            context = {**self._condition_context(call, principal, tags),
+                       **strict_kms.condition_keys(call.service, address, key, REGION, ACCOUNT)}
+            for action in strict_kms.SSE_KEY_ACTIONS:
+                self._decide(client, f"{who}(via {call.service})", statements, action, key.arn, context, call,
+                             refuse=functools.partial(strict_kms.refusal, client, call.operation, call.service,
+                                                      "denied"))
+        self._sse_reuse[(who, address)] = self.now_ms() + key.reuse_seconds * 1000
 
     def _check_kms(self, client, call: _Call) -> None:
         if call.operation not in KMS_CRYPTO_OPERATIONS:

@@ -26,9 +26,13 @@ def new_api_key() -> str:
 
 
 class Authenticator:
-    def __init__(self, api_keys, clock: Clock) -> None:
+    """`ttl_ms`: how long a valid key's tenant is remembered (the authorizer remembers none: API
+    Gateway caches its answers, and two caches in a row would keep a revoked key working twice as long)."""
+
+    def __init__(self, api_keys, clock: Clock, ttl_ms: int = CACHE_TTL_MS) -> None:
         self._keys = api_keys
         self._clock = clock
+        self._ttl_ms = ttl_ms
         self._cache: dict[str, tuple[str | None, int]] = {}
 
     def tenant_for(self, authorization: str | None) -> str:
@@ -43,7 +47,7 @@ class Authenticator:
             tenant = cached[0]
         else:
             tenant = self._keys.tenant_for(digest)
-            self._remember(digest, tenant, now + (CACHE_TTL_MS if tenant is not None else NEGATIVE_TTL_MS))
+            self._remember(digest, tenant, now + (self._ttl_ms if tenant is not None else NEGATIVE_TTL_MS))
         if tenant is None:
             raise Unauthorized("the API key is not valid")
         return tenant

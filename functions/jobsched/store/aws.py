@@ -109,6 +109,12 @@ def ownership_store(settings: Settings, session: boto3.session.Session | None = 
     return OwnershipStore(first, settings.ownership_table, fallbacks=others)
 
 
+def api_keys_store(settings: Settings, session: boto3.session.Session | None = None) -> ApiKeysStore:
+    """The ApiKeys table alone (the API's authorizer reads nothing else), with the API's bounded calls."""
+    session = session or boto3.session.Session()
+    return ApiKeysStore(session.resource("dynamodb", config=_API_CONFIG), settings.api_keys_table)
+
+
 def build_stores(settings: Settings, session: boto3.session.Session | None = None,
                  clock: Clock | None = None) -> Stores:
     session = session or boto3.session.Session()

@@ -21,7 +21,7 @@ from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job, TargetType
 from jobsched.domain.container_tasks import (capacity_refusal, client_token, container_overrides, started_by,
                                              task_tags)
-from jobsched.domain.tenant_tags import TENANT_TAG_KEY, grant_hint, is_taggable, task_grant_hint
+from jobsched.domain.tenant_tags import TENANT_TAG_KEY, grant_hint, is_taggable, key_grant_hint, task_grant_hint
 from jobsched.domain.trace import trace_context
 from jobsched.store.aws import THROTTLE_CODES
 
@@ -30,6 +30,12 @@ MAX_OUTPUT_BYTES = 4096
 ACCESS_DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "AuthorizationError",
                                  "AuthorizationErrorException"})
 EXPIRED_CODES = frozenset({"ExpiredToken", "ExpiredTokenException"})
+# A send to a queue or topic encrypted with a customer-managed key (SSE-KMS) that KMS refused: SQS
+# answers KMS.AccessDeniedException, KMS.DisabledException, KMS.NotFoundException, ... (botocore
+# keeps its shape name, KmsAccessDenied ..., as QueryErrorCode), SNS KMSAccessDenied, KMSDisabled,
+# KMSNotFound, ... Each names a key that refuses the targets role, or cannot be used at all: the
+# same answer on every retry. KMS's throttling alone passes.
+KMS_THROTTLED_CODES = frozenset({"KMS.ThrottlingException", "KmsThrottled", "KMSThrottling", "KMSThrottlingException"})
 # A session of the targets role lasts at most an hour (role chaining: the worker's own credentials
 # are a role session); it is renewed this long before its end, so no call is made with credentials
 # about to expire, and an attempt's call never outlives them (a Lambda target's timeout is <= 15 min).
@@ -301,6 +307,11 @@ class AwsTargetInvoker:
             code = error.get("Code")
             if code in EXPIRED_CODES and self._tenants is not None:
                 raise _Expired(f"{code}: {error.get('Message')}") from exc
+            if is_kms_refusal(error):
+                # The queue's or topic's KMS key: a grant problem (or a disabled or deleted key), not a
+                # transient one: DEAD now, naming what to grant.
+                return AttemptOutcome(False, ExecutionStatus.FAILED,
+                                      f"{code}: {error.get('Message')} ({key_grant_hint(tenant)})", retryable=False)
             if kind is TargetType.ECS_TASK and code in THROTTLE_CODES:
                 # RunTask over the account's rate (after botocore's own retries): nothing started,
                 # the execution is held back without using an attempt (service/worker.py).
@@ -400,6 +411,12 @@ def _task_record(config: dict, task_arn: str, attempt: int) -> dict:
 
 class _Expired(Exception):
     pass
+
+
+def is_kms_refusal(error: dict) -> bool:
+    """An SQS or SNS error that says KMS refused the send's data key (not a throttle)."""
+    codes = {c for c in (error.get("Code"), error.get("QueryErrorCode")) if isinstance(c, str)}
+    return any(c.startswith(("KMS", "Kms")) for c in codes) and not codes & KMS_THROTTLED_CODES
 
 
 def _region_of(arn_or_url: str) -> str | None:
