@@ -16,6 +16,20 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("a CANCELLED execution delivered again completes its one-off job", "functions/jobsched/service/worker.py",
+  "        if status in (ExecutionStatus.SUCCEEDED.value, ExecutionStatus.DEAD.value,\n"
+  "                      ExecutionStatus.CANCELLED.value) and step_of(",
+  "        if status in (ExecutionStatus.SUCCEEDED.value, ExecutionStatus.DEAD.value) and step_of(",
+  "tests/integration/test_lifecycle.py::test_a_crash_after_cancelling_a_waiting_retry_is_completed_by_its_message"),
+ ("a cancelled running execution completes its one-off job", "functions/jobsched/service/outcomes.py",
+  "        self._ended(job, dispatch, ExecutionStatus.CANCELLED, now, step)\n        return Outcome.CANCELLED",
+  "        if step:\n            self.runs.step_ended(job, dispatch.execution_id, ExecutionStatus.CANCELLED)\n"
+  "        return Outcome.CANCELLED",
+  "tests/integration/test_lifecycle.py::test_a_one_off_job_whose_running_execution_is_cancelled_ends"),
+ ("a waiting execution cancelled by the API completes its one-off job", "functions/jobsched/service/jobs.py",
+  "                        self._outcomes.after_cancel(job_of, cancelled)",
+  "                        pass",
+  "tests/integration/test_lifecycle.py::test_a_one_off_job_whose_waiting_retry_is_cancelled_ends_and_gives_its_quota_back_once"),
  ("a worker's batch reads no job for a FIRE still before its due instant", "functions/jobsched/service/worker.py",
   "            if reads_its_job(d) and not (d.kind is DispatchKind.FIRE and d.due_ms > now_ms)]",
   "            if reads_its_job(d)]",

@@ -98,7 +98,8 @@ class JobsService:
         self._lanes = stores.lanes
         self._handoff = handoff
         self._clock = clock
-        self._runs = Outcomes(stores, handoff, clock).runs
+        self._outcomes = Outcomes(stores, handoff, clock)
+        self._runs = self._outcomes.runs
         # The second each quota item last counted, as this container saw it: a create tries the
         # write that fits it first (a new second, or one more in the same second).
         self._seconds: dict[tuple[str, str], int] = {}
@@ -506,6 +507,8 @@ class JobsService:
                     cancelled = self._executions.cancel_waiting(execution.job_id, execution_id, self._clock.now_ms())
                     if job is not None:  # a step: what is below it never runs, and its run may end
                         self._runs.step_ended(job, execution_id, ExecutionStatus.CANCELLED)
+                    else:  # it has ended: a one-off job's occurrence completes its job
+                        self._outcomes.after_cancel(job_of, cancelled)
                     return cancelled
                 if execution.status is ExecutionStatus.RUNNING:
                     if execution.cancel_requested:
