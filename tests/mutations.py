@@ -16,6 +16,15 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("a backfilled run counts for no lateness in a job's stats", "functions/jobsched/domain/stats.py",
+  "        if record.late_ms is not None and not record.backfill:",
+  "        if record.late_ms is not None:",
+  "tests/integration/test_job_stats.py::test_backfilled_runs_count_for_no_lateness"),
+ ("a backfill's claim marks its execution", "functions/jobsched/store/executions.py",
+  [("                    + (\", backfill = :backfill\" if dispatch.kind is DispatchKind.BACKFILL else \"\")\n", ""),
+   ("                    **({\":backfill\": True} if dispatch.kind is DispatchKind.BACKFILL else {}),\n", "")],
+  None,
+  "tests/integration/test_job_stats.py::test_backfilled_runs_count_for_no_lateness"),
  ("a CANCELLED execution delivered again completes its one-off job", "functions/jobsched/service/worker.py",
   "        if status in (ExecutionStatus.SUCCEEDED.value, ExecutionStatus.DEAD.value,\n"
   "                      ExecutionStatus.CANCELLED.value) and step_of(",

@@ -659,6 +659,8 @@ def _execution_fields(execution: Execution) -> dict:
         "traceId": trace_id_of(execution.execution_id),  # the trace every attempt's call carries
         # Catch-up that does not flood.
         "catchUp": execution.catch_up,
+        # Backfill: run late on purpose (its lateMs says how late); counted in no lateness.
+        "backfill": execution.backfill,
         # Absence alerts: MISSING, LATE (a success after the mark), NOT_FIRED, or null.
         "expectation": expectation_of(execution),
         # Container tasks (ECS_TASK): the running or last attempt's task; null for other targets.

@@ -230,7 +230,8 @@ function overviewSeries(executions, deadLetters, from, to) {
     const at = Date.parse(e.scheduledAt);
     if (at >= from && at < to && e.status !== "SKIPPED" && e.status !== "CANCELLED") {
       add(fires, at, MINUTE);
-      if (e.lateMs !== null && e.lateMs !== undefined) {
+      // A backfilled run is late on purpose: it counts for no lateness (as in the job's stats).
+      if (e.lateMs !== null && e.lateMs !== undefined && !e.backfill) {
         lateness.push(e.lateMs);
         const b = Math.floor(at / bucket) * bucket;
         if (!late.has(b)) late.set(b, []);
