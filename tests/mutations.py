@@ -16,6 +16,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("the console's ledger table starts at the past, not the window's future end", "functions/jobsched/console/console.js",
+  "  await showLedgerPage(now);",
+  "  await showLedgerPage(to);",
+  "tests/e2e/test_console_pages.py::test_a_frequent_jobs_ledger_table_shows_the_past_newest_first_a_page_at_a_time"),
  ("a backfilled run counts for no lateness in a job's stats", "functions/jobsched/domain/stats.py",
   "        if record.late_ms is not None and not record.backfill:",
   "        if record.late_ms is not None:",

@@ -510,7 +510,6 @@ async function loadTimeline(job) {
     return;
   }
   const items = read.items;
-  $("occurrences-table").hidden = !items.length;
   const counts = {};
   for (const o of items) { const k = o.outcome + (o.outcome === "FIRED" ? "" : " " + (o.reason || "")); counts[k] = (counts[k] || 0) + 1; }
   $("timeline-status").className = "";
@@ -553,12 +552,64 @@ async function loadTimeline(job) {
     lx += 26 + 7.2 * label.length;
   }
   box.appendChild(root);
-  // The newest first below the timeline, with the reasons spelled out.
-  for (const o of items.slice(-50).reverse()) {
+  // Below the timeline, the past (what ran, what was skipped and why), newest first, a page at
+  // a time; then what is still to come. Not the last rows of the window: those are its future.
+  const pending = items.filter((o) => o.outcome === "PENDING");
+  $("occurrences-upcoming").textContent = !pending.length ? ""
+    : pending.length + " pending in the window; the next due " + pending[0].scheduledAt;
+  ledgerView = { job, floor: from, now, newer: [] };
+  await showLedgerPage(now);
+}
+
+// The occurrence table's pages: the newest LEDGER_PAGE past occurrences due before `before`
+// (exclusive), not before the window's start. The route answers a window oldest first, in pages
+// of at most 100 with its cursor: the console asks for a span just before `before`, narrows it
+// when it holds more than a page (by the density the page shows), widens it when it holds too
+// few, and follows the cursor through the span it keeps.
+const LEDGER_PAGE = 50, LEDGER_TRIES = 6, LEDGER_SPAN_PAGES = 3;
+let ledgerView = null;
+
+async function ledgerBefore(jobId, floor, before) {
+  const path = (from) => "v1/jobs/" + encodeURIComponent(jobId) + "/occurrences?from=" +
+    encodeURIComponent(new Date(from).toISOString()) + "&to=" + encodeURIComponent(new Date(before).toISOString());
+  let span = Math.min(before - floor, HOUR), from = Math.max(floor, before - span), items = [];
+  for (let tries = 0; tries < LEDGER_TRIES; tries++) {
+    from = Math.max(floor, before - span);
+    const page = await api("GET", path(from) + "&limit=100");
+    items = page.items;
+    if (page.nextCursor) {  // more than a page in the span: about LEDGER_PAGE of them, the newest
+      const reach = Date.parse(items[items.length - 1].scheduledAt) - from + 1;
+      const narrower = Math.floor(reach * LEDGER_PAGE / items.length);
+      if (narrower < span && tries < LEDGER_TRIES - 1) { span = Math.max(SECOND, narrower); continue; }
+      items = (await pages(path(from), LEDGER_SPAN_PAGES)).items;  // dense to the second: read it through
+      break;
+    }
+    if (items.length >= LEDGER_PAGE || from === floor) break;
+    span = Math.min(before - floor, span * (items.length ? Math.ceil(2 * LEDGER_PAGE / items.length) : 8));
+  }
+  const past = items.filter((o) => o.outcome !== "PENDING");
+  return { rows: past.slice(-LEDGER_PAGE).reverse(), older: past.length > LEDGER_PAGE || from > floor };
+}
+
+async function showLedgerPage(before) {
+  const view = ledgerView, body = $("occurrences-table").tBodies[0];
+  let page;
+  try {
+    page = await ledgerBefore(view.job.jobId, view.floor, before);
+  } catch (error) {
+    $("timeline-status").textContent = "Occurrences: " + error.message;
+    $("timeline-status").className = "error";
+    return;
+  }
+  if (view !== ledgerView) return;  // another job or window was chosen meanwhile
+  view.before = before;
+  view.oldest = page.rows.length ? Date.parse(page.rows[page.rows.length - 1].scheduledAt) : null;
+  body.replaceChildren();
+  for (const o of page.rows) {
     const row = document.createElement("tr");
     row.className = "occurrence";
     row.dataset.outcome = o.outcome;
-    timeCell(row, o.scheduledAt, job.timezone);
+    timeCell(row, o.scheduledAt, view.job.timezone);
     cell(row, o.outcome, "occ-" + o.outcome);
     cell(row, [o.reason, o.expectation, o.status].filter(Boolean).join(" · "), "occurrence-reason");
     cell(row, o.lateMs === null || o.lateMs === undefined ? "" : o.lateMs + " ms");
@@ -571,6 +622,12 @@ async function loadTimeline(job) {
     }
     body.appendChild(row);
   }
+  $("occurrences-table").hidden = !page.rows.length;
+  $("ledger-pager").hidden = !page.rows.length || (!page.older && !view.newer.length);
+  $("ledger-newer").disabled = !view.newer.length;
+  $("ledger-older").disabled = !page.older || view.oldest === null;
+  $("ledger-page").textContent = page.rows.length ? "due " + page.rows[page.rows.length - 1].scheduledAt +
+    " to " + page.rows[0].scheduledAt + ", newest first" : "";
 }
 
 // --- a workflow run as its DAG -----------------------------------------------------------------
@@ -1012,6 +1069,14 @@ document.addEventListener("DOMContentLoaded", () => {
   $("more-jobs").addEventListener("click", () => loadJobs(true).catch((e) => status(e.message, true)));
   $("overview-form").addEventListener("submit", (event) => { event.preventDefault(); loadOverview().catch((e) => status(e.message, true)); });
   $("overview-window").addEventListener("change", () => loadOverview().catch((e) => status(e.message, true)));
+  $("ledger-older").addEventListener("click", () => {
+    if (!ledgerView || ledgerView.oldest === null) return;
+    ledgerView.newer.push(ledgerView.before);
+    showLedgerPage(ledgerView.oldest);
+  });
+  $("ledger-newer").addEventListener("click", () => {
+    if (ledgerView && ledgerView.newer.length) showLedgerPage(ledgerView.newer.pop());
+  });
   $("timeline-window").addEventListener("change", () => {
     api("GET", "v1/jobs/" + encodeURIComponent($("job-view").dataset.jobId)).then(loadTimeline)
       .catch((e) => status(e.message, true));
