@@ -16,6 +16,11 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("a bulk dry run lists the jobs it would change, not every match", "functions/jobsched/service/jobs.py",
+  [("            if not dry_run:\n                ids.append(job.job_id)\n", "            ids.append(job.job_id)\n"),
+   ("                ids.append(job.job_id)  # and which: not every match\n", "")],
+  None,
+  "tests/integration/test_tags_bulk_backfill.py::test_a_dry_run_counts_only_the_jobs_the_action_would_change"),
  ("the console's ledger table starts at the past, not the window's future end", "functions/jobsched/console/console.js",
   "  await showLedgerPage(now);",
   "  await showLedgerPage(to);",

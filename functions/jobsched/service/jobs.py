@@ -264,11 +264,13 @@ class JobsService:
         page = self.list(tenant_id, state, BULK_PAGE_MATCHES, cursor, tags, name_prefix)
         applied, ids = 0, []
         for job in page.items:
-            ids.append(job.job_id)
+            if not dry_run:
+                ids.append(job.job_id)
             if job.state is wanted or not _can(action, job):
                 continue
             if dry_run:
                 applied += 1  # what the same request without dryRun would change now
+                ids.append(job.job_id)  # and which: not every match
                 continue
             try:
                 change(job.job_id)
