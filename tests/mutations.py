@@ -16,6 +16,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("a plain job change is made again when a concurrent write took its lock", "functions/jobsched/service/jobs.py",
+  "                if attempt == CHANGE_TRIES:",
+  "                if True:",
+  "tests/integration/test_lifecycle.py::test_a_plain_change_retries_a_concurrent_write_and_if_match_keeps_its_409"),
  ("a bulk dry run lists the jobs it would change, not every match", "functions/jobsched/service/jobs.py",
   [("            if not dry_run:\n                ids.append(job.job_id)\n", "            ids.append(job.job_id)\n"),
    ("                ids.append(job.job_id)  # and which: not every match\n", "")],

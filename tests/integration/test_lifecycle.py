@@ -331,3 +331,44 @@ def test_a_crash_after_cancelling_a_waiting_retry_is_completed_by_its_message(ha
     harness.advance(120)  # the retry's message finds it CANCELLED: what follows its end is done then
     assert len(harness.target.calls_for(job["jobId"])) == 1
     assert_ended_one_off(harness, job)
+
+
+def racing_saves(monkeypatch, harness, times):
+    """The next `times` job writes each lose the race: another change of the same job is written
+    between their read and their write (as a concurrent request's would be)."""
+    from dataclasses import replace
+
+    store = type(harness.stores.jobs)
+    original, raced = store.save, []
+
+    def save(self, before, after):
+        if len(raced) < times and after is not before:
+            raced.append(before.job_id)
+            current = self.get(before.tenant_id, before.job_id, consistent=True)
+            original(self, current, replace(current, version=current.version + 1))
+        return original(self, before, after)
+
+    monkeypatch.setattr(store, "save", save)
+    return raced
+
+
+def test_a_plain_change_retries_a_concurrent_write_and_if_match_keeps_its_409(harness, monkeypatch):
+    job = rate_job(harness)
+    path = f"/v1/jobs/{job['jobId']}"
+    raced = racing_saves(monkeypatch, harness, 1)
+    status, paused = harness.request("POST", f"{path}/pause")
+    assert status == 200 and paused["state"] == "PAUSED" and raced  # lost once, made again on a fresh read
+    racing_saves(monkeypatch, harness, 1)
+    assert harness.request("POST", f"{path}/resume")[1]["state"] == "ACTIVE"
+    body = {"name": "r2", "type": "RATE", "schedule": "PT5M", "target": HOOK}
+    racing_saves(monkeypatch, harness, 1)
+    status, replaced = harness.request("PUT", path, body)
+    assert status == 200 and replaced["name"] == "r2"
+    # With If-Match the client asked for the lock: a concurrent change answers 409 as before
+    current = harness.request("GET", path)[1]
+    racing_saves(monkeypatch, harness, 1)
+    status, answer = harness.request("PUT", path, body, headers={"If-Match": str(current["version"])})
+    assert status == 409 and answer["error"]["code"] == "CONFLICT"
+    # Bounded: a job changed under every try still answers 409 in the end
+    raced = racing_saves(monkeypatch, harness, 100)
+    assert harness.request("POST", f"{path}/pause")[0] == 409 and len(raced) == 5

@@ -2,13 +2,15 @@
 tenant's job or execution answers exactly like a missing one."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import uuid
 from dataclasses import dataclass, replace as replaced_with
 
 from jobsched.domain.clock import Clock
-from jobsched.domain.errors import ConditionLost, Conflict, NotFound, QuotaExceeded, UnprocessableRequest
+from jobsched.domain.errors import (ChangedConcurrently, ConditionLost, Conflict, NotFound, QuotaExceeded,
+                                    UnprocessableRequest)
 from jobsched.domain.executions import (
     Dispatch,
     DispatchKind,
@@ -79,6 +81,25 @@ def _shards(writes_per_second: int, limit: int) -> int:
 
 
 MAX_BACKFILL = 1000
+# A plain pause, resume, cancel or replace (no If-Match) that loses its job's optimistic lock to a
+# concurrent change reads the job again and makes its change again, this many times in all.
+CHANGE_TRIES = 5
+
+
+def retried_without_if_match(method):
+    """The change made again on a fresh read when another change was written between its read and
+    its write (ChangedConcurrently): a client that did not ask for optimistic locking does not see
+    it. Bounded (CHANGE_TRIES). With If-Match the lock is the client's: the fresh read's version
+    no longer matches it, and the answer is 409 as before (JobsService.replace)."""
+    @functools.wraps(method)
+    def change(self, *args, **kwargs):
+        for attempt in range(1, CHANGE_TRIES + 1):
+            try:
+                return method(self, *args, **kwargs)
+            except ChangedConcurrently:
+                if attempt == CHANGE_TRIES:
+                    raise
+    return change
 
 
 def _can(action: str, job: Job) -> bool:
@@ -316,6 +337,7 @@ class JobsService:
             self._lanes.send(outgoing)
         return [o.dispatch.execution_id for o in outgoing]
 
+    @retried_without_if_match
     def replace(self, tenant_id: str, job_id: str, spec: JobSpec, if_match: int | None) -> Job:
         """New schedule, target, payload and policies. The generation moves on, so the old
         schedule's timers and in-flight messages are dropped; the new one starts from now."""
@@ -333,6 +355,7 @@ class JobsService:
             self._place_first_timer(updated, updated.spec.schedule.first_fire())
         return updated
 
+    @retried_without_if_match
     def cancel(self, tenant_id: str, job_id: str) -> Job:
         job = self.get(tenant_id, job_id)
         cancelled = job.cancelled(self._clock.now_ms())
@@ -341,12 +364,14 @@ class JobsService:
             self._jobs.give_back_quota(tenant_id, active_counter(job.quota_shard))
         return cancelled
 
+    @retried_without_if_match
     def pause(self, tenant_id: str, job_id: str, reason: str | None = None) -> Job:
         job = self.counted(self.get(tenant_id, job_id))
         paused = job.paused(self._clock.now_ms(), reason)
         self._jobs.save(job, paused)
         return paused
 
+    @retried_without_if_match
     def resume(self, tenant_id: str, job_id: str) -> Job:
         """The next fire is computed from now, not from the pause: missed ones are not run, except
         under a catch-up policy (below)."""
