@@ -366,3 +366,39 @@ def test_the_job_form_previews_fires_in_both_zones_and_shows_errors_by_field(sta
         assert browser.execute_script("return location.hash") == "#edit/" + job_id  # the edit stays in the form
     finally:
         browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
+
+
+def test_console_nits_actions_a_job_takes_a_kept_redrive_message_axis_labels_and_an_icon(stack, browser, tmp_path):  # noqa: F811
+    import urllib.request
+
+    shots = screenshots(tmp_path)
+    # A one-off job is offered no Pause (the API would answer 409), only what it takes
+    once = call(stack, "POST", "/v1/jobs", {"name": "once", "type": "DELAYED", "delaySeconds": 3600,
+                                            "target": FAILING}, key="k6")
+    sign_in(browser, stack.api_url, "k6", "job/" + once["jobId"])
+    wait_for(browser, lambda: text_of(browser, "#job-name") == "once")
+    shown = {b: find(browser, "#" + b).is_displayed() for b in ("run-now", "pause", "resume", "cancel")}
+    assert shown == {"run-now": True, "pause": False, "resume": False, "cancel": True}
+    assert not find(browser, "#pause-reason").is_displayed()
+    # The page names its icon, which is served (no 404 for /favicon.ico)
+    icon = browser.execute_script("return document.querySelector('link[rel=icon]').href")
+    with urllib.request.urlopen(icon, timeout=10) as response:
+        assert response.status == 200 and response.headers["Content-Type"] == "image/svg+xml"
+    # A value axis of seven digits fits its margin
+    fits = browser.execute_script("""
+        const box = document.createElement('div'); document.body.appendChild(box);
+        drawChart(box, 0, 3600000, 600000, [{name: 'p99', kind: 'line', points: new Map([[0, 1294063]])}]);
+        const labels = [...box.querySelectorAll('text.tick[text-anchor=end]')];
+        const out = labels.map((t) => [t.textContent, t.getBBox().x]); box.remove(); return out;""")
+    assert fits[-1][0] == "2M" and all(x >= 0 for _, x in fits), fits
+    # A redrive's message stays after the list is read again
+    dead = call(stack, "POST", "/v1/jobs", {"name": "dies", "type": "DELAYED", "delaySeconds": 1, "target": FAILING,
+                                            "retryPolicy": ONCE}, key="k6")
+    wait_until(lambda: call(stack, "GET", "/v1/dead-letters", key="k6")["items"])
+    browser.get(stack.api_url + "/console#dead")
+    button = wait_for(browser, lambda: find_all(browser, "#dead-table button"))[0]
+    button.click()
+    wait_for(browser, lambda: text_of(browser, "#status").startswith("Redriven: " + dead["jobId"]))
+    time.sleep(1)  # the wall clock of a real browser: still there a second later
+    assert text_of(browser, "#status").startswith("Redriven: " + dead["jobId"])
+    browser.save_screenshot(str(shots / "console-redriven.png"))

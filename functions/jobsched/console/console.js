@@ -111,6 +111,12 @@ function svg(name, attributes, text) {
   return el;
 }
 
+// A value axis's label: 1200000 as "1.2M", 25000 as "25k" (the exact value is in each mark's title).
+function axisLabel(v) {
+  const short = (n, unit) => String(Math.round(n * 10) / 10) + unit;
+  return v >= 1e6 ? short(v / 1e6, "M") : v >= 1e4 ? short(v / 1e3, "k") : String(v);
+}
+
 function titled(el, text) { el.appendChild(svg("title", {}, text)); return el; }
 
 // The top of a value axis with four gridlines on round steps (1, 2 or 5 times a power of ten;
@@ -139,17 +145,20 @@ function timeAxis(group, from, to, left, width, y, zone) {
 // A chart of per-bucket series over [from, to): bars side by side, or lines through bucket
 // centres. Each bar and point carries data-series, data-at (the bucket's start) and data-value.
 function drawChart(container, from, to, bucketMs, series) {
-  const width = 560, height = 190, left = 44, right = 10, top = 12, bottom = 26;
-  const plotW = width - left - right, plotH = height - top - bottom;
   const values = series.flatMap((s) => [...s.points.values()].filter((v) => v !== null));
   const yMax = niceMax(Math.max(0, ...values));
+  // The value axis's labels fit its margin, however large (a lateness of minutes is 7 digits).
+  const labels = [0, 1, 2, 3, 4].map((i) => axisLabel(yMax * i / 4));
+  const width = 560, height = 190, right = 10, top = 12, bottom = 26;
+  const left = Math.max(44, 10 + 7 * Math.max(...labels.map((l) => l.length)));
+  const plotW = width - left - right, plotH = height - top - bottom;
   const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart-svg", role: "img" });
   const y = (v) => top + plotH - v / yMax * plotH;
   for (let i = 0; i <= 4; i += 1) {
     const v = yMax * i / 4;
     root.appendChild(svg("line", { x1: left, x2: left + plotW, y1: y(v), y2: y(v), class: "grid" }));
     root.appendChild(svg("text", { x: left - 4, y: y(v) + 4, class: "tick", "text-anchor": "end" },
-      String(v)));
+      labels[i]));
   }
   const x = timeAxis(root, from, to, left, plotW, top + plotH);
   const bars = series.filter((s) => s.kind === "bar");
@@ -384,6 +393,12 @@ function fireEntry(li, iso, jobZone, note) {
 async function loadJob(jobId) {
   const job = await api("GET", "v1/jobs/" + encodeURIComponent(jobId));
   $("job-name").textContent = job.name;
+  // Only the actions the job takes: a one-off job is not paused (the API answers 409), an ended
+  // one is neither resumed nor cancelled again.
+  const recurring = job.type === "CRON" || job.type === "RATE", open = job.state === "ACTIVE" || job.state === "PAUSED";
+  $("pause").hidden = $("pause-reason").parentElement.hidden = !(recurring && job.state === "ACTIVE");
+  $("resume").hidden = job.state !== "PAUSED";
+  $("cancel").hidden = !open;
   $("edit-job").href = "#edit/" + encodeURIComponent(job.jobId);
   const details = $("job-details");
   details.replaceChildren();
@@ -995,7 +1010,7 @@ async function act(method, suffix, body, done) {
 }
 
 // --- dead letters --------------------------------------------------------------------------
-async function loadDead() {
+async function loadDead(done) {
   const page = await api("GET", "v1/dead-letters?limit=50");
   const body = $("dead-table").tBodies[0];
   body.replaceChildren();
@@ -1010,14 +1025,13 @@ async function loadDead() {
     button.addEventListener("click", async () => {
       try {
         await api("POST", "v1/executions/" + encodeURIComponent(e.executionId) + "/redrive");
-        status("Redriven: " + e.executionId);
-        await loadDead();
+        await loadDead("Redriven: " + e.executionId + ".");  // kept: the reload does not clear it
       } catch (error) { status(error.message, true); }
     });
     cell(row, "").appendChild(button);
     body.appendChild(row);
   }
-  status(page.items.length ? "" : "No dead letters.");
+  status([done, page.items.length ? "" : "No dead letters."].filter(Boolean).join(" "));
 }
 
 // --- exclusion calendars -------------------------------------------------------------------
