@@ -16,6 +16,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("nextFireAt skips the dates its exclusion calendars exclude", "functions/jobsched/api/mapping.py",
+  "        if excludes is not None and job.spec.exclude_calendars:",
+  "        if False:",
+  "tests/integration/test_calendars.py::test_next_fire_at_skips_the_excluded_dates_as_the_hand_off_does"),
  ("a plain job change is made again when a concurrent write took its lock", "functions/jobsched/service/jobs.py",
   "                if attempt == CHANGE_TRIES:",
   "                if True:",
