@@ -16,6 +16,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("the ledger shows an occurrence to come on an excluded date as SKIPPED", "functions/jobsched/domain/occurrences.py",
+  "        if excludes is not None and job.spec.exclude_calendars and excludes(job, nominal):",
+  "        if False:",
+  "tests/integration/test_calendars.py::test_the_ledger_shows_an_occurrence_to_come_on_an_excluded_date_as_skipped"),
  ("nextFireAt skips the dates its exclusion calendars exclude", "functions/jobsched/api/mapping.py",
   "        if excludes is not None and job.spec.exclude_calendars:",
   "        if False:",

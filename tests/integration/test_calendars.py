@@ -377,3 +377,13 @@ def test_next_fire_at_skips_the_excluded_dates_as_the_hand_off_does(harness):
     # A job naming no calendar is unchanged
     plain = harness.create_job(daily_paris())
     assert plain["nextFireAt"] == "2026-12-25T08:00:00Z"
+
+
+def test_the_ledger_shows_an_occurrence_to_come_on_an_excluded_date_as_skipped(harness):
+    put_calendar(harness, "holidays", ["2026-12-25"])
+    job = harness.create_job(daily_paris(excludeCalendars=["holidays"]))
+    status, page = harness.request("GET", f"/v1/jobs/{job['jobId']}/occurrences?from=2026-12-24T08:30:00Z"
+                                          "&to=2026-12-27T00:00:00Z")
+    assert status == 200, page
+    assert [(o["scheduledAt"], o["outcome"], o["reason"]) for o in page["items"]] == [
+        ("2026-12-25T08:00:00Z", "SKIPPED", "EXCLUDED"), ("2026-12-26T08:00:00Z", "PENDING", None)]

@@ -27,6 +27,7 @@ from jobsched.domain.occurrences import (MAX_WINDOW_MS, MISSED_WINDOW_REACH_MS, 
                                          occurrence_times, record_row)
 from jobsched.domain.jobs import MisfirePolicy  # catch-up that does not flood
 from jobsched.domain.timers import Timer, TimerKind, segment_of
+from jobsched.service.calendars import CalendarCache
 from jobsched.service.handoff import HandOff
 from jobsched.store.jobs import name_prefix as name_prefix_of
 from jobsched.store.jobs import tag_prefix
@@ -120,6 +121,7 @@ class JobsService:
         self._handoff = handoff
         self._clock = clock
         self._outcomes = Outcomes(stores, handoff, clock)
+        self._stores_calendars = stores.calendars
         self._runs = self._outcomes.runs
         # The second each quota item last counted, as this container saw it: a create tries the
         # write that fits it first (a new second, or one more in the same second).
@@ -482,7 +484,8 @@ class JobsService:
             # explain the page's first occurrences.
             before = self._executions.scheduled_between(job_id, max(0, times[0] - MISSED_WINDOW_REACH_MS),
                                                         times[0] - 1, 5, newest_first=True)
-            rows += ledger(job, times, records, before, now)
+            # Exclusion calendars: an occurrence to come on an excluded date shows what it will be.
+            rows += ledger(job, times, records, before, now, CalendarCache(self._stores_calendars).excludes)
         more = len(rows) > limit
         rows = rows[:limit]
         return rows, (encode_cursor({"after": rows[-1].scheduled_ms}) if more and rows else None)
