@@ -120,34 +120,50 @@ def occurrences_shape(now):
             occurrence(40, "PENDING")]
 
 
+def ledger_route(ledger):
+    """GET /v1/jobs/{jobId}/occurrences as ../shared/API.md has it, over a fixed ledger: the
+    occurrences of [from, to), oldest first, `limit` a page, and an opaque cursor to the next."""
+    def answer(path, query):
+        lower = datetime.fromisoformat(query["from"][0].replace("Z", "+00:00"))
+        upper = datetime.fromisoformat(query["to"][0].replace("Z", "+00:00"))
+        limit = int(query.get("limit", ["20"])[0])
+        start = int(query["cursor"][0].removeprefix("after-")) if "cursor" in query else 0
+        inside = [o for o in ledger
+                  if lower <= datetime.fromisoformat(o["scheduledAt"].replace("Z", "+00:00")) < upper][start:]
+        more = len(inside) > limit
+        return 200, {"items": inside[:limit], "nextCursor": f"after-{start + limit}" if more else None}
+    return answer
+
+
 def test_the_job_page_draws_the_occurrence_ledger_with_the_reasons(stack, browser, tmp_path):  # noqa: F811
     shots = screenshots(tmp_path)
     job = call(stack, "POST", "/v1/jobs", {"name": "invoice-sync", "type": "CRON", "schedule": "*/10 * * * *",
                                            "timezone": "Europe/Paris", "target": FAILING}, key="k3")
     ledger = occurrences_shape(datetime.now(timezone.utc))
     proxy = ApiProxy(stack.api_url)
-    # Two pages, as a list answers: the console follows nextCursor.
-    proxy.routes[rf"/v1/jobs/{job['jobId']}/occurrences"] = lambda path, query: (200, (
-        {"items": ledger[6:], "nextCursor": None} if query.get("cursor") == ["page-2"]
-        else {"items": ledger[:6], "nextCursor": "page-2"}))
+    proxy.routes[rf"/v1/jobs/{job['jobId']}/occurrences"] = ledger_route(ledger)
     try:
         sign_in(browser, proxy.url, "k3", "job/" + job["jobId"])
         wait_for(browser, lambda: len(find_all(browser, "#timeline [data-outcome]")) == len(ledger))
         marks = [(m.get_attribute("data-outcome"), m.get_attribute("data-reason"), m.get_attribute("data-at"))
                  for m in find_all(browser, "#timeline [data-outcome]")]
         assert marks == [(o["outcome"], o["reason"] or "", o["scheduledAt"]) for o in ledger]
-        # The reasons spelled out, newest first, with the expectation and the execution's state
+        # The past with the reasons spelled out, newest first, with the expectation and the
+        # execution's state; what is still to come is said apart
+        wait_for(browser, lambda: len(find_all(browser, "tr.occurrence")) == 9)
         rows = [[c.text for c in r.find_elements("css selector", "td")] for r in find_all(browser, "tr.occurrence")]
-        assert [r[1] for r in rows] == [o["outcome"] for o in reversed(ledger)]
+        assert [r[1] for r in rows] == [o["outcome"] for o in reversed(ledger[:9])]
         assert [r[2] for r in rows][::-1] == ["SUCCEEDED", "OVERLAP", "MISSING · SUCCEEDED", "PAUSED", "PAUSED",
-                                              "MISSED_WINDOW", "EXCLUDED", "DEAD", "DEDUPLICATED", "", ""]
-        assert re.fullmatch(r"in \d+ min \(.*\)", rows[0][0]) and re.fullmatch(r"\d+ h ago \(.*\)", rows[-1][0])
+                                              "MISSED_WINDOW", "EXCLUDED", "DEAD", "DEDUPLICATED"]
+        assert re.fullmatch(r"\d+ min ago \(.*\)", rows[0][0]) and re.fullmatch(r"\d+ h ago \(.*\)", rows[-1][0])
+        assert text_of(browser, "#occurrences-upcoming") == "2 pending in the window; the next due " + \
+            ledger[9]["scheduledAt"]
         assert text_of(browser, "#timeline-status").startswith("11 occurrences: FIRED 3, SKIPPED OVERLAP 1")
-        # Asked with the user's key for a window the route takes (at most 31 days), in two pages
-        assert [s["authorization"] for s in proxy.seen] == ["Bearer k3", "Bearer k3"]
+        # Asked with the user's key for windows the route takes (at most 31 days)
+        assert {s["authorization"] for s in proxy.seen} == {"Bearer k3"}
         window = proxy.seen[0]["query"]
         span = datetime.fromisoformat(window["to"][0]) - datetime.fromisoformat(window["from"][0])
-        assert timedelta(hours=6) < span <= timedelta(days=31) and proxy.seen[1]["query"]["cursor"] == ["page-2"]
+        assert timedelta(hours=6) < span <= timedelta(days=31)
         browser.execute_script("document.getElementById('timeline-title').scrollIntoView()")
         browser.save_screenshot(str(shots / "console-job-timeline.png"))
 
@@ -159,6 +175,57 @@ def test_the_job_page_draws_the_occurrence_ledger_with_the_reasons(stack, browse
         assert not find_all(browser, "#timeline [data-outcome]") and not find_all(browser, "tr.occurrence")
         assert len(wait_for(browser, lambda: find_all(browser, "#next-fires li"))) == 10
         assert text_of(browser, "#status") == ""  # not an error of the page
+    finally:
+        proxy.stop()
+
+
+def test_a_frequent_jobs_ledger_table_shows_the_past_newest_first_a_page_at_a_time(stack, browser, tmp_path):  # noqa: F811
+    # An every-minute job: six hours of past (every seventh skipped, OVERLAP) and an hour of future
+    shots = screenshots(tmp_path)
+    job = call(stack, "POST", "/v1/jobs", {"name": "every-minute", "type": "CRON", "schedule": "* * * * *",
+                                           "target": FAILING}, key="k3")
+    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    def at(minutes):
+        return (now + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ledger = [{"scheduledAt": at(m), "outcome": "SKIPPED", "reason": "OVERLAP", "executionId": None, "lateMs": None,
+               "status": None} if m % 7 == 0 else
+              {"scheduledAt": at(m), "outcome": "FIRED", "reason": None, "executionId": f"{job['jobId']}.{m}",
+               "lateMs": 120, "status": "SUCCEEDED"} for m in range(-359, 0)]
+    ledger += [{"scheduledAt": at(m), "outcome": "PENDING", "reason": None, "executionId": None, "lateMs": None,
+                "status": None} for m in range(1, 61)]
+    proxy = ApiProxy(stack.api_url)
+    proxy.routes[rf"/v1/jobs/{job['jobId']}/occurrences"] = ledger_route(ledger)
+    past = [o for o in ledger if o["outcome"] != "PENDING"][::-1]
+
+    def shown():
+        return [r.get_attribute("data-outcome") + " " + r.find_elements("css selector", "td a, td")[-1].text
+                for r in find_all(browser, "tr.occurrence")]
+
+    def expected(rows):
+        return [o["outcome"] + " " + (o["executionId"] or "") for o in rows]
+
+    try:
+        sign_in(browser, proxy.url, "k3", "job/" + job["jobId"])
+        # Then the table starts at the newest past occurrence, skips among the fires, no PENDING
+        wait_for(browser, lambda: shown() == expected(past[:50]))
+        assert text_of(browser, "#occurrences-upcoming") == "60 pending in the window; the next due " + at(1)
+        assert "SKIPPED" in [r.split()[0] for r in shown()]
+        browser.execute_script("document.getElementById('occurrences-table').scrollIntoView()")
+        browser.save_screenshot(str(shots / "console-ledger-frequent.png"))
+        # Older pages back, Newer returns
+        find(browser, "#ledger-older").click()
+        wait_for(browser, lambda: shown() == expected(past[50:100]))
+        find(browser, "#ledger-older").click()
+        wait_for(browser, lambda: shown() == expected(past[100:150]))
+        find(browser, "#ledger-newer").click()
+        wait_for(browser, lambda: shown() == expected(past[50:100]))
+        find(browser, "#ledger-newer").click()
+        wait_for(browser, lambda: shown() == expected(past[:50]))
+        assert find(browser, "#ledger-newer").get_attribute("disabled") is not None
+        browser.execute_script("document.getElementById('ledger-pager').scrollIntoView()")
+        browser.save_screenshot(str(shots / "console-ledger-pager.png"))
+        # Each page is a few requests of the route's windows, not the whole six hours
+        assert len(proxy.seen) < 40
     finally:
         proxy.stop()
 
@@ -299,3 +366,39 @@ def test_the_job_form_previews_fires_in_both_zones_and_shows_errors_by_field(sta
         assert browser.execute_script("return location.hash") == "#edit/" + job_id  # the edit stays in the form
     finally:
         browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
+
+
+def test_console_nits_actions_a_job_takes_a_kept_redrive_message_axis_labels_and_an_icon(stack, browser, tmp_path):  # noqa: F811
+    import urllib.request
+
+    shots = screenshots(tmp_path)
+    # A one-off job is offered no Pause (the API would answer 409), only what it takes
+    once = call(stack, "POST", "/v1/jobs", {"name": "once", "type": "DELAYED", "delaySeconds": 3600,
+                                            "target": FAILING}, key="k6")
+    sign_in(browser, stack.api_url, "k6", "job/" + once["jobId"])
+    wait_for(browser, lambda: text_of(browser, "#job-name") == "once")
+    shown = {b: find(browser, "#" + b).is_displayed() for b in ("run-now", "pause", "resume", "cancel")}
+    assert shown == {"run-now": True, "pause": False, "resume": False, "cancel": True}
+    assert not find(browser, "#pause-reason").is_displayed()
+    # The page names its icon, which is served (no 404 for /favicon.ico)
+    icon = browser.execute_script("return document.querySelector('link[rel=icon]').href")
+    with urllib.request.urlopen(icon, timeout=10) as response:
+        assert response.status == 200 and response.headers["Content-Type"] == "image/svg+xml"
+    # A value axis of seven digits fits its margin
+    fits = browser.execute_script("""
+        const box = document.createElement('div'); document.body.appendChild(box);
+        drawChart(box, 0, 3600000, 600000, [{name: 'p99', kind: 'line', points: new Map([[0, 1294063]])}]);
+        const labels = [...box.querySelectorAll('text.tick[text-anchor=end]')];
+        const out = labels.map((t) => [t.textContent, t.getBBox().x]); box.remove(); return out;""")
+    assert fits[-1][0] == "2M" and all(x >= 0 for _, x in fits), fits
+    # A redrive's message stays after the list is read again
+    dead = call(stack, "POST", "/v1/jobs", {"name": "dies", "type": "DELAYED", "delaySeconds": 1, "target": FAILING,
+                                            "retryPolicy": ONCE}, key="k6")
+    wait_until(lambda: call(stack, "GET", "/v1/dead-letters", key="k6")["items"])
+    browser.get(stack.api_url + "/console#dead")
+    button = wait_for(browser, lambda: find_all(browser, "#dead-table button"))[0]
+    button.click()
+    wait_for(browser, lambda: text_of(browser, "#status").startswith("Redriven: " + dead["jobId"]))
+    time.sleep(1)  # the wall clock of a real browser: still there a second later
+    assert text_of(browser, "#status").startswith("Redriven: " + dead["jobId"])
+    browser.save_screenshot(str(shots / "console-redriven.png"))

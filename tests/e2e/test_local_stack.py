@@ -2,6 +2,7 @@
 
 The one suite that waits on real time (a few seconds): it proves that `make run` fires jobs."""
 import json
+import re
 import os
 import time
 import urllib.error
@@ -111,8 +112,8 @@ def test_cli_session_a_newcomer_would_type(local_stack):
     assert run_cli(runtime, "jobs", "pause", job_id) == (0, f"{job_id} PAUSED\n")
     assert run_cli(runtime, "jobs", "resume", job_id) == (0, f"{job_id} ACTIVE\n")
     code, out = run_cli(runtime, "jobs", "trigger", job_id)
-    assert code == 0 and out.endswith("PENDING\n")
-    execution_id = out.split()[0]
+    assert code == 0 and re.fullmatch(r"job_\w+\.\d{13}\.manual\n", out)  # the bare id: $(...) feeds it on
+    execution_id = out.strip()
     deadline = time.time() + 10
     while time.time() < deadline and run_cli(runtime, "--json", "executions", "get", execution_id)[1].find(
             '"SUCCEEDED"') < 0:

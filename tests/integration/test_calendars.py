@@ -362,3 +362,28 @@ def test_the_cli_puts_lists_reads_and_deletes_calendars_and_jobs_exclude_them(ha
     assert run_cli(harness, "jobs", "delete", job_id)[0] == 0
     assert run_cli(harness, "calendars", "delete", "us-holidays") == (0, "us-holidays deleted\n")
     assert run_cli(harness, "calendars", "get", "us-holidays")[0] == 3
+
+
+def test_next_fire_at_skips_the_excluded_dates_as_the_hand_off_does(harness):
+    # Given a daily 09:00 Paris job, and Christmas and Boxing Day excluded (now: the 24th, 08:50 UTC)
+    put_calendar(harness, "holidays", ["2026-12-25", "2026-12-26"])
+    job = harness.create_job(daily_paris(excludeCalendars=["holidays"]))
+    assert job["nextFireAt"] == "2026-12-24T08:00:00Z"
+    # When the 24th's fire has passed, then the next one shown is the 27th's, as in a list too
+    harness.advance(15 * 60, step_ms=5000)
+    assert harness.request("GET", f"/v1/jobs/{job['jobId']}")[1]["nextFireAt"] == "2026-12-27T08:00:00Z"
+    listed = harness.request("GET", "/v1/jobs")[1]["items"]
+    assert [j["nextFireAt"] for j in listed if j["jobId"] == job["jobId"]] == ["2026-12-27T08:00:00Z"]
+    # A job naming no calendar is unchanged
+    plain = harness.create_job(daily_paris())
+    assert plain["nextFireAt"] == "2026-12-25T08:00:00Z"
+
+
+def test_the_ledger_shows_an_occurrence_to_come_on_an_excluded_date_as_skipped(harness):
+    put_calendar(harness, "holidays", ["2026-12-25"])
+    job = harness.create_job(daily_paris(excludeCalendars=["holidays"]))
+    status, page = harness.request("GET", f"/v1/jobs/{job['jobId']}/occurrences?from=2026-12-24T08:30:00Z"
+                                          "&to=2026-12-27T00:00:00Z")
+    assert status == 200, page
+    assert [(o["scheduledAt"], o["outcome"], o["reason"]) for o in page["items"]] == [
+        ("2026-12-25T08:00:00Z", "SKIPPED", "EXCLUDED"), ("2026-12-26T08:00:00Z", "PENDING", None)]

@@ -53,3 +53,32 @@ def test_a_bad_window_names_the_field_and_another_tenants_job_is_not_found(harne
     status, body = harness.request("GET", f"/v1/jobs/{job['jobId']}/stats?window=2h")
     assert status == 400 and body["error"]["details"][0]["field"] == "window"
     assert harness.request("GET", f"/v1/jobs/{job['jobId']}/stats", key=KEY_B)[0] == 404
+
+
+def test_backfilled_runs_count_for_no_lateness(harness):
+    # Given a five-minute job paused for an hour, then backfilled (the first backfilled run fails
+    # once and is retried) and resumed for two fires on time
+    from jobsched.domain.schedule import format_instant
+
+    job = harness.create_job({"name": "b", "type": "RATE", "schedule": "PT5M", "target": HOOK,
+                              "retryPolicy": {"maxAttempts": 2, "initialDelayMs": 1000}})
+    harness.request("POST", f"/v1/jobs/{job['jobId']}/pause")
+    harness.advance(3600, step_ms=60_000)
+    harness.target.script[job["jobId"]] = [FAIL]
+    status, filled = harness.request("POST", f"/v1/jobs/{job['jobId']}/backfill",
+                                     {"from": job["createdAt"], "to": format_instant(harness.clock.now_ms())})
+    assert status == 202 and filled["count"] == 11  # one every five minutes after the first
+    harness.advance(10)
+    harness.request("POST", f"/v1/jobs/{job['jobId']}/resume")
+    harness.advance(11 * 60, step_ms=1000)
+    executions = harness.executions_of(job["jobId"])
+    backfilled = [e for e in executions if e["executionId"] in filled["executionIds"]]
+    on_time = [e for e in executions if e["executionId"] not in filled["executionIds"]]
+    assert len(backfilled) == 11 and all(e["backfill"] and e["status"] == "SUCCEEDED" for e in backfilled)
+    assert max(e["attempt"] for e in backfilled) == 2  # its retry kept the mark
+    assert len(on_time) == 2 and not any(e["backfill"] for e in on_time)
+    assert min(e["lateMs"] for e in backfilled) > 60_000 > max(e["lateMs"] for e in on_time)
+    # When its statistics are read, then only the fires on time count for lateness
+    _, body = harness.request("GET", f"/v1/jobs/{job['jobId']}/stats?window=24h")
+    late = sorted(e["lateMs"] for e in on_time)
+    assert body["lateMs"] == {"p50": late[0], "p99": late[-1], "max": late[-1]}

@@ -3,7 +3,7 @@ import pytest
 
 from jobsched.domain.schedule import format_instant
 
-from .harness import FAIL, KEY_B, TENANT_A
+from .harness import ACCEPTED, FAIL, KEY_B, TENANT_A
 
 HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/hook"}
 
@@ -247,3 +247,128 @@ def test_a_state_filtered_list_reads_its_matches_not_the_tenants_history(harness
     _, rest = harness.request("GET", f"/v1/jobs?state=COMPLETED&limit=50&cursor={completed['nextCursor']}")
     assert len(rest["items"]) == 31 and rest["nextCursor"] is None
     assert harness.request("GET", f"/v1/jobs?state=ACTIVE&cursor={completed['nextCursor']}")[0] == 400
+
+
+def quota_used(harness, tenant=TENANT_A):
+    """The tenant's places among the jobs that have not ended (every shard's counter)."""
+    table = harness.session.resource("dynamodb").Table(harness.settings.jobs_table)
+    items = table.query(KeyConditionExpression="tenantId = :t AND begins_with(jobId, :q)",
+                        ExpressionAttributeValues={":t": tenant, ":q": "quota#active"}, ConsistentRead=True)["Items"]
+    return sum(int(i["used"]) for i in items)
+
+
+def assert_ended_one_off(harness, job):
+    _, now = harness.request("GET", f"/v1/jobs/{job['jobId']}")
+    assert now["state"] == "COMPLETED" and now["nextFireAt"] is None
+    _, active = harness.request("GET", "/v1/jobs?state=ACTIVE")
+    assert job["jobId"] not in [j["jobId"] for j in active["items"]]
+    _, bulk = harness.request("POST", "/v1/jobs/bulk", {"action": "CANCEL", "filter": {"state": "ACTIVE"},
+                                                         "dryRun": True})
+    assert job["jobId"] not in bulk["jobIds"]
+    assert quota_used(harness) == 0
+
+
+def test_a_one_off_job_whose_waiting_retry_is_cancelled_ends_and_gives_its_quota_back_once(harness):
+    job = harness.create_job({"name": "w", "type": "DELAYED", "delaySeconds": 10, "target": HOOK,
+                              "retryPolicy": {"maxAttempts": 3, "initialDelayMs": 60000}})
+    assert quota_used(harness) == 1
+    harness.target.script[job["jobId"]] = [FAIL]
+    harness.advance(12)
+    [execution] = harness.executions_of(job["jobId"])
+    assert execution["status"] == "FAILED"
+    status, cancelled = harness.request("POST", f"/v1/executions/{execution['executionId']}/cancel")
+    assert status == 202 and cancelled["status"] == "CANCELLED"
+    assert_ended_one_off(harness, job)
+    harness.advance(120)  # the retry's message comes back: its end is looked at again, nothing twice
+    assert len(harness.target.calls_for(job["jobId"])) == 1
+    assert_ended_one_off(harness, job)
+
+
+def test_a_one_off_job_whose_running_execution_is_cancelled_ends(harness):
+    job = harness.create_job({"name": "long", "type": "ONE_TIME", "runAt": "2030-01-01T00:00:30Z",
+                              "target": HOOK, "heartbeatTimeoutSec": 60})
+    harness.target.script[job["jobId"]] = [ACCEPTED]
+    harness.advance(31)
+    [call] = harness.target.calls_for(job["jobId"])
+    assert harness.request("POST", f"/v1/executions/{call.execution_id}/cancel")[0] == 202
+    token = harness.target.tokens[call.execution_id]
+    status, beat = harness.request("POST", f"/v1/executions/{call.execution_id}/heartbeat", {"progress": {}},
+                                   key=None, headers={"X-Callback-Token": token})
+    assert status == 200 and beat["status"] == "CANCELLED"
+    assert_ended_one_off(harness, job)
+    harness.advance(600)  # its lease check comes due: nothing more
+    assert_ended_one_off(harness, job)
+
+
+def test_a_cancelled_trigger_of_a_one_off_job_does_not_end_it(harness):
+    job = harness.create_job({"name": "t", "type": "DELAYED", "delaySeconds": 600, "target": HOOK})
+    _, pending = harness.request("POST", f"/v1/jobs/{job['jobId']}/trigger")
+    assert harness.request("POST", f"/v1/executions/{pending['executionId']}/cancel")[0] == 202
+    _, now = harness.request("GET", f"/v1/jobs/{job['jobId']}")
+    assert now["state"] == "ACTIVE" and quota_used(harness) == 1
+    harness.advance(610)
+    assert len(harness.target.calls_for(job["jobId"])) == 1  # its own occurrence ran, then it ended
+    assert_ended_one_off(harness, job)
+
+
+def test_a_crash_after_cancelling_a_waiting_retry_is_completed_by_its_message(harness, monkeypatch):
+    from jobsched.service.outcomes import Outcomes
+
+    job = harness.create_job({"name": "w", "type": "DELAYED", "delaySeconds": 10, "target": HOOK,
+                              "retryPolicy": {"maxAttempts": 3, "initialDelayMs": 60000}})
+    harness.target.script[job["jobId"]] = [FAIL]
+    harness.advance(12)
+    [execution] = harness.executions_of(job["jobId"])
+
+    def dies(self, job, execution):
+        raise RuntimeError("the API process died after the cancel was written")
+
+    monkeypatch.setattr(Outcomes, "after_cancel", dies)
+    assert harness.request("POST", f"/v1/executions/{execution['executionId']}/cancel")[0] == 500
+    monkeypatch.undo()
+    assert harness.execution(execution["executionId"])["status"] == "CANCELLED"
+    assert harness.request("GET", f"/v1/jobs/{job['jobId']}")[1]["state"] == "ACTIVE"
+    harness.advance(120)  # the retry's message finds it CANCELLED: what follows its end is done then
+    assert len(harness.target.calls_for(job["jobId"])) == 1
+    assert_ended_one_off(harness, job)
+
+
+def racing_saves(monkeypatch, harness, times):
+    """The next `times` job writes each lose the race: another change of the same job is written
+    between their read and their write (as a concurrent request's would be)."""
+    from dataclasses import replace
+
+    store = type(harness.stores.jobs)
+    original, raced = store.save, []
+
+    def save(self, before, after):
+        if len(raced) < times and after is not before:
+            raced.append(before.job_id)
+            current = self.get(before.tenant_id, before.job_id, consistent=True)
+            original(self, current, replace(current, version=current.version + 1))
+        return original(self, before, after)
+
+    monkeypatch.setattr(store, "save", save)
+    return raced
+
+
+def test_a_plain_change_retries_a_concurrent_write_and_if_match_keeps_its_409(harness, monkeypatch):
+    job = rate_job(harness)
+    path = f"/v1/jobs/{job['jobId']}"
+    raced = racing_saves(monkeypatch, harness, 1)
+    status, paused = harness.request("POST", f"{path}/pause")
+    assert status == 200 and paused["state"] == "PAUSED" and raced  # lost once, made again on a fresh read
+    racing_saves(monkeypatch, harness, 1)
+    assert harness.request("POST", f"{path}/resume")[1]["state"] == "ACTIVE"
+    body = {"name": "r2", "type": "RATE", "schedule": "PT5M", "target": HOOK}
+    racing_saves(monkeypatch, harness, 1)
+    status, replaced = harness.request("PUT", path, body)
+    assert status == 200 and replaced["name"] == "r2"
+    # With If-Match the client asked for the lock: a concurrent change answers 409 as before
+    current = harness.request("GET", path)[1]
+    racing_saves(monkeypatch, harness, 1)
+    status, answer = harness.request("PUT", path, body, headers={"If-Match": str(current["version"])})
+    assert status == 409 and answer["error"]["code"] == "CONFLICT"
+    # Bounded: a job changed under every try still answers 409 in the end
+    raced = racing_saves(monkeypatch, harness, 100)
+    assert harness.request("POST", f"{path}/pause")[0] == 409 and len(raced) == 5

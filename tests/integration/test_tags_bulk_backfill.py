@@ -112,8 +112,9 @@ def test_a_dry_run_counts_only_the_jobs_the_action_would_change(harness):
     dry = harness.request("POST", "/v1/jobs/bulk", {"action": "PAUSE", "filter": {"tag": "team:z"},
                                                    "dryRun": True})[1]
     done = harness.request("POST", "/v1/jobs/bulk", {"action": "PAUSE", "filter": {"tag": "team:z"}})[1]
-    # Then the dry run said what the real one did
+    # Then the dry run said what the real one did, and listed the jobs it would change, not every match
     assert (dry["matched"], dry["applied"]) == (3, 2) and (done["matched"], done["applied"]) == (3, 2)
+    assert sorted(dry["jobIds"]) == sorted(j["jobId"] for j in jobs[1:])
 
 
 def test_a_bulk_action_on_every_job_must_be_asked_for_explicitly(harness):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from jobsched.adapters.targets import largest_payload_bytes
@@ -12,7 +12,7 @@ from jobsched.domain.container_tasks import MAX_OVERRIDES_CHARS, largest_fixed_o
 from jobsched.domain.task_networks import TaskNetworks, network_problem
 from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
-from jobsched.domain.calendars import EXCLUDED, checked_job_calendars, is_excluded
+from jobsched.domain.calendars import EXCLUDED, checked_job_calendars, first_not_excluded, is_excluded
 from jobsched.domain.executions import Execution
 from jobsched.domain.trace import trace_id_of
 from jobsched.domain.json_text import size_bytes
@@ -549,7 +549,9 @@ def _required(value: Any, field_name: str, job_type: str) -> Any:
     return value
 
 
-def next_fire_at(job: Job, now_ms: int) -> int | None:
+def next_fire_at(job: Job, now_ms: int, excludes: Callable[[Job, int], bool] | None = None) -> int | None:
+    """`excludes`: exclusion calendars' rule as the hand-off applies it (CalendarCache.excludes);
+    the next fire shown is then the first occurrence that is not excluded."""
     if job.state is not JobState.ACTIVE:
         return None
     if job.spec.max_runs is not None and job.run_count >= job.spec.max_runs:
@@ -559,10 +561,12 @@ def next_fire_at(job: Job, now_ms: int) -> int | None:
         nominal = schedule.run_at_ms
     else:
         nominal = schedule.next_fire_after(max(job.nominal_of(now_ms), schedule.first_fire() or now_ms) - 1)
+        if excludes is not None and job.spec.exclude_calendars:
+            nominal = first_not_excluded(job, nominal, excludes)
     return None if nominal is None else job.fire_at(nominal)
 
 
-def job_to_json(job: Job, now_ms: int) -> dict:
+def job_to_json(job: Job, now_ms: int, excludes: Callable[[Job, int], bool] | None = None) -> dict:
     spec = job.spec
     schedule = spec.schedule
     body: dict[str, Any] = {
@@ -611,7 +615,7 @@ def job_to_json(job: Job, now_ms: int) -> dict:
         "excludeCalendars": list(spec.exclude_calendars),
         "expect": spec.expect.to_item() if spec.expect else None,  # absence alerts
         "state": job.state.value,
-        "nextFireAt": format_instant(next_fire_at(job, now_ms)),
+        "nextFireAt": format_instant(next_fire_at(job, now_ms, excludes)),
         "createdAt": format_instant(job.created_ms),
         "updatedAt": format_instant(job.updated_ms),
         "version": job.version,
@@ -672,6 +676,8 @@ def _execution_fields(execution: Execution) -> dict:
         "traceId": trace_id_of(execution.execution_id),  # the trace every attempt's call carries
         # Catch-up that does not flood.
         "catchUp": execution.catch_up,
+        # Backfill: run late on purpose (its lateMs says how late); counted in no lateness.
+        "backfill": execution.backfill,
         # Absence alerts: MISSING, LATE (a success after the mark), NOT_FIRED, or null.
         "expectation": expectation_of(execution),
         # Container tasks (ECS_TASK): the running or last attempt's task; null for other targets.

@@ -116,6 +116,7 @@ class Execution(_Out):
     # how late); a SKIPPED record of the occurrences it left out: reason MISSED_WINDOW, their
     # count, and the newest one's instant (scheduledAt is the oldest's).
     catchUp: bool = False
+    backfill: bool = False  # first run by a backfill: late on purpose, counted in no lateness (stats)
     # SKIPPED: why (MISSED_WINDOW above; EXCLUDED: a date of one of the job's exclusion calendars).
     # OVERLAP: overlapPolicy SKIP found the previous run still running.
     reason: Literal["MISSED_WINDOW", "EXCLUDED", "OVERLAP"] | None = None

@@ -263,7 +263,7 @@ def run_command(args, client: Client, out) -> int:
         if command == "list":
             page = _collect(client, "/v1/jobs", {"state": args.state, "tag": args.tag or None,
                                                  "namePrefix": args.name_prefix}, args.limit, args.all)
-            return show(page, lambda: table(page["items"], JOB_COLUMNS, out))
+            return show(page, lambda: table_page(page, JOB_COLUMNS, out))
         if command == "get":
             job = client.call("GET", f"/v1/jobs/{args.job_id}")
             return show(job, lambda: details(job, JOB_KEYS, out))
@@ -306,15 +306,18 @@ def run_command(args, client: Client, out) -> int:
         if command == "occurrences":
             window = {k: v for k, v in (("from", args.from_), ("to", args.to)) if v is not None}
             page = _collect(client, f"/v1/jobs/{args.job_id}/occurrences", window, args.limit, args.all)
-            return show(page, lambda: table(page["items"], OCCURRENCE_COLUMNS, out))
+            return show(page, lambda: table_page(page, OCCURRENCE_COLUMNS, out))
         if command == "trigger":
             headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
             execution = client.call("POST", f"/v1/jobs/{args.job_id}/trigger", headers=headers)
-            return show(execution, lambda: print(f"{execution['executionId']} {execution['status']}", file=out))
+            # The bare id on stdout, so that `$(jobsched jobs trigger ...)` feeds `executions get`;
+            # its status on stderr, as the other words for people (all of it with --json).
+            return show(execution, lambda: (print(execution["executionId"], file=out),
+                                            print(f"jobsched: {execution['status']}", file=sys.stderr)))
     if group == "executions":
         if command == "list":
             page = _collect(client, f"/v1/jobs/{args.job_id}/executions", {}, args.limit, args.all)
-            return show(page, lambda: table(page["items"], EXECUTION_COLUMNS, out))
+            return show(page, lambda: table_page(page, EXECUTION_COLUMNS, out))
         if command == "get":
             execution = client.call("GET", f"/v1/executions/{args.execution_id}")
 
@@ -347,7 +350,7 @@ def run_command(args, client: Client, out) -> int:
             f"previous secret signs until {answer['previousValidUntil'] or '-'}", file=out))
     if group == "dead-letters":
         page = _collect(client, "/v1/dead-letters", {}, args.limit, args.all)
-        return show(page, lambda: table(page["items"], [("jobId", "JOB ID"), *EXECUTION_COLUMNS], out))
+        return show(page, lambda: table_page(page, [("jobId", "JOB ID"), *EXECUTION_COLUMNS], out))
     if group == "preview":
         answer = client.call("GET", "/v1/schedule-preview", query={
             "type": args.type, "schedule": args.schedule, "timezone": args.timezone, "count": args.count,
@@ -388,6 +391,14 @@ def _filters(parser) -> None:
     parser.add_argument("--tag", action="append", help="key:value (repeatable: all must match)")
     parser.add_argument("--state", choices=["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"])
     parser.add_argument("--name-prefix")
+
+
+def table_page(page: dict, columns, out) -> None:
+    """A page as a table; when more exist, says so on stderr (stdout keeps only the table)."""
+    table(page["items"], columns, out)
+    if page.get("nextCursor"):
+        print(f"jobsched: {len(page['items'])} shown and more exist; --all reads every page "
+              "(or --limit up to 100)", file=sys.stderr)
 
 
 def _collect(client: Client, path: str, query: dict, limit: int, all_pages: bool) -> dict:

@@ -111,6 +111,12 @@ function svg(name, attributes, text) {
   return el;
 }
 
+// A value axis's label: 1200000 as "1.2M", 25000 as "25k" (the exact value is in each mark's title).
+function axisLabel(v) {
+  const short = (n, unit) => String(Math.round(n * 10) / 10) + unit;
+  return v >= 1e6 ? short(v / 1e6, "M") : v >= 1e4 ? short(v / 1e3, "k") : String(v);
+}
+
 function titled(el, text) { el.appendChild(svg("title", {}, text)); return el; }
 
 // The top of a value axis with four gridlines on round steps (1, 2 or 5 times a power of ten;
@@ -139,17 +145,20 @@ function timeAxis(group, from, to, left, width, y, zone) {
 // A chart of per-bucket series over [from, to): bars side by side, or lines through bucket
 // centres. Each bar and point carries data-series, data-at (the bucket's start) and data-value.
 function drawChart(container, from, to, bucketMs, series) {
-  const width = 560, height = 190, left = 44, right = 10, top = 12, bottom = 26;
-  const plotW = width - left - right, plotH = height - top - bottom;
   const values = series.flatMap((s) => [...s.points.values()].filter((v) => v !== null));
   const yMax = niceMax(Math.max(0, ...values));
+  // The value axis's labels fit its margin, however large (a lateness of minutes is 7 digits).
+  const labels = [0, 1, 2, 3, 4].map((i) => axisLabel(yMax * i / 4));
+  const width = 560, height = 190, right = 10, top = 12, bottom = 26;
+  const left = Math.max(44, 10 + 7 * Math.max(...labels.map((l) => l.length)));
+  const plotW = width - left - right, plotH = height - top - bottom;
   const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart-svg", role: "img" });
   const y = (v) => top + plotH - v / yMax * plotH;
   for (let i = 0; i <= 4; i += 1) {
     const v = yMax * i / 4;
     root.appendChild(svg("line", { x1: left, x2: left + plotW, y1: y(v), y2: y(v), class: "grid" }));
     root.appendChild(svg("text", { x: left - 4, y: y(v) + 4, class: "tick", "text-anchor": "end" },
-      String(v)));
+      labels[i]));
   }
   const x = timeAxis(root, from, to, left, plotW, top + plotH);
   const bars = series.filter((s) => s.kind === "bar");
@@ -230,7 +239,8 @@ function overviewSeries(executions, deadLetters, from, to) {
     const at = Date.parse(e.scheduledAt);
     if (at >= from && at < to && e.status !== "SKIPPED" && e.status !== "CANCELLED") {
       add(fires, at, MINUTE);
-      if (e.lateMs !== null && e.lateMs !== undefined) {
+      // A backfilled run is late on purpose: it counts for no lateness (as in the job's stats).
+      if (e.lateMs !== null && e.lateMs !== undefined && !e.backfill) {
         lateness.push(e.lateMs);
         const b = Math.floor(at / bucket) * bucket;
         if (!late.has(b)) late.set(b, []);
@@ -383,6 +393,12 @@ function fireEntry(li, iso, jobZone, note) {
 async function loadJob(jobId) {
   const job = await api("GET", "v1/jobs/" + encodeURIComponent(jobId));
   $("job-name").textContent = job.name;
+  // Only the actions the job takes: a one-off job is not paused (the API answers 409), an ended
+  // one is neither resumed nor cancelled again.
+  const recurring = job.type === "CRON" || job.type === "RATE", open = job.state === "ACTIVE" || job.state === "PAUSED";
+  $("pause").hidden = $("pause-reason").parentElement.hidden = !(recurring && job.state === "ACTIVE");
+  $("resume").hidden = job.state !== "PAUSED";
+  $("cancel").hidden = !open;
   $("edit-job").href = "#edit/" + encodeURIComponent(job.jobId);
   const details = $("job-details");
   details.replaceChildren();
@@ -509,7 +525,6 @@ async function loadTimeline(job) {
     return;
   }
   const items = read.items;
-  $("occurrences-table").hidden = !items.length;
   const counts = {};
   for (const o of items) { const k = o.outcome + (o.outcome === "FIRED" ? "" : " " + (o.reason || "")); counts[k] = (counts[k] || 0) + 1; }
   $("timeline-status").className = "";
@@ -552,12 +567,64 @@ async function loadTimeline(job) {
     lx += 26 + 7.2 * label.length;
   }
   box.appendChild(root);
-  // The newest first below the timeline, with the reasons spelled out.
-  for (const o of items.slice(-50).reverse()) {
+  // Below the timeline, the past (what ran, what was skipped and why), newest first, a page at
+  // a time; then what is still to come. Not the last rows of the window: those are its future.
+  const pending = items.filter((o) => o.outcome === "PENDING");
+  $("occurrences-upcoming").textContent = !pending.length ? ""
+    : pending.length + " pending in the window; the next due " + pending[0].scheduledAt;
+  ledgerView = { job, floor: from, now, newer: [] };
+  await showLedgerPage(now);
+}
+
+// The occurrence table's pages: the newest LEDGER_PAGE past occurrences due before `before`
+// (exclusive), not before the window's start. The route answers a window oldest first, in pages
+// of at most 100 with its cursor: the console asks for a span just before `before`, narrows it
+// when it holds more than a page (by the density the page shows), widens it when it holds too
+// few, and follows the cursor through the span it keeps.
+const LEDGER_PAGE = 50, LEDGER_TRIES = 6, LEDGER_SPAN_PAGES = 3;
+let ledgerView = null;
+
+async function ledgerBefore(jobId, floor, before) {
+  const path = (from) => "v1/jobs/" + encodeURIComponent(jobId) + "/occurrences?from=" +
+    encodeURIComponent(new Date(from).toISOString()) + "&to=" + encodeURIComponent(new Date(before).toISOString());
+  let span = Math.min(before - floor, HOUR), from = Math.max(floor, before - span), items = [];
+  for (let tries = 0; tries < LEDGER_TRIES; tries++) {
+    from = Math.max(floor, before - span);
+    const page = await api("GET", path(from) + "&limit=100");
+    items = page.items;
+    if (page.nextCursor) {  // more than a page in the span: about LEDGER_PAGE of them, the newest
+      const reach = Date.parse(items[items.length - 1].scheduledAt) - from + 1;
+      const narrower = Math.floor(reach * LEDGER_PAGE / items.length);
+      if (narrower < span && tries < LEDGER_TRIES - 1) { span = Math.max(SECOND, narrower); continue; }
+      items = (await pages(path(from), LEDGER_SPAN_PAGES)).items;  // dense to the second: read it through
+      break;
+    }
+    if (items.length >= LEDGER_PAGE || from === floor) break;
+    span = Math.min(before - floor, span * (items.length ? Math.ceil(2 * LEDGER_PAGE / items.length) : 8));
+  }
+  const past = items.filter((o) => o.outcome !== "PENDING");
+  return { rows: past.slice(-LEDGER_PAGE).reverse(), older: past.length > LEDGER_PAGE || from > floor };
+}
+
+async function showLedgerPage(before) {
+  const view = ledgerView, body = $("occurrences-table").tBodies[0];
+  let page;
+  try {
+    page = await ledgerBefore(view.job.jobId, view.floor, before);
+  } catch (error) {
+    $("timeline-status").textContent = "Occurrences: " + error.message;
+    $("timeline-status").className = "error";
+    return;
+  }
+  if (view !== ledgerView) return;  // another job or window was chosen meanwhile
+  view.before = before;
+  view.oldest = page.rows.length ? Date.parse(page.rows[page.rows.length - 1].scheduledAt) : null;
+  body.replaceChildren();
+  for (const o of page.rows) {
     const row = document.createElement("tr");
     row.className = "occurrence";
     row.dataset.outcome = o.outcome;
-    timeCell(row, o.scheduledAt, job.timezone);
+    timeCell(row, o.scheduledAt, view.job.timezone);
     cell(row, o.outcome, "occ-" + o.outcome);
     cell(row, [o.reason, o.expectation, o.status].filter(Boolean).join(" · "), "occurrence-reason");
     cell(row, o.lateMs === null || o.lateMs === undefined ? "" : o.lateMs + " ms");
@@ -570,6 +637,12 @@ async function loadTimeline(job) {
     }
     body.appendChild(row);
   }
+  $("occurrences-table").hidden = !page.rows.length;
+  $("ledger-pager").hidden = !page.rows.length || (!page.older && !view.newer.length);
+  $("ledger-newer").disabled = !view.newer.length;
+  $("ledger-older").disabled = !page.older || view.oldest === null;
+  $("ledger-page").textContent = page.rows.length ? "due " + page.rows[page.rows.length - 1].scheduledAt +
+    " to " + page.rows[0].scheduledAt + ", newest first" : "";
 }
 
 // --- a workflow run as its DAG -----------------------------------------------------------------
@@ -937,7 +1010,7 @@ async function act(method, suffix, body, done) {
 }
 
 // --- dead letters --------------------------------------------------------------------------
-async function loadDead() {
+async function loadDead(done) {
   const page = await api("GET", "v1/dead-letters?limit=50");
   const body = $("dead-table").tBodies[0];
   body.replaceChildren();
@@ -952,14 +1025,13 @@ async function loadDead() {
     button.addEventListener("click", async () => {
       try {
         await api("POST", "v1/executions/" + encodeURIComponent(e.executionId) + "/redrive");
-        status("Redriven: " + e.executionId);
-        await loadDead();
+        await loadDead("Redriven: " + e.executionId + ".");  // kept: the reload does not clear it
       } catch (error) { status(error.message, true); }
     });
     cell(row, "").appendChild(button);
     body.appendChild(row);
   }
-  status(page.items.length ? "" : "No dead letters.");
+  status([done, page.items.length ? "" : "No dead letters."].filter(Boolean).join(" "));
 }
 
 // --- exclusion calendars -------------------------------------------------------------------
@@ -1011,6 +1083,14 @@ document.addEventListener("DOMContentLoaded", () => {
   $("more-jobs").addEventListener("click", () => loadJobs(true).catch((e) => status(e.message, true)));
   $("overview-form").addEventListener("submit", (event) => { event.preventDefault(); loadOverview().catch((e) => status(e.message, true)); });
   $("overview-window").addEventListener("change", () => loadOverview().catch((e) => status(e.message, true)));
+  $("ledger-older").addEventListener("click", () => {
+    if (!ledgerView || ledgerView.oldest === null) return;
+    ledgerView.newer.push(ledgerView.before);
+    showLedgerPage(ledgerView.oldest);
+  });
+  $("ledger-newer").addEventListener("click", () => {
+    if (ledgerView && ledgerView.newer.length) showLedgerPage(ledgerView.newer.pop());
+  });
   $("timeline-window").addEventListener("change", () => {
     api("GET", "v1/jobs/" + encodeURIComponent($("job-view").dataset.jobId)).then(loadTimeline)
       .catch((e) => status(e.message, true));

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date
-from typing import Iterable, Mapping
+from datetime import date, datetime, time, timedelta
+from typing import Callable, Iterable, Mapping
 
 from jobsched.domain.errors import FieldProblem, InvalidRequest, UnprocessableRequest
 from jobsched.domain.jobs import Job, JobState
-from jobsched.domain.schedule import load_zone, to_datetime
+from jobsched.domain.schedule import load_zone, to_datetime, to_ms
 
 MAX_CALENDAR_DATES = 1000
 MAX_CALENDARS_PER_JOB = 5
@@ -88,6 +88,20 @@ def is_excluded(nominal_ms: int, zone_name: str, names: Iterable[str],
         return False
     day = local_date(nominal_ms, zone_name)
     return any(day in (dates_of.get(name) or ()) for name in names)
+
+
+def first_not_excluded(job: Job, nominal_ms: int | None, excludes: Callable[[Job, int], bool]) -> int | None:
+    """The job's first occurrence from `nominal_ms` on that `excludes` (the hand-off's rule,
+    CalendarCache.excludes) lets fire: what nextFireAt shows. An excluded occurrence's whole date
+    is passed over at once, so the walk takes a step per excluded date, at most one per date its
+    calendars can hold; None past that (or when the schedule ends first)."""
+    zone = load_zone(job.spec.schedule.timezone)
+    for _ in range(MAX_CALENDAR_DATES * MAX_CALENDARS_PER_JOB + 1):
+        if nominal_ms is None or not excludes(job, nominal_ms):
+            return nominal_ms
+        next_day = to_datetime(nominal_ms).astimezone(zone).date() + timedelta(days=1)
+        nominal_ms = job.spec.schedule.next_fire_after(to_ms(datetime.combine(next_day, time(0), tzinfo=zone)) - 1)
+    return None
 
 
 def calendars_held(job: Job | None) -> tuple[str, ...]:

@@ -43,6 +43,12 @@ class Conflict(DomainError):
     code = "CONFLICT"
 
 
+class ChangedConcurrently(Conflict):
+    """A job's optimistic lock lost: another change was written between its read and this write.
+    A client that did not ask for the lock (no If-Match) never sees it: the change is made again
+    on a fresh read (service/jobs.py)."""
+
+
 class WrongRegion(DomainError):
     """Regions: this region does not hold the segment the request would act on; the region that
     does must make the decision (DESIGN.md: no exactly-once decision rests on a replicated write).

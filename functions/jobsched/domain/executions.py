@@ -192,6 +192,8 @@ class Execution:
     # Container tasks (ECS_TASK): the running or last attempt's task (taskArn, cluster, container,
     # deadlineMs, attempt; once stopped exitCode, stoppedReason, stopCode, logUrl).
     task: dict | None = None
+    generation: int | None = None  # the job's generation it was dispatched under
+    backfill: bool = False  # first claimed by a backfill (POST /jobs/{id}/backfill): run late on purpose
 
     @property
     def late_ms(self) -> int | None:
@@ -241,7 +243,18 @@ class Execution:
             expectation_at_ms=int(item["expectationAtMs"]) if item.get("expectationAtMs") is not None else None,
             alerted_ms=int(item["alertedMs"]) if item.get("alertedMs") is not None else None,
             task=_plain_task(item.get("task")),
+            generation=int(item["generation"]) if item.get("generation") is not None else None,
+            backfill=bool(item.get("backfill")),
         )
+
+
+def ended_dispatch(execution: Execution) -> Dispatch:
+    """The dispatch an execution was last sent as, from its record: for what follows its end when
+    that end is written outside a worker's attempt (the API cancels it while it waits)."""
+    kind = (DispatchKind.MANUAL if execution.execution_id.endswith(".manual")
+            else DispatchKind.BACKFILL if execution.backfill else DispatchKind.FIRE)
+    return Dispatch(kind, execution.tenant_id, execution.job_id, execution.execution_id, execution.scheduled_ms,
+                    execution.generation or 0, execution.attempt, run=execution.run)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import Callable
 
 from jobsched.domain.executions import Execution, ExecutionStatus, execution_id_for
 from jobsched.domain.jobs import CompletedReason, Job, JobState
@@ -89,14 +90,16 @@ def occurrence_times(job: Job, start_ms: int, to_ms: int, limit: int) -> list[in
     return found
 
 
-def ledger(job: Job, times: list[int], records: list[Execution], before: list[Execution], now_ms: int) -> list[Occurrence]:
+def ledger(job: Job, times: list[int], records: list[Execution], before: list[Execution], now_ms: int,
+           excludes: Callable[[Job, int], bool] | None = None) -> list[Occurrence]:
     """What became of each occurrence at `times` (ascending). `records`: the job's scheduled
     executions in the span of `times` (no triggers, steps, hooks); `before`: the newest few
     records before that span (a MISSED_WINDOW record or a late RUN_ONCE run there may cover the
-    first occurrences)."""
+    first occurrences). `excludes`: the hand-off's exclusion rule (CalendarCache.excludes), for the
+    occurrences still to come: one on an excluded date is SKIPPED (EXCLUDED), not PENDING."""
     by_id = {r.execution_id: r for r in records}
     around = sorted(before + records, key=lambda r: r.scheduled_ms)
-    return [_answer(job, at, by_id.get(execution_id_for(job.job_id, at)), around, now_ms) for at in times]
+    return [_answer(job, at, by_id.get(execution_id_for(job.job_id, at)), around, now_ms, excludes) for at in times]
 
 
 def record_row(execution: Execution) -> Occurrence:
@@ -130,7 +133,8 @@ def _skip_reason(execution: Execution) -> Reason:
     return Reason.OVERLAP if (execution.error or "").startswith(_LEGACY_OVERLAP_TEXT) else Reason.MISSED_WINDOW
 
 
-def _answer(job: Job, at: int, record: Execution | None, around: list[Execution], now_ms: int) -> Occurrence:
+def _answer(job: Job, at: int, record: Execution | None, around: list[Execution], now_ms: int,
+            excludes: Callable[[Job, int], bool] | None = None) -> Occurrence:
     if record is not None:
         answered = _from_record(record)
         if answered is not None:
@@ -165,6 +169,9 @@ def _answer(job: Job, at: int, record: Execution | None, around: list[Execution]
         return Occurrence(at, Outcome.SKIPPED, Reason.MAX_RUNS_REACHED,
                           detail=f"the job had fired maxRuns ({job.spec.max_runs}) times")
     if at > now_ms - IN_FLIGHT_GRACE_MS:
+        if excludes is not None and job.spec.exclude_calendars and excludes(job, nominal):
+            return Occurrence(at, Outcome.SKIPPED, Reason.EXCLUDED,
+                              detail="on a date of an exclusion calendar: its hand-off records it SKIPPED")
         return Occurrence(at, Outcome.PENDING)
     return Occurrence(at, Outcome.NOT_FIRED, detail="due, no execution and no reason recorded")
 

@@ -25,6 +25,7 @@ class ExecutionSummary:
     # Absence alerts: marked MISSING or NOT_FIRED by its check (a later success does not unmark it).
     missing: bool = False
     not_fired: bool = False  # a NOT_FIRED record that no late fire claimed: not running
+    backfill: bool = False  # first claimed by a backfill: run late on purpose, counts for no lateness
 
 
 def nearest_rank(sorted_values: list[int], percent: float) -> int | None:
@@ -47,7 +48,7 @@ def job_stats(records: list[ExecutionSummary], window: str, now_ms: int, complet
         counts[record.status] += record.skipped_count or 1
         if not record.manual and record.status not in (ExecutionStatus.SKIPPED, ExecutionStatus.CANCELLED):
             fires += 1
-        if record.late_ms is not None:
+        if record.late_ms is not None and not record.backfill:
             lateness.append(record.late_ms)
     lateness.sort()
     covered_from = now_ms - WINDOWS_MS[window]

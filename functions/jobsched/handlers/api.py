@@ -20,7 +20,7 @@ from jobsched.api.mapping import preview_catch_up  # catch-up that does not floo
 from jobsched.api.mapping import calendar_to_json, preview_excluding
 from jobsched.api.mapping import occurrence_to_json  # the occurrence ledger
 from jobsched.domain.calendars import checked_job_calendars
-from jobsched.service.calendars import CalendarsService
+from jobsched.service.calendars import CalendarCache, CalendarsService
 from jobsched.domain.endpoints import OwnEndpoints
 from jobsched.api.models import (
     MAX_BATCH_BODY_BYTES,
@@ -240,8 +240,11 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     regions = parts.settings.regions or ((parts.settings.this_region or os.environ.get("AWS_REGION", "")),)
 
-    def job_body(job) -> dict:
-        body = job_to_json(job, now())
+    def job_body(job, calendars: CalendarCache | None = None) -> dict:
+        # Exclusion calendars: nextFireAt skips excluded instants by the hand-off's own rule; the
+        # calendars a job names are read once per request (none for a job that names none).
+        calendars = calendars or CalendarCache(parts.stores.calendars)
+        body = job_to_json(job, now(), calendars.excludes)
         # API.md, "Regions": the job's home region (its id's mark; the only region with one region).
         body["region"] = regions[home_index(job.job_id) % len(regions)]
         return body
@@ -331,7 +334,9 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         tags = [_tag(text) for text in (app.current_event.multi_value_query_string_parameters or {}).get("tag") or []]
         page = service.list(tenant_id, _state(query("state")), _limit(query("limit")), query("cursor"), tags,
                             query("namePrefix") or None)
-        return ok(200, page_body(page, job_body))
+        calendars = CalendarCache(parts.stores.calendars)
+        calendars.load(page.items)  # one read for the page's calendars
+        return ok(200, page_body(page, lambda job: job_body(job, calendars)))
 
     def bulk_jobs():
         tenant_id = tenant()

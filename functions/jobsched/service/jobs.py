@@ -2,11 +2,12 @@
 tenant's job or execution answers exactly like a missing one."""
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import replace as replaced_with
 
 from jobsched.domain.clock import Clock
-from jobsched.domain.errors import ConditionLost, Conflict, NotFound, UnprocessableRequest
+from jobsched.domain.errors import ChangedConcurrently, ConditionLost, Conflict, NotFound, UnprocessableRequest
 from jobsched.domain.executions import (
     Dispatch,
     DispatchKind,
@@ -25,6 +26,7 @@ from jobsched.domain.jobs import MisfirePolicy  # catch-up that does not flood
 from jobsched.domain.timers import Timer, TimerKind
 from jobsched.service.creation import (IDEMPOTENCY_TTL_SECONDS, Created, JobCreation, NewJob, Quotas,
                                        body_hash)
+from jobsched.service.calendars import CalendarCache
 from jobsched.service.handoff import HandOff
 from jobsched.store.jobs import name_prefix as name_prefix_of
 from jobsched.store.jobs import tag_prefix
@@ -44,6 +46,25 @@ SWEEP_AFTER_MS = 5 * 60_000
 
 
 MAX_BACKFILL = 1000
+# A plain pause, resume, cancel or replace (no If-Match) that loses its job's optimistic lock to a
+# concurrent change reads the job again and makes its change again, this many times in all.
+CHANGE_TRIES = 5
+
+
+def retried_without_if_match(method):
+    """The change made again on a fresh read when another change was written between its read and
+    its write (ChangedConcurrently): a client that did not ask for optimistic locking does not see
+    it. Bounded (CHANGE_TRIES). With If-Match the lock is the client's: the fresh read's version
+    no longer matches it, and the answer is 409 as before (JobsService.replace)."""
+    @functools.wraps(method)
+    def change(self, *args, **kwargs):
+        for attempt in range(1, CHANGE_TRIES + 1):
+            try:
+                return method(self, *args, **kwargs)
+            except ChangedConcurrently:
+                if attempt == CHANGE_TRIES:
+                    raise
+    return change
 
 
 def _can(action: str, job: Job) -> bool:
@@ -63,7 +84,9 @@ class JobsService:
         self._lanes = stores.lanes
         self._handoff = handoff
         self._clock = clock
-        self._runs = Outcomes(stores, handoff, clock).runs
+        self._outcomes = Outcomes(stores, handoff, clock)
+        self._stores_calendars = stores.calendars
+        self._runs = self._outcomes.runs
         self._creation = JobCreation(stores.jobs, handoff, clock, quotas, self._place_first_timer)
 
     # --- jobs ------------------------------------------------------------------------------
@@ -174,11 +197,13 @@ class JobsService:
         page = self.list(tenant_id, state, BULK_PAGE_MATCHES, cursor, tags, name_prefix)
         applied, ids = 0, []
         for job in page.items:
-            ids.append(job.job_id)
+            if not dry_run:
+                ids.append(job.job_id)
             if job.state is wanted or not _can(action, job):
                 continue
             if dry_run:
                 applied += 1  # what the same request without dryRun would change now
+                ids.append(job.job_id)  # and which: not every match
                 continue
             try:
                 change(job.job_id)
@@ -224,6 +249,7 @@ class JobsService:
             self._lanes.send(outgoing)
         return [o.dispatch.execution_id for o in outgoing]
 
+    @retried_without_if_match
     def replace(self, tenant_id: str, job_id: str, spec: JobSpec, if_match: int | None) -> Job:
         """New schedule, target, payload and policies. The generation moves on, so the old
         schedule's timers and in-flight messages are dropped; the new one starts from now."""
@@ -241,6 +267,7 @@ class JobsService:
             self._place_first_timer(updated, updated.spec.schedule.first_fire())
         return updated
 
+    @retried_without_if_match
     def cancel(self, tenant_id: str, job_id: str) -> Job:
         job = self.get(tenant_id, job_id)
         cancelled = job.cancelled(self._clock.now_ms())
@@ -249,12 +276,14 @@ class JobsService:
             self._jobs.give_back_quota(tenant_id, active_counter(job.quota_shard))
         return cancelled
 
+    @retried_without_if_match
     def pause(self, tenant_id: str, job_id: str, reason: str | None = None) -> Job:
         job = self.counted(self.get(tenant_id, job_id))
         paused = job.paused(self._clock.now_ms(), reason)
         self._jobs.save(job, paused)
         return paused
 
+    @retried_without_if_match
     def resume(self, tenant_id: str, job_id: str) -> Job:
         """The next fire is computed from now, not from the pause: missed ones are not run, except
         under a catch-up policy (below)."""
@@ -365,7 +394,8 @@ class JobsService:
             # explain the page's first occurrences.
             before = self._executions.scheduled_between(job_id, max(0, times[0] - MISSED_WINDOW_REACH_MS),
                                                         times[0] - 1, 5, newest_first=True)
-            rows += ledger(job, times, records, before, now)
+            # Exclusion calendars: an occurrence to come on an excluded date shows what it will be.
+            rows += ledger(job, times, records, before, now, CalendarCache(self._stores_calendars).excludes)
         more = len(rows) > limit
         rows = rows[:limit]
         return rows, (encode_cursor({"after": rows[-1].scheduled_ms}) if more and rows else None)
@@ -417,6 +447,8 @@ class JobsService:
                     cancelled = self._executions.cancel_waiting(execution.job_id, execution_id, self._clock.now_ms())
                     if job is not None:  # a step: what is below it never runs, and its run may end
                         self._runs.step_ended(job, execution_id, ExecutionStatus.CANCELLED)
+                    else:  # it has ended: a one-off job's occurrence completes its job
+                        self._outcomes.after_cancel(job_of, cancelled)
                     return cancelled
                 if execution.status is ExecutionStatus.RUNNING:
                     if execution.cancel_requested:

@@ -11,7 +11,8 @@ from typing import Callable, Iterator
 
 from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost
-from jobsched.domain.executions import AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, ExecutionStatus
+from jobsched.domain.executions import (AttemptOutcome, AttemptRecord, Dispatch, DispatchKind, Execution,
+                                        ExecutionStatus, ended_dispatch)
 from jobsched.domain.jobs import CompletedReason, Job, JobState
 from jobsched.domain.retry import SQS_MAX_DELAY_MS
 from jobsched.domain.executions import scheduled_ms_of
@@ -187,9 +188,17 @@ class Outcomes:
                              error or "cancelled on request", task=task)
         except ConditionLost:
             return Outcome.STALE_RESULT
-        if job is not None and job.spec.steps is not None and step_of(dispatch.execution_id) is not None:
-            self.runs.step_ended(job, dispatch.execution_id, ExecutionStatus.CANCELLED)
+        # A cancelled execution has ended as any other: a step moves its run on, and the occurrence
+        # of a one-off job (or a job's last run) completes its job, its quota place given back.
+        step = job is not None and job.spec.steps is not None and step_of(dispatch.execution_id) is not None
+        self._ended(job, dispatch, ExecutionStatus.CANCELLED, now, step)
         return Outcome.CANCELLED
+
+    def after_cancel(self, job: Job | None, execution: Execution) -> None:
+        """The API cancelled an execution that waited (PENDING, or FAILED until its retry): what
+        follows any end follows it (its job may complete). A crash before this: the execution's
+        next message finds it CANCELLED and does it then (Worker._claim_lost)."""
+        self.after_end(job, ended_dispatch(execution), ExecutionStatus.CANCELLED, self._clock.now_ms())
 
     def schedule_retry(self, job: Job, dispatch: Dispatch, attempt: int, retry_at_ms: int) -> None:
         """Backoffs up to SQS's 15-minute cap ride an SQS delay; longer ones become RETRY timers."""

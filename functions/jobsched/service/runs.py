@@ -133,7 +133,7 @@ class Runs:
         is known to be at its end, not at every step's end."""
         workflow = self._workflow(job)
         run = run if run is not None else self._executions.get(job.job_id, run_id)
-        if run is not None and run.status in (ExecutionStatus.SUCCEEDED, ExecutionStatus.DEAD) \
+        if run is not None and run.status in (ExecutionStatus.SUCCEEDED, ExecutionStatus.DEAD, ExecutionStatus.CANCELLED) \
                 and self._on_run_end is not None:
             # Ended already: a repeat (a crash after the run's end was written, before what follows
             # it); what follows it is safe to do again (a conditional completion, a hook's claim).

@@ -378,7 +378,8 @@ class Worker:
             # (a crash after its end was recorded). Doing it again is safe: service/runs.py.
             self._runs.step_ended(job, dispatch.execution_id, ExecutionStatus(status))
             return WorkResult(Outcome.DUPLICATE, int(current.get("attempt", 0)))
-        if status in (ExecutionStatus.SUCCEEDED.value, ExecutionStatus.DEAD.value) and step_of(
+        if status in (ExecutionStatus.SUCCEEDED.value, ExecutionStatus.DEAD.value,
+                      ExecutionStatus.CANCELLED.value) and step_of(
                 dispatch.execution_id) is None and hook_of(dispatch.execution_id) is None:
             # An execution that ended, delivered again: what follows its end (its hook, its job's
             # completion) may not have happened (a crash after the end was recorded). Both are

@@ -11,7 +11,7 @@ from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
 from jobsched.domain.errors import FieldProblem, InvalidRequest
-from jobsched.domain.executions import AttemptRecord, Dispatch, Execution, ExecutionStatus
+from jobsched.domain.executions import AttemptRecord, Dispatch, DispatchKind, Execution, ExecutionStatus
 from jobsched.domain.json_text import compact
 from jobsched.store.dynamo import GET_PARALLELISM, Page, _condition_lost, decode_cursor, encode_cursor, plain, raw_client
 from jobsched.store.wire import item_from_wire, values_to_wire
@@ -82,6 +82,8 @@ class ExecutionsStore:
                     # Schedule bounds: the fire's number, in the write the claim makes anyway.
                     + (", #run = :run" if dispatch.run is not None else "")
                     + (", catchUp = :catchup" if dispatch.catch_up else "")
+                    # A backfill runs its occurrence late on purpose: it counts for no lateness.
+                    + (", backfill = :backfill" if dispatch.kind is DispatchKind.BACKFILL else "")
                     # Regions: the lease epoch the claim was made under (service/ownership.py).
                     + (", leaseEpoch = :epoch" if dispatch.epoch else "")
                     # A container task: the previous attempt's task is no longer this attempt's.
@@ -111,6 +113,7 @@ class ExecutionsStore:
                     **({":throttled": throttled_ms} if throttled_ms is not None else {}),
                     **({":run": dispatch.run} if dispatch.run is not None else {}),
                     **({":catchup": True} if dispatch.catch_up else {}),
+                    **({":backfill": True} if dispatch.kind is DispatchKind.BACKFILL else {}),
                     **({":epoch": dispatch.epoch} if dispatch.epoch else {}),
                 }),
                 ReturnValues="ALL_OLD",
@@ -665,7 +668,7 @@ class ExecutionsStore:
                 f"{job_id}.{max(0, from_ms):013d}", f"{job_id}.{max(0, to_ms - 1):013d}~"),
             "ScanIndexForward": False,
             "FilterExpression": Attr("runId").not_exists() & Attr("hookOf").not_exists(),
-            "ProjectionExpression": "executionId, #st, scheduledMs, startedMs, skippedCount, expectation",
+            "ProjectionExpression": "executionId, #st, scheduledMs, startedMs, skippedCount, expectation, backfill",
             "ExpressionAttributeNames": {"#st": "status"},
         }
         found: list = []
@@ -680,7 +683,8 @@ class ExecutionsStore:
                                               str(item["executionId"]).endswith(".manual"),
                                               int(item["skippedCount"]) if item.get("skippedCount") else None,
                                               missing=mark in ("MISSING", "NOT_FIRED"),
-                                              not_fired=mark == "NOT_FIRED" and late is None))
+                                              not_fired=mark == "NOT_FIRED" and late is None,
+                                              backfill=bool(item.get("backfill"))))
                 if len(found) >= max_records:
                     return found, False
             if "LastEvaluatedKey" not in answer:

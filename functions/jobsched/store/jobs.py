@@ -11,7 +11,7 @@ from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
 from jobsched.domain.calendars import calendars_held
-from jobsched.domain.errors import ConditionLost, Conflict, FieldProblem, InvalidRequest
+from jobsched.domain.errors import ChangedConcurrently, ConditionLost, Conflict, FieldProblem, InvalidRequest
 from jobsched.domain.jobs import CompletedReason, Job, JobState
 from jobsched.store.dynamo import BATCH_GET_LIMIT, GET_PARALLELISM, Page, _condition_lost, batch_until_done, decode_cursor, encode_cursor, plain, raw_client, sharded_counter
 from jobsched.store.wire import item_from_wire, values_to_wire
@@ -244,7 +244,7 @@ class JobsStore:
             self._write_with_calendar_refs(
                 after, before, {"ConditionExpression": "#ver = :read", "ExpressionAttributeNames": {"#ver": "version"},
                                 "ExpressionAttributeValues": {":read": before.version}},
-                lambda exc: Conflict(f"job {before.job_id} was changed concurrently; read it again and retry"))
+                lambda exc: ChangedConcurrently(f"job {before.job_id} was changed concurrently; read it again and retry"))
             self._unindex(after.tenant_id, old_keys - new_keys)
             return
         try:
@@ -253,7 +253,7 @@ class JobsStore:
                                  ExpressionAttributeValues={":read": before.version})
         except ClientError as exc:
             if _condition_lost(exc, "job changed"):
-                raise Conflict(f"job {before.job_id} was changed concurrently; read it again and retry") from exc
+                raise ChangedConcurrently(f"job {before.job_id} was changed concurrently; read it again and retry") from exc
             raise
         self._unindex(after.tenant_id, old_keys - new_keys)
 
