@@ -309,7 +309,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
                 request = parse_data(BatchJobRequest, data, "job")
                 key = request.idempotencyKey or (batch_job_key(batch_key, index) if batch_key else None)
                 digest = body_hash(request.model_dump(mode="json", exclude={"idempotencyKey"}))
-                entries.append(NewJob(job_spec(request), digest, key))
+                entries.append(NewJob(job_spec(request, tenant_id), digest, key))
                 places.append(index)
             except DomainError as exc:
                 results[index] = batch_error(index, exc)
