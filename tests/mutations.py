@@ -375,6 +375,10 @@ MUTATIONS = [
  ("a flow-control key is checked to its true end", "functions/jobsched/api/models.py",
   "if not _FLOW_KEY.fullmatch(value):", "if not _FLOW_KEY.match(value):",
   "tests/integration/test_hardening.py::test_a_name_ending_in_a_newline_is_refused_naming_its_field"),
+# API input (tests/integration/test_api_input.py)
+ ("a lone UTF-16 surrogate in a body is refused where the body is parsed", "functions/jobsched/domain/json_text.py",
+  "    check_text(value)\n    return value", "    return value",
+  "tests/integration/test_api_input.py::test_a_lone_surrogate_anywhere_in_a_job_is_a_400_naming_its_field"),
  ("an exception while calling the target is the attempt's recorded failure", "functions/jobsched/service/worker.py",
   "        except Exception as exc:  # noqa: BLE001 - recorded on the attempt, not lost",
   "        except ZeroDivisionError as exc:",

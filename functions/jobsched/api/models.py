@@ -12,7 +12,7 @@ from jobsched.domain import container_tasks as tasks
 from jobsched.domain.calendars import MAX_CALENDAR_DATES, MAX_CALENDARS_PER_JOB, MAX_DESCRIPTION_CHARS
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge
 from jobsched.domain.flow import MAX_CONCURRENCY, MAX_RATE_PER_SECOND
-from jobsched.domain.json_text import loads_strict, size_bytes
+from jobsched.domain.json_text import NotText, loads_strict, size_bytes
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_TIMEOUT_SEC = 840  # one attempt runs inside one worker invocation (15 min, less room to record)
@@ -397,6 +397,10 @@ def parse_body(model: type[_Model], body: str | None) -> Any:
         raise InvalidRequest("the request needs a JSON body", [FieldProblem("body", "missing")])
     try:
         data = loads_strict(body)
+    except NotText as exc:  # a lone surrogate, at any depth, keys too: the field that holds it
+        field = exc.path or "body"
+        raise InvalidRequest(f"{field}: not Unicode text (a lone UTF-16 surrogate)",
+                             [FieldProblem(field, "a lone UTF-16 surrogate (\\ud800-\\udfff) is not Unicode text")]) from None
     except ValueError as exc:
         raise InvalidRequest(f"malformed JSON: {exc}", [FieldProblem("body", "not valid JSON (RFC 8259)")]) from None
     if not isinstance(data, dict):
