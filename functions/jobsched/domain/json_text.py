@@ -45,6 +45,17 @@ def _finite_float(text: str) -> float:
     return number
 
 
+# Python refuses to read an integer of more digits (sys.get_int_max_str_digits), with a message
+# about its own settings: refused here first, with one for a client.
+MAX_INT_DIGITS = 4300
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise NotStrictJson(f"a number of more than {MAX_INT_DIGITS:,} digits")
+    return int(text)
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     result: dict = {}
     for key, value in pairs:
@@ -118,7 +129,7 @@ def loads_strict(text: str | bytes) -> Any:
     round trip (NaN, Infinity, 1e400, duplicate keys, a lone surrogate: NotText). Raises
     ValueError (NotStrictJson or json.JSONDecodeError) with a message fit for a client."""
     try:
-        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int,
                            object_pairs_hook=_unique_keys)
     except RecursionError:
         raise NotStrictJson(f"nested more than {MAX_DEPTH} levels deep") from None
