@@ -135,3 +135,25 @@ def test_messages_leak_no_library_text(harness):
     assert "sys." not in answer["error"]["message"] and "4,300 digits" in answer["error"]["message"], answer
     status, answer = harness.request("POST", "/v1/jobs", {**JOB, "target": {**HOOK, "url": "ftp://h.example/"}})
     assert status == 400 and not any(d["message"].startswith("Value error") for d in answer["error"]["details"])
+
+
+def test_the_document_states_what_the_api_enforces():
+    from jobsched.api.openapi import openapi_document
+    document = openapi_document()
+    paths, schemas = document["paths"], document["components"]["schemas"]
+
+    def param(path, method, name):
+        return next(p for p in paths[path][method]["parameters"] if p["name"] == name)
+
+    assert param("/v1/jobs", "get", "limit")["schema"].items() >= {"type": "integer", "minimum": 1, "maximum": 100}.items()
+    assert param("/v1/jobs/{jobId}/stats", "get", "window")["schema"]["enum"] == ["1h", "24h", "7d"]
+    assert param("/v1/schedule-preview", "get", "schedule")["required"] is True
+    assert param("/v1/jobs/{jobId}/occurrences", "get", "from")["schema"]["format"] == "date-time"
+    assert param("/v1/calendars/{name}", "put", "name")["schema"]["pattern"] == "^[A-Za-z0-9_-]{1,64}$"
+    assert paths["/v1/signing-secrets/rotate"]["post"]["requestBody"]["required"] is False
+    assert paths["/v1/jobs"]["post"]["requestBody"]["required"] is True
+    assert "400" in paths["/v1/jobs/{jobId}/trigger"]["post"]["responses"]
+    job = schemas["JobRequest"]["properties"]
+    assert "pattern" in job["name"] and job["steps"]["anyOf"][0]["maxItems"] == 100
+    assert schemas["ExpectModel"]["properties"]["successWithinSec"].items() >= {"minimum": 60, "maximum": 604_800}.items()
+    assert job["tags"]["maxProperties"] == 20 and "pattern" in job["tags"]["propertyNames"]

@@ -53,8 +53,10 @@ _FLOW_KEY = re.compile(r"[^\x00-\x1f\x7f-\x9f]{1,128}")
 BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 # For the document (JSON Schema patterns; printable_name and the validators below enforce them).
 _PRINTABLE = "[^\\x00-\\x1f\\x7f-\\x9f]"
-NAME_PATTERN = ("^(?=.*\\S)[^\\x00-\\x1f\\x7f-\\x9f" + "".join(f"\\u{ord(c):04x}" for c in sorted(BIDI_CONTROLS))
-                + "]+$")
+TAG_FILTER = "^[^:]+:"  # "key:value" (handlers/api.py _tag)
+_NOT_IN_NAMES = "\\x00-\\x1f\\x7f-\\x9f" + "".join(f"\\u{ord(c):04x}" for c in sorted(BIDI_CONTROLS))
+PRINTABLE_NAME = f"^[^{_NOT_IN_NAMES}]*$"  # printable_name
+NAME_PATTERN = f"^(?=.*\\S)[^{_NOT_IN_NAMES}]+$"  # a job's name: printable_name, not only spaces
 
 
 @lru_cache(maxsize=None)
@@ -365,7 +367,7 @@ class JobRequest(_Model):
 
 class CalendarRequest(_Model):
     """PUT /v1/calendars/{name}: create or replace an exclusion calendar."""
-    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS, json_schema_extra={"pattern": f"^{_PRINTABLE}*$"})
+    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS, json_schema_extra={"pattern": PRINTABLE_NAME})
     dates: list[str] = Field(max_length=MAX_CALENDAR_DATES, json_schema_extra={"items": {"type": "string",
                                                                                          "format": "date"}})
 
@@ -384,9 +386,11 @@ class PauseRequest(_Model):
 
 
 class JobFilter(_Model):
-    tag: str | list[str] | None = None  # "key:value", all must match
+    tag: str | list[str] | None = Field(None, json_schema_extra=lambda schema: [  # "key:value", all must match
+        (part.get("items") or part).update(pattern=TAG_FILTER) for part in schema["anyOf"][:2]])
     state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"] | None = None
-    namePrefix: str | None = Field(None, min_length=1, max_length=128)
+    namePrefix: str | None = Field(None, min_length=1, max_length=128, json_schema_extra=lambda schema: schema["anyOf"][0]
+                                   .update(pattern=PRINTABLE_NAME))
 
     @field_validator("namePrefix")
     @classmethod
