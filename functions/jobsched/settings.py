@@ -110,7 +110,8 @@ FUNCTION_ENV = {
     "authorizer": [Env.API_KEYS_TABLE, Env.SEGMENTS],
     "api": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE,
             Env.API_KEYS_TABLE, *Env.LANE_URL.values(), Env.SEGMENTS, Env.MAX_ACTIVE_JOBS,
-            Env.MAX_CREATES_PER_SECOND, Env.STACK_NAME, Env.EXECUTION_RETENTION_DAYS, Env.TARGET_ACCOUNT],
+            Env.MAX_CREATES_PER_SECOND, Env.STACK_NAME, Env.EXECUTION_RETENTION_DAYS, Env.TARGET_ACCOUNT,
+            Env.ALLOW_PRIVATE_TARGETS],
     "tick": [Env.JOBS_TABLE, Env.TIMERS_TABLE, Env.EXECUTIONS_TABLE, Env.SEGMENTS_TABLE, *Env.LANE_URL.values(),
              Env.SEGMENTS, Env.EXECUTION_RETENTION_DAYS],
     # Container tasks: the function that records a task's end from its state-change event.

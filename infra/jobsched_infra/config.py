@@ -1,6 +1,11 @@
-"""Deployment knobs come from CDK context (cdk.json or `-c key=value`), parsed once here."""
+"""Deployment knobs come from CDK context (cdk.json or `-c key=value`), parsed once here.
+
+cdk.json gives a list or an object as itself; the CDK CLI hands `-c key=value` over as a string.
+A list-valued key takes both string forms, `-c key='["a","b"]'` (JSON) and `-c key=a,b`, and an
+object-valued key its JSON form (context_value), so that the documented commands work as typed."""
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,7 +152,7 @@ class StackConfig:
     def from_context(cls, node) -> "StackConfig":
         def get(key, default):
             value = node.try_get_context(key)
-            return default if value is None else value
+            return default if value is None else context_value(value, key)
 
         profile = get("profile", "default")
         if profile == "default":
@@ -184,7 +189,7 @@ class StackConfig:
             allow_private_targets=str(get("allowPrivateTargets", "false")).lower() == "true",
             api_rate_limit=base.api_rate_limit,
             api_burst_limit=base.api_burst_limit,
-            target_arn_patterns=tuple(get("targetArnPatterns", [])),
+            target_arn_patterns=_string_list(get("targetArnPatterns", []), "targetArnPatterns"),
             target_keys=_choice(get("targetKeys", "tagged"), ("tagged", "none"), "targetKeys"),
             target_key_arn_patterns=_arn_list(get("targetKeyArnPatterns", []), "targetKeyArnPatterns", ":key/"),
             encryption=_choice(get("encryption", "kms"), ("kms", "aws-owned"), "encryption"),
@@ -246,13 +251,31 @@ def _regions(get) -> dict:
             "certificate_arns": tuple(sorted(certificates.items())) if domain else ()}
 
 
+def context_value(value, key: str):
+    """A context value as cdk.json would give it: a string that holds a JSON array or object (the
+    CDK CLI's `-c key='["a"]'`) is read as that array or object."""
+    if isinstance(value, str) and value.strip()[:1] in ("[", "{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise ConfigError(f"context '{key}' is not valid JSON: {value[:80]}") from None
+    return value
+
+
+def _string_list(value, key: str) -> tuple[str, ...]:
+    """A list of strings: a JSON array, or a comma-separated string from `-c key=a,b`."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+        raise ConfigError(f"context '{key}' must be a list of strings (a JSON array or a,b,c)")
+    return tuple(i.strip() for i in items if i.strip())
+
+
 def _arn_list(value, key: str, kind: str) -> tuple[str, ...]:
     """A list of ARN patterns of one kind (a comma-separated string from `-c key=a,b` too)."""
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list) or not all(isinstance(i, str) and i.startswith("arn:") and kind in i
-                                              for i in items if i):
+    items = _string_list(value, key)
+    if not all(i.startswith("arn:") and kind in i for i in items):
         raise ConfigError(f"context '{key}' must be a list of ARNs (patterns) containing '{kind}'")
-    return tuple(i for i in items if i)
+    return items
 
 
 def _networks(value) -> TaskNetworks:

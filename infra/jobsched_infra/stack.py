@@ -106,6 +106,8 @@ class JobschedStack(Stack):
             Env.STACK_NAME: self.stack_name,
             # The API refuses at creation a target IAM would deny whatever its tags (another account).
             Env.TARGET_ACCOUNT: self.account,
+            # ... and an address literal the worker's call would refuse (domain/endpoints.py).
+            Env.ALLOW_PRIVATE_TARGETS: str(config.allow_private_targets).lower(),
             # Container tasks: the API refuses a job whose task definition or cluster is not granted.
             Env.ECS_TASK_DEFINITIONS: ",".join(config.ecs_task_definitions),
             Env.ECS_CLUSTERS: ",".join(config.ecs_clusters),

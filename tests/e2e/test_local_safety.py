@@ -96,6 +96,40 @@ def test_a_body_that_is_not_utf8_is_refused_never_replaced(local_stack):
     assert status == 400 and answer["error"]["details"][0]["field"] == "body", answer
 
 
+def raw_http(url: str, request: bytes) -> tuple[int, str, dict]:
+    """Bytes as a client sends them (a request urllib would not make), and the answer."""
+    import socket
+    from urllib.parse import urlsplit
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), headers.get("content-type", ""), json.loads(body)
+
+
+@pytest.mark.parametrize("request_bytes,status,field", [
+    (b"GET /v1/jobs?" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "path"),
+    (b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n", 431, "headers"),
+    (b"GET /v1/jobs HTTP/1.1\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(120)) + b"\r\n", 431, "headers"),
+    (b"TRACE /v1/jobs HTTP/1.1\r\nHost: x\r\n\r\n", 501, "method"),
+    (b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n", 413, "body"),
+    (b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400, "Content-Length"),
+])
+def test_what_the_server_refuses_itself_is_answered_in_the_apis_error_envelope(local_stack, request_bytes, status,
+                                                                                field):
+    runtime, _ = local_stack
+    answered, content_type, body = raw_http(runtime.api_url, request_bytes)
+    assert answered == status and content_type == "application/json", (answered, content_type, body)
+    assert body["error"]["code"] and body["error"]["message"], body
+    assert [d["field"] for d in body["error"]["details"]] == [field], body
+
+
 def test_cli_creates_jobs_with_tags_and_a_bulk_action_needs_a_filter_or_all(local_stack):
     runtime, echo = local_stack
     ids = []

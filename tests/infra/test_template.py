@@ -239,6 +239,14 @@ def test_functions_get_exactly_the_settings_they_parse(template):
     assert names == {"api", "authorizer", "tick", "worker", "task_events"}
 
 
+def test_the_api_checks_targets_at_creation_with_the_workers_allow_private_setting(template):
+    # The API refuses at creation an address literal that the worker's call would refuse
+    # (domain/endpoints.py): both read the same ALLOW_PRIVATE_TARGETS.
+    settings = {function_name(f["Properties"]["Handler"]): f["Properties"]["Environment"]["Variables"]
+                for f in resources(template, "AWS::Lambda::Function").values()}
+    assert settings["api"][Env.ALLOW_PRIVATE_TARGETS] == settings["worker"][Env.ALLOW_PRIVATE_TARGETS]
+
+
 def _statements(template, function_logical_id):
     role = template["Resources"][function_logical_id]["Properties"]["Role"]["Fn::GetAtt"][0]
     out = []

@@ -290,3 +290,19 @@ def test_without_per_request_timeouts_clients_are_keyed_by_timeout_within_the_sa
     made = [clients.get("sqs", "us-east-1", seconds, credentials) for seconds in (10, 20, 30, 40)]
     assert len({id(c) for c in made}) == 4 and len(clients) == 3
     assert made[3].meta.config.read_timeout == 40
+
+
+@pytest.mark.parametrize("url", ["http://h.example:99999/", "http://h.example:abc/", "http://h..example/",
+                                 "http://h.example/a\r\nX: 1"])
+def test_a_stored_url_no_call_could_use_fails_its_attempt_without_a_retry(url):
+    # A job stored before the API refused these URLs (domain/endpoints.py's TargetUrl, one rule)
+    outcome = HttpTargetInvoker(allow_private=True).invoke(job_for(http(url)), DISPATCH, 1)
+    assert not outcome.ok and outcome.error.startswith("target refused: url") and outcome.retryable is False
+
+
+@pytest.mark.parametrize("host", ["2130706433", "0x7f000001", "127.1", "0177.0.0.1", "\uff11\uff12\uff17.0.0.1"])
+def test_loopback_in_other_spellings_is_refused_at_the_call(server, host):
+    port = int(server.rsplit(":", 1)[1])
+    outcome = HttpTargetInvoker(allow_private=False).invoke(job_for(http(f"http://{host}:{port}/x")), DISPATCH, 1)
+    assert not outcome.ok and "127.0.0.1 is not a public address" in outcome.error, outcome
+    assert Recorder.seen == []

@@ -14,9 +14,8 @@ import socket
 import ssl
 import threading
 import time
-from urllib.parse import urlsplit
 
-from jobsched.domain.endpoints import OwnEndpoints
+from jobsched.domain.endpoints import OwnEndpoints, TargetUrl, address_refusal
 from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
@@ -37,34 +36,11 @@ class OwnEndpoint(BlockedAddress):
     """The scheduler's own endpoint: refused whatever the deployment allows, and not retried."""
 
 
-NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: the last 32 bits are an IPv4 address
-
-
-def embedded_ipv4(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 address carries to its destination (IPv4-mapped, 6to4, NAT64):
-    `2002:a9fe:a9fe::1` reaches the link-local instance-metadata address through a 6to4 relay, so it is checked as that."""
-    if not isinstance(ip, ipaddress.IPv6Address):
-        return None
-    if ip.ipv4_mapped:
-        return ip.ipv4_mapped
-    if ip.sixtofour:
-        return ip.sixtofour
-    if ip in NAT64_PREFIX:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return None
-
-
 def check_address(address: str, allow_private: bool) -> None:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if allow_private:
-        return
-    for candidate in filter(None, (ip, embedded_ipv4(ip))):
-        # fec0::/10 (site-local, deprecated but still routed inside some networks) counts as global
-        # for Python's ipaddress: refused by name.
-        if (candidate.is_loopback or candidate.is_link_local or candidate.is_private or candidate.is_multicast
-                or candidate.is_reserved or candidate.is_unspecified or not candidate.is_global
-                or getattr(candidate, "is_site_local", False)):
-            raise BlockedAddress(f"{ip} is not a public address")
+    """The rule of domain/endpoints.py (the one the API checks an address literal with at creation)."""
+    reason = address_refusal(ipaddress.ip_address(address.split("%", 1)[0]), allow_private)
+    if reason is not None:
+        raise BlockedAddress(reason)
 
 
 def resolve_checked(host: str, port: int, allow_private: bool, own: OwnEndpoints = OwnEndpoints()) -> list[tuple]:
@@ -196,7 +172,10 @@ class HttpTargetInvoker:
     def invoke(self, job: Job, dispatch: Dispatch, attempt: int, callback_token: str | None = None,
                progress=None) -> AttemptOutcome:
         config = job.spec.target.config
-        url = urlsplit(str(config["url"]))
+        try:
+            url = TargetUrl.parse(str(config["url"]))
+        except ValueError as exc:  # a job stored before the API checked its URL so: never callable
+            return AttemptOutcome(False, ExecutionStatus.FAILED, f"target refused: url {exc}", retryable=False)
         # A job stored before webhook-* headers were reserved cannot pass off its own as ours.
         headers = {str(k): str(v) for k, v in (config.get("headers") or {}).items()
                    if str(k).lower() not in SIGNED_CALL_HEADERS and str(k).lower() != "traceparent"}
@@ -227,8 +206,7 @@ class HttpTargetInvoker:
             headers.update(standard_headers(secrets_in_use, f"{dispatch.execution_id}:{attempt}", now_s, body or b""))
             headers[SIGNATURE_HEADER] = signature_header(secrets_in_use, now_s, body or b"")  # deprecated
         timeout = min(float(job.spec.timeout_sec), self._max_timeout_sec)
-        port = url.port or (443 if url.scheme == "https" else 80)
-        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        port, path = url.port, url.target
         connection = None
         deadline = _Deadline(timeout)
         guard = None
@@ -263,16 +241,16 @@ class HttpTargetInvoker:
             if connection is not None:
                 connection.close()
 
-    def _connect(self, url, port: int, deadline: _Deadline):
+    def _connect(self, url: TargetUrl, port: int, deadline: _Deadline):
         """Connect to the first checked address that answers, within the deadline: a host with
         one dead address among several still gets its call."""
         kind = _PinnedHTTPSConnection if url.scheme == "https" else _PinnedHTTPConnection
         failure: OSError | None = None
-        for sockaddr in resolve_checked(url.hostname or "", port, self._allow_private, self._own):
+        for sockaddr in resolve_checked(url.host, port, self._allow_private, self._own):
             remaining = deadline.remaining()
             if remaining <= 0:
                 raise DeadlinePassed()
-            connection = kind(url.hostname, port, sockaddr, remaining)
+            connection = kind(url.host, port, sockaddr, remaining)
             try:
                 connection.connect()
                 return connection
@@ -282,7 +260,7 @@ class HttpTargetInvoker:
             except OSError as exc:
                 connection.close()
                 failure = exc
-        raise failure or OSError(f"cannot connect to {url.hostname}")
+        raise failure or OSError(f"cannot connect to {url.host}")
 
 
 NOT_RETRIED_NOTE = "not retried: a 4xx other than 408 and 429 (set retryOn4xx to retry it)"

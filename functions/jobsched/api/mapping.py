@@ -10,7 +10,7 @@ from jobsched.adapters.targets import largest_payload_bytes
 from jobsched.api.models import MAX_PAYLOAD_BYTES, MAX_TASK_TIMEOUT_SEC, MAX_TIMEOUT_SEC, JobRequest, MisfirePolicyModel
 from jobsched.domain.container_tasks import MAX_OVERRIDES_CHARS, largest_fixed_overrides
 from jobsched.domain.task_networks import TaskNetworks, network_problem
-from jobsched.domain.endpoints import OwnEndpoints
+from jobsched.domain.endpoints import OwnEndpoints, TargetUrl
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge, UnprocessableRequest
 from jobsched.domain.calendars import EXCLUDED, checked_job_calendars, first_not_excluded, is_excluded
 from jobsched.domain.executions import Execution
@@ -29,10 +29,10 @@ from jobsched.domain.schedule import (
     END_OF_TIME_MS,
     Schedule,
     ScheduleType,
+    checked_zone,
     cron_schedule,
     delayed_schedule,
     format_instant,
-    load_zone,
     local_instant,
     one_time_schedule,
     parse_duration_ms,
@@ -123,6 +123,9 @@ class OwnResources:
     addresses: frozenset[str] = frozenset()
     endpoints: OwnEndpoints = OwnEndpoints()  # HTTP: the local stack's API and emulator
     scope: TargetScope = TargetScope()  # what IAM can allow a tenant's AWS target at all
+    # ALLOW_PRIVATE_TARGETS (the worker's call-time rule): False refuses at creation an address
+    # literal, in any spelling, that the call would refuse. True: no check (tests of mapping).
+    allow_private: bool = True
 
     def owns(self, address: str) -> bool:
         if address.rstrip("/") in self.addresses:
@@ -277,7 +280,7 @@ def _with_exclusions(spec: JobSpec, request: JobRequest) -> JobSpec:
     names = checked_job_calendars(request.excludeCalendars)
     schedule = spec.schedule
     if request.type == "RATE":
-        load_zone(request.timezone)
+        checked_zone(request.timezone)
         schedule = replace(schedule, timezone=request.timezone)
     return replace(spec, schedule=schedule, exclude_calendars=names)
 
@@ -324,11 +327,10 @@ def _target(model, field: str, own: OwnResources) -> Target:
     if target.type is TargetType.ECS_TASK:
         _check_task(target, field, own.scope)
     if target.type is TargetType.HTTP:
-        url = urlsplit(str(target.config["url"]))
-        port = url.port if url.port is not None else (443 if url.scheme == "https" else 80)
-        if own.endpoints.names(url.hostname or "", port):
-            raise UnprocessableRequest.for_field(f"{field}.url",
-                                                 "is one of the scheduler's own endpoints and cannot be a target")
+        # The call's own rule (domain/endpoints.py), as far as the URL tells without DNS.
+        refusal = TargetUrl.parse(str(target.config["url"])).refusal(own.allow_private, own.endpoints)
+        if refusal is not None:
+            raise UnprocessableRequest.for_field(f"{field}.url", refusal)
     return target
 
 

@@ -3,16 +3,19 @@ error naming the field, never a silent coercion."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Annotated, Any, Literal, Union
-from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jobsched.domain import container_tasks as tasks
-from jobsched.domain.calendars import MAX_CALENDAR_DATES, MAX_CALENDARS_PER_JOB, MAX_DESCRIPTION_CHARS
+from jobsched.domain.calendars import CALENDAR_NAME, MAX_CALENDAR_DATES, MAX_CALENDARS_PER_JOB, MAX_DESCRIPTION_CHARS
+from jobsched.domain.endpoints import TargetUrl
 from jobsched.domain.errors import FieldProblem, InvalidRequest, PayloadTooLarge
 from jobsched.domain.flow import MAX_CONCURRENCY, MAX_RATE_PER_SECOND
-from jobsched.domain.json_text import loads_strict, size_bytes
+from jobsched.domain.jobs import EXPECT_MAX_SEC, EXPECT_MIN_SEC
+from jobsched.domain.steps import MAX_STEPS
+from jobsched.domain.json_text import NotText, loads_strict, size_bytes
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_TIMEOUT_SEC = 840  # one attempt runs inside one worker invocation (15 min, less room to record)
@@ -45,29 +48,61 @@ _TAG_KEY = re.compile(r"[^\x00-\x1f\x7f-\x9f:]{1,64}")
 _FLOW_KEY = re.compile(r"[^\x00-\x1f\x7f-\x9f]{1,128}")
 
 
+# Bidirectional formatting characters: text holding one is shown in another order than it is
+# read (a name that looks like another in a list, a log line or a terminal).
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# For the document (JSON Schema patterns; printable_name and the validators below enforce them).
+_PRINTABLE = "[^\\x00-\\x1f\\x7f-\\x9f]"
+TAG_FILTER = "^[^:]+:"  # "key:value" (handlers/api.py _tag)
+_NOT_IN_NAMES = "\\x00-\\x1f\\x7f-\\x9f" + "".join(f"\\u{ord(c):04x}" for c in sorted(BIDI_CONTROLS))
+PRINTABLE_NAME = f"^[^{_NOT_IN_NAMES}]*$"  # printable_name
+NAME_PATTERN = f"^(?=.*\\S)[^{_NOT_IN_NAMES}]+$"  # a job's name: printable_name, not only spaces
+
+
+@lru_cache(maxsize=None)
+def _int_fields(model: type[BaseModel]) -> frozenset[str]:
+    return frozenset(info.alias or name for name, info in model.model_fields.items()
+                     if info.annotation in (int, int | None))
+
+
 def printable_name(value: str) -> str:
-    """A name is shown in lists, logs and terminals: no NUL or other control character."""
+    """A name is shown in lists, logs and terminals: no NUL or other control character, and no
+    bidirectional formatting character."""
     if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
         raise ValueError("must not hold NUL or other control characters")
+    if any(c in BIDI_CONTROLS for c in value):
+        raise ValueError("must not hold bidirectional formatting characters (U+202A-U+202E, U+2066-U+2069, ...)")
     return value
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data: Any) -> Any:
+        """JSON has one kind of number: 26003.0 is the integer 26003 (so says JSON Schema's
+        "integer", which the document gives). Strict parsing refuses it for an int field; it is
+        read as that int here, and only there (a payload keeps its numbers as given)."""
+        if not isinstance(data, dict):
+            return data
+        ints = _int_fields(cls)
+        return {key: int(value) if key in ints and isinstance(value, float) and value.is_integer() else value
+                for key, value in data.items()}
+
 
 class HttpTarget(_Model):
     type: Literal["HTTP"]
     url: str = Field(max_length=2048)
     method: Literal["POST", "PUT", "PATCH", "GET", "DELETE"] = "POST"
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict, json_schema_extra={
+        "maxProperties": MAX_HEADERS, "propertyNames": {"pattern": f"^{_HEADER_NAME.pattern}$"},
+        "additionalProperties": {"type": "string", "maxLength": MAX_HEADER_VALUE_CHARS, "pattern": "^[\\t\\x20-\\x7e\\x80-\\xff]*$"}})
 
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        parsed = urlparse(value)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError("must be an http:// or https:// URL with a host")
+        TargetUrl.parse(value)  # the call's own reading of it (domain/endpoints.py): ValueError if none
         return value
 
     @field_validator("headers")
@@ -205,7 +240,7 @@ class RetryPolicyModel(_Model):
 
 
 class FlowControlModel(_Model):
-    key: str = Field(min_length=1, max_length=128)
+    key: str = Field(min_length=1, max_length=128, json_schema_extra={"pattern": f"^{_FLOW_KEY.pattern}$"})
     # What the sharded items support within DynamoDB's limits (domain/flow.py): 1,250 slot maps,
     # 20 rate counters a second.
     maxConcurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
@@ -235,8 +270,8 @@ class StepModel(_Model):
 
 class ExpectModel(_Model):
     """Absence alerts: each fire must report success within this many seconds (its range is
-    checked in api/mapping.py: 422 naming `expect.successWithinSec`)."""
-    successWithinSec: int
+    checked in api/mapping.py: 422 naming `expect.successWithinSec`; the document says it)."""
+    successWithinSec: int = Field(json_schema_extra={"minimum": EXPECT_MIN_SEC, "maximum": EXPECT_MAX_SEC})
 
 
 class MisfirePolicyModel(_Model):
@@ -251,7 +286,7 @@ _MISFIRE_NAMES = ("RUN_ONCE", "RUN_ALL", "SKIP")
 
 
 class JobRequest(_Model):
-    name: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=128, json_schema_extra={"pattern": NAME_PATTERN})
     type: Literal["ONE_TIME", "DELAYED", "CRON", "RATE"]
     schedule: str | None = Field(None, max_length=256)
     timezone: str = Field("UTC", max_length=64)
@@ -261,7 +296,9 @@ class JobRequest(_Model):
     endAt: str | None = Field(None, max_length=64)
     target: TargetModel | None = None
     # A job whose fire runs a DAG of steps instead of one target (shared/API.md, "Steps").
-    steps: list[StepModel] | None = Field(None, max_length=1000)
+    # At most MAX_STEPS (domain/steps.py, 422 naming `steps`); the model stops a longer list unread.
+    steps: list[StepModel] | None = Field(None, max_length=1000, json_schema_extra=lambda schema: schema["anyOf"][0]
+                                          .update(minItems=1, maxItems=MAX_STEPS))
     payload: Any = None
     retryPolicy: RetryPolicyModel = Field(default_factory=RetryPolicyModel)
     timeoutSec: int = Field(300, ge=1, le=MAX_TASK_TIMEOUT_SEC)
@@ -274,18 +311,23 @@ class JobRequest(_Model):
     onSuccess: TargetModel | None = None  # called once per execution that succeeds, with its summary
     onFailure: TargetModel | None = None  # called once per execution that ends DEAD, with its summary
     flowControl: FlowControlModel | None = None
-    tags: dict[str, str] = Field(default_factory=dict)
+    tags: dict[str, str] = Field(default_factory=dict, json_schema_extra={
+        "maxProperties": MAX_TAGS, "propertyNames": {"pattern": f"^{_TAG_KEY.pattern}$"},
+        "additionalProperties": {"type": "string", "maxLength": 256, "pattern": f"^{_PRINTABLE}*$"}})
     # Schedule bounds and self-pausing (CRON and RATE jobs only).
     maxRuns: int | None = Field(None, ge=1, le=10_000_000)
     pauseAfterFailures: int | None = Field(None, ge=1, le=1000)
     # Exclusion calendars (CRON and RATE jobs): no fire on a date, in `timezone`, of one of them.
-    excludeCalendars: list[str] = Field(default_factory=list, max_length=MAX_CALENDARS_PER_JOB)
+    excludeCalendars: list[str] = Field(default_factory=list, max_length=MAX_CALENDARS_PER_JOB, json_schema_extra={
+        "items": {"type": "string", "pattern": f"^{CALENDAR_NAME.pattern}$"}})
     # Absence alerts: success must be reported within successWithinSec of each fire.
     expect: ExpectModel | None = None
 
     @field_validator("name")
     @classmethod
     def _printable_name(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must hold more than spaces")
         return printable_name(value)
 
     @field_validator("misfirePolicy", mode="before")
@@ -297,7 +339,7 @@ class JobRequest(_Model):
             try:
                 return MisfirePolicyModel.model_validate(value)
             except ValidationError as exc:
-                raise ValueError("; ".join(f"{_field_path(e['loc'])}: {e['msg']}" for e in exc.errors())) from None
+                raise ValueError("; ".join(f"{_field_path(e['loc'])}: {_message(e)}" for e in exc.errors())) from None
         if value not in _MISFIRE_NAMES:
             raise ValueError("one of RUN_ONCE, RUN_ALL, SKIP, or an object "
                              "{\"policy\", \"maxCatchUp\", \"catchUpPerMinute\"}")
@@ -312,8 +354,8 @@ class JobRequest(_Model):
             if not _TAG_KEY.fullmatch(key):
                 raise ValueError(f"tag key {key[:70]!r}: 1 to 64 characters, no ':' (filters read key:value) "
                                  "and no control characters")
-            if len(text) > 256:
-                raise ValueError(f"tag {key}: a value of at most 256 characters")
+            if len(text) > 256 or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text):
+                raise ValueError(f"tag {key}: a value of at most 256 characters without control characters")
         return value
 
     @model_validator(mode="after")
@@ -325,8 +367,9 @@ class JobRequest(_Model):
 
 class CalendarRequest(_Model):
     """PUT /v1/calendars/{name}: create or replace an exclusion calendar."""
-    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
-    dates: list[str] = Field(max_length=MAX_CALENDAR_DATES)
+    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS, json_schema_extra={"pattern": PRINTABLE_NAME})
+    dates: list[str] = Field(max_length=MAX_CALENDAR_DATES, json_schema_extra={"items": {"type": "string",
+                                                                                         "format": "date"}})
 
     @field_validator("description")
     @classmethod
@@ -343,14 +386,19 @@ class PauseRequest(_Model):
 
 
 class JobFilter(_Model):
-    tag: str | list[str] | None = None  # "key:value", all must match
+    tag: str | list[str] | None = Field(None, json_schema_extra=lambda schema: [  # "key:value", all must match
+        (part.get("items") or part).update(pattern=TAG_FILTER) for part in schema["anyOf"][:2]])
     state: Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"] | None = None
-    namePrefix: str | None = Field(None, min_length=1, max_length=128)
+    namePrefix: str | None = Field(None, min_length=1, max_length=128, json_schema_extra=lambda schema: schema["anyOf"][0]
+                                   .update(pattern=PRINTABLE_NAME))
 
     @field_validator("namePrefix")
     @classmethod
     def _printable_prefix(cls, value: str | None) -> str | None:
         return None if value is None else printable_name(value)
+
+
+BULK_ID = re.compile(r"bulk_[0-9a-f]{32}")
 
 
 class BulkRequest(_Model):
@@ -361,12 +409,12 @@ class BulkRequest(_Model):
     dryRun: bool = False
     reason: str | None = Field(None, max_length=500)  # PAUSE: the reason each job shows
     # The next page of a bulk operation that did not end in its first request (its answer's bulkId).
-    bulkId: str | None = Field(None, min_length=1, max_length=64)
+    bulkId: str | None = Field(None, min_length=1, max_length=64, json_schema_extra={"pattern": f"^{BULK_ID.pattern}$"})
 
     @field_validator("bulkId")
     @classmethod
     def _bulk_id(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"bulk_[0-9a-f]{32}", value):
+        if value is not None and not BULK_ID.fullmatch(value):
             raise ValueError("must be the bulkId of an earlier answer")
         return value
 
@@ -421,6 +469,10 @@ def parse_body(model: type[_Model], body: str | None) -> Any:
         raise InvalidRequest("the request needs a JSON body", [FieldProblem("body", "missing")])
     try:
         data = loads_strict(body)
+    except NotText as exc:  # a lone surrogate, at any depth, keys too: the field that holds it
+        field = exc.path or "body"
+        raise InvalidRequest(f"{field}: not Unicode text (a lone UTF-16 surrogate)",
+                             [FieldProblem(field, "a lone UTF-16 surrogate (\\ud800-\\udfff) is not Unicode text")]) from None
     except ValueError as exc:
         raise InvalidRequest(f"malformed JSON: {exc}", [FieldProblem("body", "not valid JSON (RFC 8259)")]) from None
     return parse_data(model, data)
@@ -433,9 +485,16 @@ def parse_data(model: type[_Model], data: Any, where: str = "body") -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        details = [FieldProblem(_field_path(e["loc"]), e["msg"]) for e in exc.errors()]
+        details = [FieldProblem(_field_path(e["loc"]), _message(e)) for e in exc.errors()]
         summary = "; ".join(f"{d.field}: {d.message}" for d in details[:5])
         raise InvalidRequest(f"invalid request: {summary}", details) from None
+
+
+def _message(error: dict) -> str:
+    """pydantic's message without its own prefix ("Value error, ..."): our validators' text."""
+    if error["type"] == "value_error" and "error" in error.get("ctx", {}):
+        return str(error["ctx"]["error"])
+    return error["msg"]
 
 
 def _field_path(loc: tuple) -> str:

@@ -7,7 +7,7 @@ from functools import lru_cache
 from pydantic import BaseModel
 
 from jobsched.api import schemas
-from jobsched.api.routes import ROUTES, Route
+from jobsched.api.routes import PATH_SCHEMAS, ROUTES, Route
 
 ERROR_TEXT = {400: "Malformed request", 401: "No or bad API key", 404: "Not found (or another tenant's)",
               409: "State conflict or version mismatch", 413: "Payload over 256 KB",
@@ -42,14 +42,16 @@ def openapi_document() -> dict:
 
 def _operation(route: Route, ref, error_ref: dict) -> dict:
     operation: dict = {"operationId": route.name, "summary": route.summary}
-    parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+    parameters = [{"name": name, "in": "path", "required": True,
+                   "schema": PATH_SCHEMAS.get(name, {"type": "string", "minLength": 1})}
                   for name in re.findall(r"{(\w+)}", route.path)]
-    parameters += [{"name": p.name, "in": p.where, "required": False, "description": p.description,
-                    "schema": {"type": p.type}} for p in route.params]
+    parameters += [{"name": p.name, "in": p.where, "required": p.required, "description": p.description,
+                    "schema": {"type": p.type, **dict(p.schema)}} for p in route.params]
     if parameters:
         operation["parameters"] = parameters
     if route.request is not None:
-        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref(route.request)}}}
+        operation["requestBody"] = {"required": route.body_required,
+                                    "content": {"application/json": {"schema": ref(route.request)}}}
     ok: dict = {"description": route.summary}
     if route.response is not None:
         ok["content"] = {"application/json": {"schema": ref(route.response)}}

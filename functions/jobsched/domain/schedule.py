@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import Enum
+from functools import lru_cache
+from importlib import resources
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jobsched.domain.aws_expressions import aws_cron_fields, is_aws_expression, rate_to_duration
@@ -99,6 +101,23 @@ def _epoch_ms(dt: datetime) -> int:
     """Exact integer milliseconds (no float rounding) of an aware datetime."""
     delta = dt - datetime(1970, 1, 1, tzinfo=timezone.utc)
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+@lru_cache(maxsize=1)
+def iana_zones() -> frozenset[str]:
+    """The IANA zone names a job may give: the tzdata package's list (the one the functions load
+    their zones from), less "Factory" (no time of its own). A system's own files (`localtime`,
+    `posixrules`, `posix/...`, `right/...`) are not zones a deployment would have too."""
+    return frozenset(resources.files("tzdata").joinpath("zones").read_text().split()) - {"Factory"}
+
+
+def checked_zone(name: str, field_name: str = "timezone") -> ZoneInfo:
+    """A zone of new input (a job, a preview): an IANA name (iana_zones) that loads. A stored
+    job's zone is only loaded (load_zone): one accepted before is not refused at its fire."""
+    if name not in iana_zones():
+        raise UnprocessableRequest.for_field(
+            field_name, f"unknown time zone '{name[:64]}'; use an IANA name such as Europe/Paris")
+    return load_zone(name, field_name)
 
 
 def load_zone(name: str, field_name: str = "timezone") -> ZoneInfo:
@@ -376,7 +395,7 @@ def local_instant(local: str, tz: str, field_name: str) -> int:
     """A wall-clock date-time without offset (from at(...)), read in the given zone by AWS's DST
     rule: a repeated time is its first pass; a time that a spring-forward skips never happens, so
     it is refused here rather than accepted as a job that would never fire."""
-    zone = load_zone(tz)
+    zone = checked_zone(tz)
     try:
         naive = datetime.strptime(local, "%Y-%m-%dT%H:%M:%S")
         if naive.year < 1970 or naive.year > 9998:
@@ -401,7 +420,7 @@ def delayed_schedule(delay_seconds: int, created_ms: int) -> Schedule:
 def cron_schedule(
     expression: str, tz: str, created_ms: int, start_ms: int | None = None, end_ms: int | None = None
 ) -> Schedule:
-    load_zone(tz)
+    checked_zone(tz)
     _check_bounds(start_ms, end_ms)
     years = None
     if is_aws_expression(expression):

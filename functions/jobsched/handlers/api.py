@@ -40,7 +40,7 @@ from jobsched.api.models import (
     parse_data,
 )
 from jobsched.api.openapi import openapi_document
-from jobsched.api.routes import ROUTES
+from jobsched.api.routes import IDEMPOTENCY_KEY, ROUTES
 from jobsched.domain.stats import WINDOWS_MS
 from jobsched.domain.jobs import JobSpec, JobState
 from jobsched.domain.schedule import format_instant, parse_instant
@@ -121,8 +121,6 @@ def error_response(status: int, code: str, message: str, details: list[FieldProb
 # Every number a query string or header carries: ASCII digits only (str.isdigit() also takes
 # "²" and "٣", which int() then refuses), at most 18 of them.
 _ASCII_INT = re.compile(r"-?[0-9]{1,18}", re.ASCII)
-# An Idempotency-Key: printable ASCII, as long as a UUID or a hash with a prefix needs.
-_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}", re.ASCII)
 # A path parameter (job or execution id) longer than this is no id of ours (DynamoDB refuses a key
 # past 1,024 bytes, which would otherwise become a 500).
 MAX_ID_BYTES = 256
@@ -162,7 +160,7 @@ def _bounded_int_param(value: str | None, name: str, low: int, high: int) -> int
 def _idempotency_key(value: str | None) -> str | None:
     if value is None:
         return None
-    if not _IDEMPOTENCY_KEY.fullmatch(value):
+    if not IDEMPOTENCY_KEY.fullmatch(value):
         raise InvalidRequest("Idempotency-Key: 1 to 255 printable ASCII characters",
                              [FieldProblem("Idempotency-Key", "1 to 255 printable ASCII characters")])
     return value
@@ -203,7 +201,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
                        frozenset(url for _, url in parts.settings.lane_urls),
                        OwnEndpoints.parse(parts.settings.own_endpoints),
                        TargetScope(parts.settings.target_account, parts.settings.target_arn_patterns,
-                                   parts.settings.ecs_task_definitions, parts.settings.ecs_clusters))
+                                   parts.settings.ecs_task_definitions, parts.settings.ecs_clusters),
+                       parts.settings.allow_private_targets)
     service = JobsService(parts.stores, parts.handoff, parts.clock,
                           Quotas(parts.settings.max_active_jobs, parts.settings.max_creates_per_second))
     callbacks = Callbacks(parts.stores, Outcomes(parts.stores, parts.handoff, parts.clock), parts.clock)

@@ -35,8 +35,25 @@ MAX_REQUEST_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
 
 def _gateway_error(length_text: str) -> tuple[int, dict, bytes]:
     too_large = length_text.isascii() and length_text.isdigit()
-    status, message = (413, "Request Too Long") if too_large else (400, "Bad Request: invalid Content-Length")
-    return status, {"Content-Type": "application/json"}, json.dumps({"message": message}).encode()
+    if too_large:
+        return error_answer(413, "PAYLOAD_TOO_LARGE", f"the request is over API Gateway's "
+                                                      f"{MAX_REQUEST_BYTES // (1024 * 1024)} MB payload limit", "body")
+    return error_answer(400, "VALIDATION_ERROR", "Content-Length must be a number of bytes", "Content-Length")
+
+
+def error_answer(status: int, code: str, message: str, field: str | None = None) -> tuple[int, dict, bytes]:
+    """An answer of the server itself in the API's error envelope (api/schemas.py, Error)."""
+    details = [{"field": field, "message": message}] if field else []
+    body = {"error": {"code": code, "message": message, "details": details}}
+    return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
+
+
+# What the standard library's server answers itself, before any route (an HTML page by default).
+_SERVER_ERRORS = {400: ("VALIDATION_ERROR", "the request line or a header could not be read", None),
+                  414: ("URI_TOO_LONG", "the request line is over 65,536 bytes", "path"),
+                  431: ("HEADERS_TOO_LARGE", "over 100 headers, or a header line over 65,536 bytes", "headers"),
+                  501: ("NOT_IMPLEMENTED", "the API answers GET, POST, PUT, PATCH and DELETE", "method"),
+                  505: ("VALIDATION_ERROR", "HTTP/1.0 and HTTP/1.1 only", None)}
 
 
 def local_networks(setup: dict) -> str:
@@ -451,6 +468,21 @@ class LocalRuntime:
                 self.wfile.write(payload)
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle  # noqa: N815
+
+            def send_error(self, code, message=None, explain=None):
+                """The server's own refusals (a request line or headers too long, an unknown method)
+                in the API's error envelope, never the standard library's HTML page."""
+                self.close_connection = True
+                name, text, field = _SERVER_ERRORS.get(code, ("ERROR", message or "the request was refused", None))
+                status, headers, payload = error_answer(code, name, text, field)
+                self.send_response(status, message)
+                self.send_header("Connection", "close")
+                for header_name, value in headers.items():
+                    self.send_header(header_name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
 
             def log_message(self, *args):
                 pass
