@@ -1246,6 +1246,18 @@ MUTATIONS = [
   "        if run.uid is not None:\n            subprocess.run([\"kill\", \"-KILL\", \"-1\"]",
   "        if False:\n            subprocess.run([\"kill\", \"-KILL\", \"-1\"]",
   "tests/e2e/test_local_isolation.py::test_a_container_job_gets_nothing_of_the_stacks"),
+ ("batch create: a job whose first timer cannot be written is taken back with its place", "functions/jobsched/service/creation.py",
+  "            if created and self._jobs.remove_new(job):",
+  "            if False:",
+  "tests/integration/test_batch_create.py::test_a_job_whose_timer_cannot_be_written_is_taken_back_with_its_quota_place"),
+ ("batch create: the batch's places are taken in one counter write", "functions/jobsched/service/creation.py",
+  "                tenant_id, counter, active_limit, max(second, seen or 0), rate_limit, count - len(taken),",
+  "                tenant_id, counter, active_limit, max(second, seen or 0), rate_limit, 1,",
+  "tests/integration/test_batch_create.py::test_quotas_count_each_job_in_one_counter_write_and_refuse_those_past_them"),
+ ("batch create: the batch's key refuses another body", "functions/jobsched/service/creation.py",
+  "        if earlier is not None and earlier[1] != request_hash:",
+  "        if False:",
+  "tests/integration/test_batch_create.py::test_the_batch_key_repeats_the_whole_answer_and_refuses_another_body"),
 ]
 
 def main(selected: list[str]) -> int:
