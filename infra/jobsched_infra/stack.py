@@ -194,13 +194,14 @@ class JobschedStack(Stack):
         for fn in (api_fn, tick_fn, worker_fn, task_events_fn):
             for queue in lanes.queues.values():
                 queue.grant(fn, "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
-        for dlq in lanes.dead_letters.values():
-            # Hand-backs (handlers/worker.py): a re-sent record out of receives rests in its DLQ.
-            dlq.grant(worker_fn, "sqs:SendMessage")
             if storage.key:
                 # Named actions only (the CDK's encrypt/decrypt grants use wildcards): data keys for
                 # sending to the encrypted lanes, decryption for reading tables and messages.
                 storage.key.grant(fn, "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+        for dlq in lanes.dead_letters.values():
+            # Hand-backs (handlers/worker.py): a re-sent record out of receives rests in its DLQ
+            # (encrypted with the same key, granted above).
+            dlq.grant(worker_fn, "sqs:SendMessage")
         if storage.key:
             # A tenant's new signing secret, and nothing else: only under the signing purpose's
             # encryption context (store/signing.py), so the API cannot encrypt other data with it.

@@ -691,3 +691,15 @@ def test_a_deployment_without_reserved_concurrency_is_a_context_setting_for_low_
     functions = resources(unreserved, "AWS::Lambda::Function")
     assert len(functions) == 5 and reserved_by(unreserved) == {}
     assert not any("ReservedConcurrentExecutions" in f["Properties"] for f in functions.values())
+
+
+@pytest.mark.parametrize("name", ["api", "tick", "worker", "task_events"])
+def test_every_function_that_sends_to_the_encrypted_lanes_may_make_their_data_keys(template, name):
+    """SQS asks KMS for a data key as the sender (SSE-KMS): each function that sends to a lane holds
+    kms:GenerateDataKey and kms:Decrypt on the stack's key (a merge once left them to one function)."""
+    logical = next(k for k, r in resources(template, "AWS::Lambda::Function").items()
+                   if function_name(r["Properties"]["Handler"]) == name)
+    actions = set()
+    for statement in _statements(template, logical):
+        actions.update(statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]])
+    assert {"kms:GenerateDataKey", "kms:Decrypt", "sqs:SendMessage"} <= actions
