@@ -45,7 +45,7 @@ def test_ecs_networks_is_taken_as_the_cli_passes_it_a_json_string_or_as_an_objec
 
 
 @pytest.mark.parametrize("value, named", [
-    ("{not json", "not JSON"),
+    ("{not json", "not valid JSON"),
     (["subnet-0a1b2c3d"], "an object"),
     ({"tenant-a": {**ENTRY, "securityGroups": []}}, "tenant-a.securityGroups"),
     ({"tenant-a": {"securityGroups": ["sg-0a1b2c3d"]}}, "tenant-a.subnets"),
