@@ -1258,6 +1258,10 @@ MUTATIONS = [
   "        if earlier is not None and earlier[1] != request_hash:",
   "        if False:",
   "tests/integration/test_batch_create.py::test_the_batch_key_repeats_the_whole_answer_and_refuses_another_body"),
+ ("an in-place hand-back passes over only a stale receipt, not a denial", "functions/jobsched/store/queues.py",
+  "            if stale_receipt(error):\n                return False\n            raise",
+  "            return False",
+  "tests/unit/test_lane_hand_back_errors.py::test_a_denial_or_throttle_is_not_swallowed"),
 ]
 
 def main(selected: list[str]) -> int:

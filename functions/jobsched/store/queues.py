@@ -42,6 +42,17 @@ class Outgoing:
     visible_at_ms: int  # when the message should become visible; 0 for at once
 
 
+# What ChangeMessageVisibility answers for a receipt that is no longer good (botocore's SQS model:
+# ReceiptHandleIsInvalid, MessageNotInflight; an expired handle: InvalidParameterValue), bare or
+# with the query protocol's "AWS.SimpleQueueService." prefix.
+STALE_RECEIPT_CODES = frozenset({"ReceiptHandleIsInvalid", "MessageNotInflight", "InvalidParameterValue"})
+
+
+def stale_receipt(error: ClientError) -> bool:
+    code = error.response.get("Error", {}).get("Code", "")
+    return code.removeprefix("AWS.SimpleQueueService.") in STALE_RECEIPT_CODES
+
+
 def delay_seconds(visible_at_ms: int, now_ms: int) -> int:
     """Whole seconds, rounded down and capped at SQS's 15 minutes: the message becomes visible
     at most a second early and the worker waits out the remainder."""
@@ -125,16 +136,19 @@ class LaneQueues:
 
     def redeliver_after(self, queue_arn: str, receipt_handle: str, seconds: int) -> bool:
         """Make a received message visible again in `seconds` (0 to 12 hours) instead of after the
-        lane's visibility timeout. False when the queue is not a lane or the receipt has expired
-        (the message then comes back after the visibility timeout, as before)."""
+        lane's visibility timeout. False when the queue is not a lane or the receipt is no longer
+        valid (expired, or the message no longer in flight: it then comes back after the visibility
+        timeout, or was deleted). Any other error (a throttle, a denial) is raised."""
         url = self._url_of(queue_arn)
         if url is None:
             return False
         try:
             self._sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=receipt_handle,
                                                 VisibilityTimeout=max(0, min(MAX_VISIBILITY_SECONDS, seconds)))
-        except ClientError:
-            return False
+        except ClientError as error:
+            if stale_receipt(error):
+                return False
+            raise
         return True
 
     def redeliver_many_after(self, queue_arn: str, receipts: list[tuple[str, str]], seconds: int) -> int:
