@@ -1262,6 +1262,10 @@ MUTATIONS = [
   "            if stale_receipt(error):\n                return False\n            raise",
   "            return False",
   "tests/unit/test_lane_hand_back_errors.py::test_a_denial_or_throttle_is_not_swallowed"),
+ ("a lane entry sent again takes its delay at that try, not the first", "functions/jobsched/store/queues.py",
+  "            now = self._clock.now_ms()\n            answer = self._sqs.send_message_batch(",
+  "            now = now if retry else self._clock.now_ms()\n            answer = self._sqs.send_message_batch(",
+  "tests/unit/test_lane_send_retries.py::test_an_entry_sent_again_later_gets_its_delay_from_its_due_instant_at_that_try"),
 ]
 
 def main(selected: list[str]) -> int:

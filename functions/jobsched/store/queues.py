@@ -186,21 +186,19 @@ class LaneQueues:
         return next((u for u in self._urls.values() if u.rstrip("/").rsplit("/", 1)[-1] == name), None)
 
     def _send_batch(self, url: str, batch: list[Outgoing], seal: DispatchSeal, stamp: bool = True) -> None:
-        # The delay is computed here, as the batch goes out, from each message's visible-at
-        # instant: CPU work and writes before the send must not make messages late.
-        now = self._clock.now_ms()
+        # The delay is computed at each try, as the entries go out, from each message's visible-at
+        # instant: CPU work, writes and the retries' waits before a send must not make it late.
         entries = {
-            str(i): {
-                "Id": str(i),
-                "MessageBody": seal.seal(self._stamped(o.dispatch) if stamp else o.dispatch),
-                "DelaySeconds": delay_seconds(o.visible_at_ms, now),
-            }
+            str(i): ({"Id": str(i), "MessageBody": seal.seal(self._stamped(o.dispatch) if stamp else o.dispatch)},
+                     o.visible_at_ms)
             for i, o in enumerate(batch)
         }
         for retry in range(SEND_RETRIES + 1):
             if retry:
                 self._clock.sleep(self._random() * min(SEND_BACKOFF_CAP_S, SEND_BACKOFF_BASE_S * 2 ** (retry - 1)))
-            answer = self._sqs.send_message_batch(QueueUrl=url, Entries=list(entries.values()))
+            now = self._clock.now_ms()
+            answer = self._sqs.send_message_batch(QueueUrl=url, Entries=[
+                {**entry, "DelaySeconds": delay_seconds(at, now)} for entry, at in entries.values()])
             failed = answer.get("Failed", [])
             if any(f.get("SenderFault") for f in failed):
                 raise SendFailed(f"messages refused by {url}: " + "; ".join(
