@@ -1266,6 +1266,10 @@ MUTATIONS = [
   "            now = self._clock.now_ms()\n            answer = self._sqs.send_message_batch(",
   "            now = now if retry else self._clock.now_ms()\n            answer = self._sqs.send_message_batch(",
   "tests/unit/test_lane_send_retries.py::test_an_entry_sent_again_later_gets_its_delay_from_its_due_instant_at_that_try"),
+ ("strict layer: ArnLike matches part by part, a wildcard never spanning a colon", "functions/jobsched/local/strict_aws.py",
+  "    haves, wants = have.split(\":\", 5), want.split(\":\", 5)\n    return len(haves) == len(wants) == 6 and all(",
+  "    haves, wants = [have], [want]\n    return all(",
+  "tests/unit/test_strict_arn_conditions.py::test_a_wildcard_in_one_part_does_not_span_a_colon"),
 ]
 
 def main(selected: list[str]) -> int:

@@ -190,16 +190,25 @@ def _as_list(value: Any) -> list:
     return value if isinstance(value, list) else [value]
 
 
+def _arn_like(have: str, want: str) -> bool:
+    """IAM's ARN operators (ArnEquals and ArnLike alike): each of the six colon-delimited parts
+    (the last, the resource, may hold colons) is matched on its own with `*`/`?`, so a wildcard
+    never spans a colon and a value of fewer parts matches nothing; case-sensitive, as AWS's IAM
+    User Guide ("Amazon Resource Name (ARN) condition operators") and its Java SDK document."""
+    haves, wants = have.split(":", 5), want.split(":", 5)
+    return len(haves) == len(wants) == 6 and all(_glob(w).fullmatch(h) for h, w in zip(haves, wants))
+
+
 _STRING_OPERATORS = {
     "StringEquals": lambda have, want: have == want,
     "StringNotEquals": lambda have, want: have != want,
     "StringEqualsIgnoreCase": lambda have, want: have.lower() == want.lower(),
     "StringLike": lambda have, want: bool(_glob(want).fullmatch(have)),
     "StringNotLike": lambda have, want: not _glob(want).fullmatch(have),
-    "ArnEquals": lambda have, want: have == want,
-    "ArnLike": lambda have, want: bool(_glob(want).fullmatch(have)),
-    "ArnNotEquals": lambda have, want: have != want,
-    "ArnNotLike": lambda have, want: not _glob(want).fullmatch(have),
+    "ArnEquals": _arn_like,
+    "ArnLike": _arn_like,
+    "ArnNotEquals": lambda have, want: not _arn_like(have, want),
+    "ArnNotLike": lambda have, want: not _arn_like(have, want),
     "Bool": lambda have, want: have.lower() == str(want).lower(),
 }
 _NEGATED = {"StringNotEquals", "StringNotLike", "ArnNotEquals", "ArnNotLike"}
