@@ -1270,6 +1270,10 @@ MUTATIONS = [
   "    haves, wants = have.split(\":\", 5), want.split(\":\", 5)\n    return len(haves) == len(wants) == 6 and all(",
   "    haves, wants = [have], [want]\n    return all(",
   "tests/unit/test_strict_arn_conditions.py::test_a_wildcard_in_one_part_does_not_span_a_colon"),
+ ("strict layer: a send is held to its queue's own MaximumMessageSize", "functions/jobsched/local/strict_aws.py",
+  "                        if self._queue_attributes else SQS_MAX_MESSAGE_BYTES)",
+  "                        if False else SQS_MAX_MESSAGE_BYTES)",
+  "tests/unit/test_strict_sqs_message_size.py::test_a_send_over_the_queues_own_maximum_message_size_is_refused"),
 ]
 
 def main(selected: list[str]) -> int:
