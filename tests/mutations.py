@@ -1258,6 +1258,22 @@ MUTATIONS = [
   "        if earlier is not None and earlier[1] != request_hash:",
   "        if False:",
   "tests/integration/test_batch_create.py::test_the_batch_key_repeats_the_whole_answer_and_refuses_another_body"),
+ ("an in-place hand-back passes over only a stale receipt, not a denial", "functions/jobsched/store/queues.py",
+  "            if stale_receipt(error):\n                return False\n            raise",
+  "            return False",
+  "tests/unit/test_lane_hand_back_errors.py::test_a_denial_or_throttle_is_not_swallowed"),
+ ("a lane entry sent again takes its delay at that try, not the first", "functions/jobsched/store/queues.py",
+  "            now = self._clock.now_ms()\n            answer = self._sqs.send_message_batch(",
+  "            now = now if retry else self._clock.now_ms()\n            answer = self._sqs.send_message_batch(",
+  "tests/unit/test_lane_send_retries.py::test_an_entry_sent_again_later_gets_its_delay_from_its_due_instant_at_that_try"),
+ ("strict layer: ArnLike matches part by part, a wildcard never spanning a colon", "functions/jobsched/local/strict_aws.py",
+  "    haves, wants = have.split(\":\", 5), want.split(\":\", 5)\n    return len(haves) == len(wants) == 6 and all(",
+  "    haves, wants = [have], [want]\n    return all(",
+  "tests/unit/test_strict_arn_conditions.py::test_a_wildcard_in_one_part_does_not_span_a_colon"),
+ ("strict layer: a send is held to its queue's own MaximumMessageSize", "functions/jobsched/local/strict_aws.py",
+  "                        if self._queue_attributes else SQS_MAX_MESSAGE_BYTES)",
+  "                        if False else SQS_MAX_MESSAGE_BYTES)",
+  "tests/unit/test_strict_sqs_message_size.py::test_a_send_over_the_queues_own_maximum_message_size_is_refused"),
 ]
 
 def main(selected: list[str]) -> int:

@@ -59,3 +59,32 @@ def test_entries_refused_as_the_senders_fault_are_not_sent_again():
     with pytest.raises(SendFailed, match="InvalidParameterValue"):
         lanes(queue, clock).send(outgoing(3))
     assert len(queue.calls_at) == 1
+
+
+class SlowPartlyFailingQueue:
+    """Fails entry "0" of its first call (not the sender's fault), answering 3 s later; notes the
+    entries of each call."""
+
+    def __init__(self, clock) -> None:
+        self.clock = clock
+        self.calls: list[list[dict]] = []
+
+    def send_message_batch(self, QueueUrl, Entries):  # noqa: N803 - boto3's names
+        self.calls.append(Entries)
+        if len(self.calls) == 1:
+            self.clock.advance_ms(3_000)
+            return {"Successful": [{"Id": e["Id"], "MessageId": "m"} for e in Entries if e["Id"] != "0"],
+                    "Failed": [{"Id": "0", "SenderFault": False, "Code": "InternalError", "Message": "again"}]}
+        return {"Successful": [{"Id": e["Id"], "MessageId": "m"} for e in Entries], "Failed": []}
+
+
+def test_an_entry_sent_again_later_gets_its_delay_from_its_due_instant_at_that_try():
+    clock = FakeClock(1_700_000_000_000)
+    queue = SlowPartlyFailingQueue(clock)
+    due = clock.now_ms() + 60_000
+    sent = [Outgoing(Priority.NORMAL, Dispatch(DispatchKind.FIRE, "t", "job_x", f"job_x.{i}", i, 1), due)
+            for i in range(2)]
+    lanes(queue, clock).send(sent)
+    assert [e["DelaySeconds"] for e in queue.calls[0]] == [60, 60]
+    assert [(e["Id"], e["DelaySeconds"]) for e in queue.calls[1]] == [("0", 57)]
+    assert queue.calls[1][0]["MessageBody"] == queue.calls[0][0]["MessageBody"]

@@ -124,10 +124,20 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
     worker = Worker(parts.stores, outcomes, invoker, parts.clock, lanes, containers)
     worker.regions = parts.handoff  # segment leases (service/ownership.py): single-region acts on all
     pools = [ThreadPoolExecutor(max_workers=BATCH_SIZE, thread_name_prefix="attempt")]
+    hand_back_errors: list[str] = []  # message ids whose hand-back failed (list.append: thread-safe)
 
     def hand_back(record: SQSRecord, seconds: int, reason: str) -> None:
-        """Make a received record visible again in `seconds` (in place: it stays in flight)."""
-        parts.stores.lanes.redeliver_after(record.event_source_arn, record.receipt_handle, seconds)
+        """Make a received record visible again in `seconds` (in place: it stays in flight). Every
+        caller reports the record failed; an error other than a stale receipt (a throttle, a
+        denial) is logged and counted (HandBackErrors): the record then comes back after the
+        lane's visibility timeout."""
+        try:
+            parts.stores.lanes.redeliver_after(record.event_source_arn, record.receipt_handle, seconds)
+        except Exception as error:  # noqa: BLE001 - counted; the record is reported failed by the caller
+            logger.error("record could not be handed back; it comes back after the visibility timeout",
+                         extra={"messageId": record.message_id, "reason": reason, "error": repr(error)})
+            hand_back_errors.append(record.message_id)
+            return
         logger.info("record handed back", extra={"messageId": record.message_id, "inSeconds": seconds,
                                                  "reason": reason})
 
@@ -305,6 +315,9 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         not_sent = send_backs(list(backs))
         if not_sent:
             metrics.add_metric(name="HandBackSendFailures", unit=MetricUnit.Count, value=len(not_sent))
+        if hand_back_errors:
+            metrics.add_metric(name="HandBackErrors", unit=MetricUnit.Count, value=len(hand_back_errors))
+            hand_back_errors.clear()
         for error in give_backs_failed:
             logger.error("a quota place could not be given back; the tenant's count stays one high",
                          extra={"error": repr(error)})

@@ -59,6 +59,8 @@ TRANSACTION_MAX_ITEMS = 100
 TRANSACTION_MAX_BYTES = 4 * KB * KB
 SQS_MAX_MESSAGE_BYTES = 1024 * KB  # raised from 256 KiB in 2025 (AWS-LIMITS.md, SQS)
 SQS_MAX_BATCH_ENTRIES = 10
+# A queue attribute's value when the queue cannot be read (or does not say): SQS's defaults.
+_QUEUE_FALLBACKS = {"VisibilityTimeout": 30, "MaximumMessageSize": SQS_MAX_MESSAGE_BYTES}
 SQS_MAX_BATCH_BYTES = 1024 * KB
 # A standard queue's in-flight messages (received, not deleted, not visible again): past about this
 # many a short-polling ReceiveMessage is answered OverLimit, a long poll nothing (AWS-LIMITS.md, SQS).
@@ -190,16 +192,25 @@ def _as_list(value: Any) -> list:
     return value if isinstance(value, list) else [value]
 
 
+def _arn_like(have: str, want: str) -> bool:
+    """IAM's ARN operators (ArnEquals and ArnLike alike): each of the six colon-delimited parts
+    (the last, the resource, may hold colons) is matched on its own with `*`/`?`, so a wildcard
+    never spans a colon and a value of fewer parts matches nothing; case-sensitive, as AWS's IAM
+    User Guide ("Amazon Resource Name (ARN) condition operators") and its Java SDK document."""
+    haves, wants = have.split(":", 5), want.split(":", 5)
+    return len(haves) == len(wants) == 6 and all(_glob(w).fullmatch(h) for h, w in zip(haves, wants))
+
+
 _STRING_OPERATORS = {
     "StringEquals": lambda have, want: have == want,
     "StringNotEquals": lambda have, want: have != want,
     "StringEqualsIgnoreCase": lambda have, want: have.lower() == want.lower(),
     "StringLike": lambda have, want: bool(_glob(want).fullmatch(have)),
     "StringNotLike": lambda have, want: not _glob(want).fullmatch(have),
-    "ArnEquals": lambda have, want: have == want,
-    "ArnLike": lambda have, want: bool(_glob(want).fullmatch(have)),
-    "ArnNotEquals": lambda have, want: have != want,
-    "ArnNotLike": lambda have, want: not _glob(want).fullmatch(have),
+    "ArnEquals": _arn_like,
+    "ArnLike": _arn_like,
+    "ArnNotEquals": lambda have, want: not _arn_like(have, want),
+    "ArnNotLike": lambda have, want: not _arn_like(have, want),
     "Bool": lambda have, want: have.lower() == str(want).lower(),
 }
 _NEGATED = {"StringNotEquals", "StringNotLike", "ArnNotEquals", "ArnNotLike"}
@@ -634,18 +645,20 @@ class StrictAws:
         self._tag_clients: dict[str, Any] = {}
         self.in_flight = InFlight()
         self._raw_sqs = None
+        self._queue_attributes = True  # a send is held to its queue's own MaximumMessageSize
         # (caller, queue or topic) -> until when SQS reuses the data key it got for them (SSE-KMS).
         self._sse_reuse: dict[tuple[str | None, str], int] | None = {}
 
     @classmethod
     def billing_only(cls, tables: dict[str, tuple[str, ...]], now_ms: Callable[[], int] | None = None,
                      peek: Callable[[str, dict], dict | None] | None = None,
-                     region: str = REGION) -> "StrictAws":
+                     region: str = REGION, queue_attributes: bool = False) -> "StrictAws":
         """Bills capacity per key and refuses what AWS refuses by size, but checks no IAM and
         throttles nothing: for benchmarks whose AWS is answered in-process (bench/instant_aws.py,
         no template, and a clock that stands still over a whole hand-off, so that the ledger's
         "second" is the whole run). `tables`: name → (partition key, sort key); `peek` gives the
-        item before a write (none: billed on the item written)."""
+        item before a write (none: billed on the item written); `queue_attributes`: read each
+        queue's MaximumMessageSize (else SQS's 1 MiB: a queue answered in-process has none to read)."""
         layer = cls.__new__(cls)
         layer.region = region
         layer.template = _TablesOnly({name: {"": (keys[0], keys[1] if len(keys) > 1 else None)}
@@ -662,6 +675,7 @@ class StrictAws:
         layer.in_flight = InFlight()
         layer._raw_sqs = None
         layer._sse_reuse = None  # answered in-process: no queue or topic attributes to read
+        layer._queue_attributes = queue_attributes
         return layer
 
     # --- entry points from botocore's events ---------------------------------------------------
@@ -1305,13 +1319,10 @@ class StrictAws:
                 else:
                     raise _error(client, op, "OverLimit", f"The maximum number of in flight messages ({count}) "
                                  "is reached", 403)
-        elif op == "SendMessage":
-            size = _sqs_size(p)
-            if size > SQS_MAX_MESSAGE_BYTES:
-                raise _error(client, op, "InvalidParameterValue",
-                             f"One or more parameters are invalid. Reason: Message must be shorter than "
-                             f"{SQS_MAX_MESSAGE_BYTES} bytes.", 400)
-        elif op in ("SendMessageBatch", "DeleteMessageBatch", "ChangeMessageVisibilityBatch"):
+        elif op == "SetQueueAttributes":  # the attributes read once (_queue_default) are read again
+            for key in [k for k in list(self.in_flight.defaults) if k[0] == p.get("QueueUrl")]:
+                self.in_flight.defaults.pop(key, None)
+        if op in ("SendMessageBatch", "DeleteMessageBatch", "ChangeMessageVisibilityBatch"):
             entries = p.get("Entries", [])
             if len(entries) > SQS_MAX_BATCH_ENTRIES:
                 raise _error(client, op, "TooManyEntriesInBatchRequest",
@@ -1323,6 +1334,15 @@ class StrictAws:
                     raise _error(client, op, "BatchRequestTooLong",
                                  f"Batch requests cannot be longer than {SQS_MAX_BATCH_BYTES} bytes. You have sent "
                                  f"{sum(sizes)} bytes.", 400)
+        if op in ("SendMessage", "SendMessageBatch"):
+            # The queue's own MaximumMessageSize (1,024 B to 1 MiB, default 1 MiB), of each message;
+            # a batch with one entry over it is refused whole, as the emulator does for its body.
+            limit = min(SQS_MAX_MESSAGE_BYTES, self._queue_default(p.get("QueueUrl", ""), "MaximumMessageSize")
+                        if self._queue_attributes else SQS_MAX_MESSAGE_BYTES)
+            if any(_sqs_size(m) > limit for m in (p.get("Entries", []) if op == "SendMessageBatch" else [p])):
+                raise _error(client, op, "InvalidParameterValue",
+                             f"One or more parameters are invalid. Reason: Message must be shorter than "
+                             f"{limit} bytes.", 400)
 
     def _bill_sqs(self, client, call: _Call, parsed: dict, ok: bool) -> None:
         """The queue's in-flight messages, as SQS counts them: received, until deleted or visible
@@ -1355,8 +1375,9 @@ class StrictAws:
             self.in_flight.changed(entry.get("ReceiptHandle", ""), now + seconds * 1000)
 
     def _queue_default(self, url: str, attribute: str) -> int:
-        """A queue attribute the in-flight count needs (VisibilityTimeout, ReceiveMessageWaitTimeSeconds),
-        read once per queue without a check of its own."""
+        """A queue attribute the checks need (VisibilityTimeout, ReceiveMessageWaitTimeSeconds,
+        MaximumMessageSize), read once per queue (again after a SetQueueAttributes of it) without a
+        check of its own."""
         key = (url, attribute)
         if key not in self.in_flight.defaults:
             token = _internal.set(True)
@@ -1367,8 +1388,10 @@ class StrictAws:
                     self._raw_sqs = boto3.session.Session().client("sqs", region_name=self.region)
                 answer = self._raw_sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[attribute])
                 self.in_flight.defaults[key] = int(answer.get("Attributes", {}).get(attribute) or 0)
+                if attribute not in answer.get("Attributes", {}):
+                    self.in_flight.defaults[key] = _QUEUE_FALLBACKS.get(attribute, 0)
             except ClientError:
-                self.in_flight.defaults[key] = 30 if attribute == "VisibilityTimeout" else 0
+                self.in_flight.defaults[key] = _QUEUE_FALLBACKS.get(attribute, 0)
             finally:
                 _internal.reset(token)
         return self.in_flight.defaults[key]

@@ -42,6 +42,17 @@ class Outgoing:
     visible_at_ms: int  # when the message should become visible; 0 for at once
 
 
+# What ChangeMessageVisibility answers for a receipt that is no longer good (botocore's SQS model:
+# ReceiptHandleIsInvalid, MessageNotInflight; an expired handle: InvalidParameterValue), bare or
+# with the query protocol's "AWS.SimpleQueueService." prefix.
+STALE_RECEIPT_CODES = frozenset({"ReceiptHandleIsInvalid", "MessageNotInflight", "InvalidParameterValue"})
+
+
+def stale_receipt(error: ClientError) -> bool:
+    code = error.response.get("Error", {}).get("Code", "")
+    return code.removeprefix("AWS.SimpleQueueService.") in STALE_RECEIPT_CODES
+
+
 def delay_seconds(visible_at_ms: int, now_ms: int) -> int:
     """Whole seconds, rounded down and capped at SQS's 15 minutes: the message becomes visible
     at most a second early and the worker waits out the remainder."""
@@ -125,16 +136,19 @@ class LaneQueues:
 
     def redeliver_after(self, queue_arn: str, receipt_handle: str, seconds: int) -> bool:
         """Make a received message visible again in `seconds` (0 to 12 hours) instead of after the
-        lane's visibility timeout. False when the queue is not a lane or the receipt has expired
-        (the message then comes back after the visibility timeout, as before)."""
+        lane's visibility timeout. False when the queue is not a lane or the receipt is no longer
+        valid (expired, or the message no longer in flight: it then comes back after the visibility
+        timeout, or was deleted). Any other error (a throttle, a denial) is raised."""
         url = self._url_of(queue_arn)
         if url is None:
             return False
         try:
             self._sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=receipt_handle,
                                                 VisibilityTimeout=max(0, min(MAX_VISIBILITY_SECONDS, seconds)))
-        except ClientError:
-            return False
+        except ClientError as error:
+            if stale_receipt(error):
+                return False
+            raise
         return True
 
     def redeliver_many_after(self, queue_arn: str, receipts: list[tuple[str, str]], seconds: int) -> int:
@@ -172,21 +186,19 @@ class LaneQueues:
         return next((u for u in self._urls.values() if u.rstrip("/").rsplit("/", 1)[-1] == name), None)
 
     def _send_batch(self, url: str, batch: list[Outgoing], seal: DispatchSeal, stamp: bool = True) -> None:
-        # The delay is computed here, as the batch goes out, from each message's visible-at
-        # instant: CPU work and writes before the send must not make messages late.
-        now = self._clock.now_ms()
+        # The delay is computed at each try, as the entries go out, from each message's visible-at
+        # instant: CPU work, writes and the retries' waits before a send must not make it late.
         entries = {
-            str(i): {
-                "Id": str(i),
-                "MessageBody": seal.seal(self._stamped(o.dispatch) if stamp else o.dispatch),
-                "DelaySeconds": delay_seconds(o.visible_at_ms, now),
-            }
+            str(i): ({"Id": str(i), "MessageBody": seal.seal(self._stamped(o.dispatch) if stamp else o.dispatch)},
+                     o.visible_at_ms)
             for i, o in enumerate(batch)
         }
         for retry in range(SEND_RETRIES + 1):
             if retry:
                 self._clock.sleep(self._random() * min(SEND_BACKOFF_CAP_S, SEND_BACKOFF_BASE_S * 2 ** (retry - 1)))
-            answer = self._sqs.send_message_batch(QueueUrl=url, Entries=list(entries.values()))
+            now = self._clock.now_ms()
+            answer = self._sqs.send_message_batch(QueueUrl=url, Entries=[
+                {**entry, "DelaySeconds": delay_seconds(at, now)} for entry, at in entries.values()])
             failed = answer.get("Failed", [])
             if any(f.get("SenderFault") for f in failed):
                 raise SendFailed(f"messages refused by {url}: " + "; ".join(
