@@ -194,13 +194,14 @@ class JobschedStack(Stack):
         for fn in (api_fn, tick_fn, worker_fn, task_events_fn):
             for queue in lanes.queues.values():
                 queue.grant(fn, "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+            if storage.key:
+                # Named actions only (the CDK's encrypt/decrypt grants use wildcards): data keys for
+                # sending to the encrypted lanes (every function here sends to them) and, for the
+                # worker, publishing to the encrypted alert topic; decryption for reading messages.
+                storage.key.grant(fn, "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey")
         for dlq in lanes.dead_letters.values():
             # Hand-backs (handlers/worker.py): a re-sent record out of receives rests in its DLQ.
             dlq.grant(worker_fn, "sqs:SendMessage")
-            if storage.key:
-                # Named actions only (the CDK's encrypt/decrypt grants use wildcards): data keys for
-                # sending to the encrypted lanes, decryption for reading tables and messages.
-                storage.key.grant(fn, "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey")
         if storage.key:
             # A tenant's new signing secret, and nothing else: only under the signing purpose's
             # encryption context (store/signing.py), so the API cannot encrypt other data with it.
@@ -239,7 +240,7 @@ class JobschedStack(Stack):
         Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
                   tables=tables, api=api)
         alarms = Alarms(self, "Alarms", segments=tick_segments, dead_letters=lanes.dead_letters,
-                        functions=functions, tables=tables, lanes=lanes.queues)
+                        functions=functions, tables=tables, lanes=lanes.queues, key=storage.key)
         # Absence alerts: the worker publishes each alert to the deployment's alert topic, and only there.
         worker_fn.add_environment(Env.ALERT_TOPIC_ARN, alarms.alert_topic.topic_arn)
         worker_fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"],

@@ -413,6 +413,30 @@ def test_data_at_rest_uses_one_customer_managed_key_with_rotation(template):
         assert queue["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
 
 
+def test_alarm_and_alert_topics_use_the_stacks_key_and_cloudwatch_may_publish_to_them(template):
+    [(key_id, key)] = resources(template, "AWS::KMS::Key").items()
+    topics = resources(template, "AWS::SNS::Topic")
+    assert len(topics) == 2
+    for topic in topics.values():
+        assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    # CloudWatch publishes an alarm's notification as its service principal: only the key policy
+    # can let it use the key, and only for this account's alarms.
+    [statement] = [s for s in key["Properties"]["KeyPolicy"]["Statement"]
+                   if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+    assert statement["Effect"] == "Allow"
+    assert sorted(statement["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    assert statement["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    assert ":alarm:*" in json.dumps(statement["Condition"]["ArnLike"]["aws:SourceArn"])
+    # Every function that sends to the encrypted lanes, and the worker that publishes to the
+    # encrypted alert topic, has data keys from the key.
+    for handler in ("api", "tick", "worker", "task_events"):
+        logical = next(k for k, r in resources(template, "AWS::Lambda::Function").items()
+                       if function_name(r["Properties"]["Handler"]) == handler)
+        granted = {a for s in _statements(template, logical) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
+                   and "Condition" not in s for a in _as_list(s["Action"])}
+        assert {"kms:GenerateDataKey", "kms:Decrypt"} <= granted, handler
+
+
 def test_api_stage_logs_access_but_never_bodies_and_is_throttled(template):
     stage = next(iter(resources(template, "AWS::ApiGatewayV2::Stage").values()))["Properties"]
     assert stage["AccessLogSettings"]["DestinationArn"]
