@@ -437,6 +437,25 @@ def test_alarm_and_alert_topics_use_the_stacks_key_and_cloudwatch_may_publish_to
         assert {"kms:GenerateDataKey", "kms:Decrypt"} <= granted, handler
 
 
+def test_no_grant_that_no_call_uses(template):
+    """Each removed grant was checked against the code: the lanes' URLs come from the environment
+    (no GetQueueUrl, GetQueueAttributes), no call describes the key, and only the API's two index
+    reads (JobsByState, DeadLetters) Query an index; item actions name the table alone."""
+    by_name = {function_name(r["Properties"]["Handler"]): k for k, r in resources(template, "AWS::Lambda::Function").items()}
+    for name in ("api", "tick", "task_events"):
+        actions = {a for s in _statements(template, by_name[name]) for a in _as_list(s["Action"])}
+        assert not actions & {"sqs:GetQueueAttributes", "sqs:GetQueueUrl"}, name
+    for name, logical in by_name.items():
+        for statement in _statements(template, logical):
+            actions = _as_list(statement["Action"])
+            assert "kms:DescribeKey" not in actions, name
+            on_index = [r for r in _as_list(statement["Resource"]) if "/index/" in json.dumps(r)]
+            if on_index:
+                assert actions == ["dynamodb:Query"] and name == "api", (name, actions)
+    index_readers = [s for s in _statements(template, by_name["api"]) if "/index/" in json.dumps(s["Resource"])]
+    assert len(index_readers) == 2  # the Jobs and the Executions tables' indexes
+
+
 def test_api_stage_logs_access_but_never_bodies_and_is_throttled(template):
     stage = next(iter(resources(template, "AWS::ApiGatewayV2::Stage").values()))["Properties"]
     assert stage["AccessLogSettings"]["DestinationArn"]
