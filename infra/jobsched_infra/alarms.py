@@ -30,7 +30,8 @@ LANE_IN_FLIGHT_ALARM = 60_000
 class Alarms(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, segments: int, dead_letters: dict[Priority, sqs.Queue],
                  functions: dict[str, lambda_.Function], tables: dict[str, ddb.Table],
-                 lanes: dict[Priority, sqs.Queue] | None = None, key: kms.IKey | None = None) -> None:
+                 lanes: dict[Priority, sqs.Queue] | None = None, key: kms.IKey | None = None,
+                 failed_events: dict[str, sqs.Queue] | None = None) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "Topic", display_name="jobsched alarms", enforce_ssl=True, master_key=key)
         # Absence alerts (a job's `expect` not met, or an occurrence that never fired): about jobs,
@@ -57,6 +58,11 @@ class Alarms(Construct):
                 dlq.metric_approximate_number_of_messages_visible(period=Duration.minutes(1), statistic="Maximum"),
                 0, f"The {priority.value} lane's dead-letter queue holds messages that crashed the worker "
                    "5 times. Runbook: docs/operations.md#a-dlq-is-not-empty")
+        for name, queue in (failed_events or {}).items():
+            add(f"{name}FailedNotEmpty",
+                queue.metric_approximate_number_of_messages_visible(period=Duration.minutes(1), statistic="Maximum"),
+                0, f"The {name} function's on-failure queue holds events it failed three times (Lambda's "
+                   "asynchronous retries). Runbook: docs/operations.md#an-on-failure-queue-is-not-empty")
         for priority, lane in (lanes or {}).items():
             add(f"{priority.value.capitalize()}LaneInFlight",
                 lane.metric_approximate_number_of_messages_not_visible(period=Duration.minutes(1),

@@ -33,7 +33,7 @@ from jobsched_infra.regions import api_function_name
 from aws_cdk import ArnFormat
 from jobsched_infra.storage import Storage
 from jobsched_infra.targets import TargetAccess
-from jobsched_infra.task_events import TaskEventsRule
+from jobsched_infra.task_events import TaskEventsRule, failure_destination
 from jobsched_infra.tick_schedule import TickSchedule
 
 WORKER_TIMEOUT = Duration.minutes(15)
@@ -202,6 +202,8 @@ class JobschedStack(Stack):
         _grant_items(storage.executions, task_events_fn, *DDB_READ, *DDB_UPDATE, *DDB_PUT)
         if config.ecs_clusters:
             TaskEventsRule(self, "TaskEvents", task_events_fn, config.ecs_clusters)
+        # An event the function failed three times (Lambda's asynchronous retries) is kept, alarmed.
+        task_events_failed = failure_destination(self, task_events_fn, storage.key)
 
         for fn in (api_fn, tick_fn, worker_fn, task_events_fn):
             for queue in lanes.queues.values():
@@ -254,12 +256,13 @@ class JobschedStack(Stack):
         Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
                   tables=tables, api=api)
         alarms = Alarms(self, "Alarms", segments=tick_segments, dead_letters=lanes.dead_letters,
-                        functions=functions, tables=tables, lanes=lanes.queues, key=storage.key)
+                        functions=functions, tables=tables, lanes=lanes.queues, key=storage.key,
+                        failed_events={"TaskEvents": task_events_failed})
         # Absence alerts: the worker publishes each alert to the deployment's alert topic, and only there.
         worker_fn.add_environment(Env.ALERT_TOPIC_ARN, alarms.alert_topic.topic_arn)
         worker_fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"],
                                                          resources=[alarms.alert_topic.topic_arn]))
-        target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values()],
+        target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values(), task_events_failed],
                                topics=[alarms.topic, alarms.alert_topic], stack=self,
                                other_queue_arns=self._other_lane_arns(plan) if plan else ())
 
