@@ -16,6 +16,21 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("infra: CloudWatch alarms may use the stack's key to publish to the encrypted alarm topic",
+  "infra/jobsched_infra/storage.py",
+  "            self.key.add_to_resource_policy(self._cloudwatch_alarms_statement())",
+  "            pass",
+  "tests/infra/test_template.py::test_alarm_and_alert_topics_use_the_stacks_key_and_cloudwatch_may_publish_to_them"),
+ ("infra: every lane sender (and the alert publisher) has data keys from the stack's key",
+  "infra/jobsched_infra/stack.py",
+  "                storage.key.grant(fn, \"kms:Decrypt\", \"kms:GenerateDataKey\")  # no call describes the key",
+  "                storage.key.grant(task_events_fn, \"kms:Decrypt\", \"kms:GenerateDataKey\")",
+  "tests/infra/test_template.py::test_alarm_and_alert_topics_use_the_stacks_key_and_cloudwatch_may_publish_to_them"),
+ ("infra: an event the task events function failed three times is kept in its on-failure queue",
+  "infra/jobsched_infra/task_events.py",
+  "            on_failure=lambda_.CfnEventInvokeConfig.OnFailureProperty(destination=queue.queue_arn)))",
+  "            on_failure=None))",
+  "tests/infra/test_template.py::test_an_event_the_task_events_function_failed_three_times_is_kept_encrypted_and_alarmed"),
  ("a held-back FIRE of a changed job ends its waiting execution", "functions/jobsched/service/worker.py",
   "            if dispatch.kind is not DispatchKind.FIRE or dispatch.throttled_from_ms is not None:",
   "            if dispatch.kind is not DispatchKind.FIRE:",

@@ -1,10 +1,13 @@
-"""Alarms, all published to one SNS topic that operators subscribe to (docs/operations.md)."""
+"""Alarms, all published to one SNS topic that operators subscribe to (docs/operations.md). The
+topics are encrypted with the stack's key when it has one (storage.py's key policy lets CloudWatch
+publish to them)."""
 from __future__ import annotations
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_dynamodb as ddb
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
@@ -27,13 +30,17 @@ LANE_IN_FLIGHT_ALARM = 60_000
 class Alarms(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, segments: int, dead_letters: dict[Priority, sqs.Queue],
                  functions: dict[str, lambda_.Function], tables: dict[str, ddb.Table],
-                 lanes: dict[Priority, sqs.Queue] | None = None) -> None:
+                 lanes: dict[Priority, sqs.Queue] | None = None, key: kms.IKey | None = None,
+                 failed_events: dict[str, sqs.Queue] | None = None) -> None:
         super().__init__(scope, construct_id)
-        self.topic = sns.Topic(self, "Topic", display_name="jobsched alarms", enforce_ssl=True)
+        self.topic = sns.Topic(self, "Topic", display_name="jobsched alarms", enforce_ssl=True, master_key=key)
         # Absence alerts (a job's `expect` not met, or an occurrence that never fired): about jobs,
         # not about the deployment's health, so a topic of their own that a tenant-facing team can
         # subscribe to without the alarms. The worker publishes to it (stack.py grants exactly that).
-        self.alert_topic = sns.Topic(self, "AlertTopic", display_name="jobsched absence alerts", enforce_ssl=True)
+        # Encrypted with the same key: the worker that publishes needs kms:GenerateDataKey and
+        # kms:Decrypt on it (stack.py grants them to the functions that write the tables and lanes).
+        self.alert_topic = sns.Topic(self, "AlertTopic", display_name="jobsched absence alerts", enforce_ssl=True,
+                                     master_key=key)
         action = cw_actions.SnsAction(self.topic)
         self.alarms: list[cw.Alarm] = []
 
@@ -51,6 +58,11 @@ class Alarms(Construct):
                 dlq.metric_approximate_number_of_messages_visible(period=Duration.minutes(1), statistic="Maximum"),
                 0, f"The {priority.value} lane's dead-letter queue holds messages that crashed the worker "
                    "5 times. Runbook: docs/operations.md#a-dlq-is-not-empty")
+        for name, queue in (failed_events or {}).items():
+            add(f"{name}FailedNotEmpty",
+                queue.metric_approximate_number_of_messages_visible(period=Duration.minutes(1), statistic="Maximum"),
+                0, f"The {name} function's on-failure queue holds events it failed three times (Lambda's "
+                   "asynchronous retries). Runbook: docs/operations.md#an-on-failure-queue-is-not-empty")
         for priority, lane in (lanes or {}).items():
             add(f"{priority.value.capitalize()}LaneInFlight",
                 lane.metric_approximate_number_of_messages_not_visible(period=Duration.minutes(1),

@@ -33,7 +33,7 @@ from jobsched_infra.regions import api_function_name
 from aws_cdk import ArnFormat
 from jobsched_infra.storage import Storage
 from jobsched_infra.targets import TargetAccess
-from jobsched_infra.task_events import TaskEventsRule
+from jobsched_infra.task_events import TaskEventsRule, failure_destination
 from jobsched_infra.tick_schedule import TickSchedule
 
 WORKER_TIMEOUT = Duration.minutes(15)
@@ -55,13 +55,23 @@ DDB_PUT = ["dynamodb:PutItem"]
 DDB_BATCH_PUT = ["dynamodb:PutItem", "dynamodb:BatchWriteItem"]
 DDB_UPDATE = ["dynamodb:UpdateItem"]
 # The segment leases (ownership table): reads, claims and renewals, and nothing else (no delete).
-DDB_OWNERSHIP = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:Scan",
-                 "dynamodb:BatchGetItem"]
+# (store/ownership.py: get_item, put_item, update_item, scan; no Query, no BatchGetItem.)
+DDB_OWNERSHIP = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Scan"]
 # Which functions may send to another region's lanes: none. Every region dispatches only segments
 # it holds, into its own lanes: the API marks a new job with a home whose segment it holds
 # (service/handoff.py home_for), the tick hands off held segments, the worker retries through
 # timers. (The lanes keep their fixed names, which such a grant would name.)
 CROSS_REGION_SENDERS: tuple[str, ...] = ()
+
+
+def _grant_items(table, fn: lambda_.IFunction, *actions: str, query_indexes: bool = False) -> None:
+    """The actions on the table itself. The CDK's table.grant also names the table's /index/* ARNs for
+    every action, where only Query (and Scan) mean anything: Query on the indexes is granted only to
+    the calls that read one (query_indexes)."""
+    fn.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[table.table_arn]))
+    if query_indexes:
+        fn.add_to_role_policy(iam.PolicyStatement(actions=["dynamodb:Query"],
+                                                  resources=[f"{table.table_arn}/index/*"]))
 
 
 class JobschedStack(Stack):
@@ -148,30 +158,32 @@ class JobschedStack(Stack):
         # The API also ends long-running attempts (complete, fail): job reads and completion.
         # BatchWriteItem: the tag and name index entries beside each job (store/jobs.py);
         # BatchGetItem: the jobs those entries name (tag and name filters, filtered bulk actions).
-        storage.jobs.grant(api_fn, *DDB_READ, *DDB_BATCH_READ, *DDB_PUT, *DDB_QUERY, *DDB_UPDATE, *DDB_BATCH_PUT)
+        # Query on the indexes: JobsByState (store/jobs.py list_in_state), DeadLetters (store/executions.py).
+        _grant_items(storage.jobs, api_fn, *DDB_READ, *DDB_BATCH_READ, *DDB_PUT, *DDB_QUERY, *DDB_UPDATE,
+                     *DDB_BATCH_PUT, query_indexes=True)
         # A batch create takes back a job whose first timer could not be written (a conditional
         # delete of its first version: service/creation.py); nothing else deletes an item one by one.
-        storage.jobs.grant(api_fn, "dynamodb:DeleteItem")
-        storage.timers.grant(api_fn, *DDB_BATCH_PUT)
+        _grant_items(storage.jobs, api_fn, "dynamodb:DeleteItem")
+        _grant_items(storage.timers, api_fn, *DDB_BATCH_PUT)
         # PutItem on segments: the dispatch key is made by whichever function needs it first.
-        storage.segments.grant(api_fn, *DDB_READ, *DDB_PUT)
+        _grant_items(storage.segments, api_fn, *DDB_READ, *DDB_PUT)
         # PutItem: a triggered execution's PENDING record; UpdateItem: a redrive (DEAD → PENDING).
-        storage.executions.grant(api_fn, *DDB_READ, *DDB_QUERY, *DDB_PUT, *DDB_UPDATE)
-        storage.api_keys.grant(api_fn, *DDB_READ)
+        _grant_items(storage.executions, api_fn, *DDB_READ, *DDB_QUERY, *DDB_PUT, *DDB_UPDATE, query_indexes=True)
+        _grant_items(storage.api_keys, api_fn, *DDB_READ)
         if authorizer_fn is not None:
-            storage.api_keys.grant(authorizer_fn, *DDB_READ)
+            _grant_items(storage.api_keys, authorizer_fn, *DDB_READ)
 
-        storage.jobs.grant(tick_fn, *DDB_BATCH_READ)
-        storage.timers.grant(tick_fn, *DDB_QUERY, *DDB_BATCH_PUT)
-        storage.segments.grant(tick_fn, *DDB_READ, *DDB_UPDATE, *DDB_PUT)
-        storage.executions.grant(tick_fn, *DDB_PUT)  # misfirePolicy SKIP records SKIPPED occurrences
+        _grant_items(storage.jobs, tick_fn, *DDB_BATCH_READ)
+        _grant_items(storage.timers, tick_fn, *DDB_QUERY, *DDB_BATCH_PUT)
+        _grant_items(storage.segments, tick_fn, *DDB_READ, *DDB_UPDATE, *DDB_PUT)
+        _grant_items(storage.executions, tick_fn, *DDB_PUT)  # misfirePolicy SKIP records SKIPPED occurrences
 
         # BatchGetItem: a batch's jobs in one read (handlers/worker.py read_jobs), not one per record.
-        storage.jobs.grant(worker_fn, *DDB_READ, *DDB_BATCH_READ, *DDB_UPDATE)
-        storage.timers.grant(worker_fn, *DDB_BATCH_PUT)
-        storage.segments.grant(worker_fn, *DDB_READ, *DDB_PUT)
+        _grant_items(storage.jobs, worker_fn, *DDB_READ, *DDB_BATCH_READ, *DDB_UPDATE)
+        _grant_items(storage.timers, worker_fn, *DDB_BATCH_PUT)
+        _grant_items(storage.segments, worker_fn, *DDB_READ, *DDB_PUT)
         # Query: overlapPolicy SKIP looks at the job's newest executions; PutItem: SKIPPED records.
-        storage.executions.grant(worker_fn, *DDB_READ, *DDB_UPDATE, *DDB_QUERY, *DDB_PUT)
+        _grant_items(storage.executions, worker_fn, *DDB_READ, *DDB_UPDATE, *DDB_QUERY, *DDB_PUT)
         # Target calls go through a per-tenant session of the targets role (tagged resources only).
         target_access = TargetAccess(self, "TargetAccess", worker=worker_fn, patterns=config.target_arn_patterns,
                                      task_definitions=config.ecs_task_definitions, clusters=config.ecs_clusters,
@@ -184,23 +196,27 @@ class JobschedStack(Stack):
         task_events_fn = factory.create("TaskEvents", "jobsched.handlers.task_events.handler", {
             Env.SERVICE_NAME: "jobsched-task-events",
         }, timeout=Duration.seconds(30), memory_mb=256)
-        storage.jobs.grant(task_events_fn, *DDB_READ, *DDB_UPDATE)
-        storage.timers.grant(task_events_fn, *DDB_BATCH_PUT)
-        storage.segments.grant(task_events_fn, *DDB_READ, *DDB_PUT)
-        storage.executions.grant(task_events_fn, *DDB_READ, *DDB_UPDATE, *DDB_PUT)
+        _grant_items(storage.jobs, task_events_fn, *DDB_READ, *DDB_UPDATE)
+        _grant_items(storage.timers, task_events_fn, *DDB_BATCH_PUT)
+        _grant_items(storage.segments, task_events_fn, *DDB_READ, *DDB_PUT)
+        _grant_items(storage.executions, task_events_fn, *DDB_READ, *DDB_UPDATE, *DDB_PUT)
         if config.ecs_clusters:
             TaskEventsRule(self, "TaskEvents", task_events_fn, config.ecs_clusters)
+        # An event the function failed three times (Lambda's asynchronous retries) is kept, alarmed.
+        task_events_failed = failure_destination(self, task_events_fn, storage.key)
 
         for fn in (api_fn, tick_fn, worker_fn, task_events_fn):
             for queue in lanes.queues.values():
-                queue.grant(fn, "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+                # The lanes' URLs come from the environment: no GetQueueUrl, no GetQueueAttributes
+                # (the worker's event source mappings get theirs from the CDK for Lambda's pollers).
+                queue.grant(fn, "sqs:SendMessage")
             if storage.key:
                 # Named actions only (the CDK's encrypt/decrypt grants use wildcards): data keys for
-                # sending to the encrypted lanes, decryption for reading tables and messages.
-                storage.key.grant(fn, "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+                # sending to the encrypted lanes (every function here sends to them) and, for the
+                # worker, publishing to the encrypted alert topic; decryption for reading messages.
+                storage.key.grant(fn, "kms:Decrypt", "kms:GenerateDataKey")  # no call describes the key
         for dlq in lanes.dead_letters.values():
-            # Hand-backs (handlers/worker.py): a re-sent record out of receives rests in its DLQ
-            # (encrypted with the same key, granted above).
+            # Hand-backs (handlers/worker.py): a re-sent record out of receives rests in its DLQ.
             dlq.grant(worker_fn, "sqs:SendMessage")
         if storage.key:
             # A tenant's new signing secret, and nothing else: only under the signing purpose's
@@ -240,12 +256,13 @@ class JobschedStack(Stack):
         Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
                   tables=tables, api=api)
         alarms = Alarms(self, "Alarms", segments=tick_segments, dead_letters=lanes.dead_letters,
-                        functions=functions, tables=tables, lanes=lanes.queues)
+                        functions=functions, tables=tables, lanes=lanes.queues, key=storage.key,
+                        failed_events={"TaskEvents": task_events_failed})
         # Absence alerts: the worker publishes each alert to the deployment's alert topic, and only there.
         worker_fn.add_environment(Env.ALERT_TOPIC_ARN, alarms.alert_topic.topic_arn)
         worker_fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"],
                                                          resources=[alarms.alert_topic.topic_arn]))
-        target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values()],
+        target_access.deny_own(queues=[*lanes.queues.values(), *lanes.dead_letters.values(), task_events_failed],
                                topics=[alarms.topic, alarms.alert_topic], stack=self,
                                other_queue_arns=self._other_lane_arns(plan) if plan else ())
 

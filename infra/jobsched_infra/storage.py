@@ -1,7 +1,7 @@
 """Tables: jobs, the timer wheel, execution history, segment watermarks, API keys."""
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as ddb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -34,13 +34,16 @@ class Storage(Construct):
         for indexed in ("Jobs", "Executions"):
             if indexed in self._sizing and self._sizing[indexed].billing == "provisioned":
                 raise ConfigError(f"the {indexed} table has a secondary index: it stays on demand")
-        # One customer-managed key for the data at rest (tables, queues, alarm topic), or none.
+        # One customer-managed key for the data at rest (tables, queues, the alarm and alert topics),
+        # or none.
         if plan is None:
             self.key = kms.Key(self, "Key", description="jobsched data at rest", enable_key_rotation=True,
                                rotation_period=Duration.days(365), removal_policy=RemovalPolicy.RETAIN) \
                 if encryption == "kms" else None
         else:
             self.key = self._multi_region_key(plan, primary_key_arn) if encryption == "kms" else None
+        if isinstance(self.key, kms.Key):
+            self.key.add_to_resource_policy(self._cloudwatch_alarms_statement())
         # Idempotency records live beside the jobs of their tenant (sort key "idem#...") and expire.
         # Ended one-time jobs expire too (expiresAt: their end plus the retention).
         self.jobs = self._table("Jobs", ("tenantId", S), ("jobId", S), ttl="expiresAt")
@@ -139,12 +142,28 @@ class Storage(Construct):
         # A replica's key policy is its own (not copied from the primary): the same default policy,
         # the account administers it and IAM policies grant its use (as for the primary).
         policy = iam.PolicyDocument(statements=[iam.PolicyStatement(
-            actions=["kms:*"], principals=[iam.AccountRootPrincipal()], resources=["*"])])
+            actions=["kms:*"], principals=[iam.AccountRootPrincipal()], resources=["*"]),
+            self._cloudwatch_alarms_statement()])
         replica = kms.CfnReplicaKey(self, "Key", primary_key_arn=primary_key_arn, key_policy=policy,
                                     description=f"jobsched data at rest (replica in {self._region})")
         replica.apply_removal_policy(RemovalPolicy.RETAIN)
         self.key_id = replica.ref  # the key id: the primary's own (mrk-...)
         return kms.Key.from_key_arn(self, "KeyReplica", replica.attr_arn)
+
+    @staticmethod
+    def _cloudwatch_alarms_statement() -> iam.PolicyStatement:
+        """The alarm topic is encrypted with this key: CloudWatch publishes an alarm's notification with
+        its own service principal, which needs data keys from the key (an IAM role cannot grant a
+        service principal; without this statement every alarm action fails, "CloudWatch Alarms does
+        not have authorization to access the SNS topic encryption key"). Only for this account's
+        alarms in this region (confused deputy):
+        https://repost.aws/knowledge-center/cloudwatch-configure-alarm-sns"""
+        return iam.PolicyStatement(
+            sid="AllowCloudWatchAlarmsToPublishToEncryptedTopics",
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["kms:Decrypt", "kms:GenerateDataKey*"], resources=["*"],
+            conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                        "ArnLike": {"aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:*"}})
 
     def table_arn(self, name: str) -> str:
         """A data table's ARN in this region (its replica here), by its name."""

@@ -33,8 +33,8 @@ CERTIFICATES = {r: f"arn:aws:acm:{r}:123456789012:certificate/{i:08d}-0000-0000-
 ENDPOINTS = {"us-east-1": ("us-east-1", "us-west-2"), "us-west-2": ("us-west-2", "us-east-1"),
              "eu-west-1": ("us-east-1", "us-west-2"), "eu-central-1": ("us-east-1", "us-west-2"),
              "ap-northeast-1": ("us-west-2", "us-east-1")}
-OWNERSHIP_ACTIONS = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query",
-                     "dynamodb:Scan", "dynamodb:BatchGetItem"}
+# What store/ownership.py calls, and nothing more (no Query, no BatchGetItem).
+OWNERSHIP_ACTIONS = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Scan"}
 
 
 def synth_app(outdir: Path, context: dict) -> dict[str, dict]:

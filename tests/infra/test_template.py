@@ -38,7 +38,7 @@ def test_tables_keys_billing_recovery_and_ttl(template):
 def test_three_lanes_each_with_its_own_dlq(template):
     queues = resources(template, "AWS::SQS::Queue")
     lanes = {k: q for k, q in queues.items() if "RedrivePolicy" in q.get("Properties", {})}
-    assert len(lanes) == 3 and len(queues) == 6
+    assert len(lanes) == 3 and len(queues) == 7  # and the task events function's on-failure queue
     dlqs = {q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0] for q in lanes.values()}
     assert len(dlqs) == 3 and dlqs <= set(queues)
     for lane in lanes.values():
@@ -63,8 +63,8 @@ def tick_function(template):
 
 
 def test_lambda_never_retries_a_failed_tick_itself(template):
-    [config] = resources(template, "AWS::Lambda::EventInvokeConfig").values()
-    assert config["Properties"]["FunctionName"] == {"Ref": tick_function(template)}
+    [config] = [c for c in resources(template, "AWS::Lambda::EventInvokeConfig").values()
+                if c["Properties"]["FunctionName"] == {"Ref": tick_function(template)}]
     assert config["Properties"]["MaximumRetryAttempts"] == 0
     assert config["Properties"]["MaximumEventAgeInSeconds"] == 60
 
@@ -127,7 +127,8 @@ def test_a_tenants_session_is_denied_the_stacks_own_lanes_dlqs_functions_and_ala
         if statement["Effect"] == "Deny":
             targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
             denied.setdefault(statement["Action"], []).extend(json.dumps(t) for t in targets)
-    assert len(denied["sqs:SendMessage"]) == 6 and sum("Dlq" in t for t in denied["sqs:SendMessage"]) == 3
+    assert len(denied["sqs:SendMessage"]) == 7 and sum("Dlq" in t for t in denied["sqs:SendMessage"]) == 3
+    assert sum("TaskEventsFailed" in t for t in denied["sqs:SendMessage"]) == 1
     assert sum("Lane" in t for t in denied["sqs:SendMessage"]) == 6
     assert len(denied["lambda:InvokeFunction"]) == 1 and "function:Jobsched-*" in denied["lambda:InvokeFunction"][0]
     assert len(denied["sns:Publish"]) == 2  # the alarm topic and the absence-alert topic
@@ -411,6 +412,71 @@ def test_data_at_rest_uses_one_customer_managed_key_with_rotation(template):
         assert sse["SSEEnabled"] is True and sse["KMSMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
     for queue in resources(template, "AWS::SQS::Queue").values():
         assert queue["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+
+
+def test_alarm_and_alert_topics_use_the_stacks_key_and_cloudwatch_may_publish_to_them(template):
+    [(key_id, key)] = resources(template, "AWS::KMS::Key").items()
+    topics = resources(template, "AWS::SNS::Topic")
+    assert len(topics) == 2
+    for topic in topics.values():
+        assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    # CloudWatch publishes an alarm's notification as its service principal: only the key policy
+    # can let it use the key, and only for this account's alarms.
+    [statement] = [s for s in key["Properties"]["KeyPolicy"]["Statement"]
+                   if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+    assert statement["Effect"] == "Allow"
+    assert sorted(statement["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    assert statement["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    assert ":alarm:*" in json.dumps(statement["Condition"]["ArnLike"]["aws:SourceArn"])
+    # Every function that sends to the encrypted lanes, and the worker that publishes to the
+    # encrypted alert topic, has data keys from the key.
+    for handler in ("api", "tick", "worker", "task_events"):
+        logical = next(k for k, r in resources(template, "AWS::Lambda::Function").items()
+                       if function_name(r["Properties"]["Handler"]) == handler)
+        granted = {a for s in _statements(template, logical) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
+                   and "Condition" not in s for a in _as_list(s["Action"])}
+        assert {"kms:GenerateDataKey", "kms:Decrypt"} <= granted, handler
+
+
+def test_no_grant_that_no_call_uses(template):
+    """Each removed grant was checked against the code: the lanes' URLs come from the environment
+    (no GetQueueUrl, GetQueueAttributes), no call describes the key, and only the API's two index
+    reads (JobsByState, DeadLetters) Query an index; item actions name the table alone."""
+    by_name = {function_name(r["Properties"]["Handler"]): k for k, r in resources(template, "AWS::Lambda::Function").items()}
+    for name in ("api", "tick", "task_events"):
+        actions = {a for s in _statements(template, by_name[name]) for a in _as_list(s["Action"])}
+        assert not actions & {"sqs:GetQueueAttributes", "sqs:GetQueueUrl"}, name
+    for name, logical in by_name.items():
+        for statement in _statements(template, logical):
+            actions = _as_list(statement["Action"])
+            assert "kms:DescribeKey" not in actions, name
+            on_index = [r for r in _as_list(statement["Resource"]) if "/index/" in json.dumps(r)]
+            if on_index:
+                assert actions == ["dynamodb:Query"] and name == "api", (name, actions)
+    index_readers = [s for s in _statements(template, by_name["api"]) if "/index/" in json.dumps(s["Resource"])]
+    assert len(index_readers) == 2  # the Jobs and the Executions tables' indexes
+
+
+def test_an_event_the_task_events_function_failed_three_times_is_kept_encrypted_and_alarmed(template):
+    [(key_id, _)] = resources(template, "AWS::KMS::Key").items()
+    logical = next(k for k, r in resources(template, "AWS::Lambda::Function").items()
+                   if r["Properties"]["Handler"] == "jobsched.handlers.task_events.handler")
+    [config] = [c["Properties"] for c in resources(template, "AWS::Lambda::EventInvokeConfig").values()
+                if c["Properties"]["FunctionName"] == {"Ref": logical}]
+    assert config["MaximumRetryAttempts"] == 2
+    queue_ref = config["DestinationConfig"]["OnFailure"]["Destination"]
+    queue = template["Resources"][queue_ref["Fn::GetAtt"][0]]
+    assert queue["Type"] == "AWS::SQS::Queue" and queue_ref["Fn::GetAtt"][1] == "Arn"
+    assert queue["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+    # Lambda sends the record with the function's role: SendMessage on that queue, data keys.
+    sends = [s for s in _statements(template, logical) if "sqs:SendMessage" in _as_list(s["Action"])
+             and s["Resource"] == queue_ref]
+    assert sends
+    [alarm] = [a["Properties"] for a in resources(template, "AWS::CloudWatch::Alarm").values()
+               if {"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_ref["Fn::GetAtt"][0], "QueueName"]}}
+               in a["Properties"].get("Dimensions", [])]
+    assert alarm["Threshold"] == 0 and alarm["ComparisonOperator"] == "GreaterThanThreshold"
 
 
 def test_api_stage_logs_access_but_never_bodies_and_is_throttled(template):
