@@ -275,7 +275,10 @@ class ThrottledRunTask:
     """A boto3 session whose ECS clients refuse RunTask while `refusals` is left, as an account over
     Fargate's RunTask rate does (ThrottlingException, "Rate exceeded", after botocore's retries), or
     with `capacity` as RunTask answers when Fargate has no capacity (no task, a failure whose reason
-    says so). Every other call, and every RunTask after the refusals, reaches the real client."""
+    says so). Every other call, and every RunTask after the refusals, reaches the real client.
+    As ECS does (API reference, "Ensuring idempotency"), a RunTask repeated with a client token it
+    has answered returns that first answer: a capacity refusal is kept for its token (a throttle is
+    no answer, and is not kept)."""
 
     CAPACITY_REASON = "Capacity is unavailable at this time. Please try again later or in a different availability zone"
 
@@ -285,6 +288,7 @@ class ThrottledRunTask:
         self._capacity = capacity
         self.refused = 0
         self.started = 0
+        self.answered: dict[str, dict] = {}  # clientToken -> the capacity refusal answered to it
 
     def client(self, service: str, *args, **kwargs):
         real = self._session.client(service, *args, **kwargs)
@@ -303,14 +307,21 @@ class _RefusingEcs:
         from botocore.exceptions import ClientError
 
         double = self._double
+        token = kwargs.get("clientToken")
+        if token in double.answered:
+            double.refused += 1
+            return double.answered[token]
         if double.refusals <= 0:
             double.started += 1
             return self._client.run_task(**kwargs)
         double.refusals -= 1
         double.refused += 1
         if double._capacity:
-            return {"tasks": [], "failures": [{"arn": kwargs.get("taskDefinition"),
-                                               "reason": ThrottledRunTask.CAPACITY_REASON}]}
+            answer = {"tasks": [], "failures": [{"arn": kwargs.get("taskDefinition"),
+                                                 "reason": ThrottledRunTask.CAPACITY_REASON}]}
+            if token:
+                double.answered[token] = answer
+            return answer
         raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"},
                            "ResponseMetadata": {"HTTPStatusCode": 400}}, "RunTask")
 

@@ -94,6 +94,10 @@ def test_client_token_is_per_attempt_and_within_64_characters():
                             tasks.client_token("job_a.0000000000001", 2))
     assert first == again != second
     assert len(first) <= tasks.CLIENT_TOKEN_CHARS and first.isascii()
+    # A held-back call is a new request: ECS would answer a repeated token with its first answer
+    held, held_again, held_twice = (tasks.client_token("job_a.0000000000001", 1, holds=n) for n in (1, 1, 2))
+    assert held == held_again and len({first, held, held_twice}) == 3 and tasks.client_token(
+        "job_a.0000000000001", 1, holds=0) == first
     started = tasks.started_by("job_a.0000000000001" + ".step.x" * 20)
     assert len(started) <= tasks.STARTED_BY_CHARS and started.replace("-", "").isalnum()
 

@@ -76,11 +76,15 @@ def capacity_refusal(failures: list[dict]) -> bool:
 NOT_STARTED_CODES = frozenset({"TaskFailedToStart"})
 
 
-def client_token(execution_id: str, attempt: int) -> str:
+def client_token(execution_id: str, attempt: int, holds: int = 0) -> str:
     """RunTask's idempotency token for one attempt of one execution: the same call repeated (a
     botocore retry, a worker that died after the call and whose attempt is made again) starts no
-    second task while ECS keeps the token (24 hours)."""
-    return hashlib.sha256(f"{execution_id}#{attempt}".encode()).hexdigest()[:CLIENT_TOKEN_CHARS]
+    second task while ECS keeps the token (24 hours). A call held back (`holds`: RunTask answered
+    no capacity and started nothing) is made again under a new token: ECS answers a repeated token
+    with the original request's result (ECS API reference, "Ensuring idempotency"), which for a
+    capacity refusal would be the same refusal for a day."""
+    held = f"#h{holds}" if holds else ""
+    return hashlib.sha256(f"{execution_id}#{attempt}{held}".encode()).hexdigest()[:CLIENT_TOKEN_CHARS]
 
 
 def started_by(execution_id: str) -> str:

@@ -79,6 +79,10 @@ class Dispatch:
     # record, which a hand-back sends again as a new message (SQS's own count starts anew with it);
     # the worker's transient backoff and its dead-letter rule count them with the message's own.
     receives: int = 0
+    # Held back (a target's rate or capacity refused the call and started nothing; flow control):
+    # how many times. RunTask's idempotency token counts it, so a held-back call is a new request
+    # to ECS, not a repeat that ECS answers with the refusal it kept for the token.
+    holds: int = 0
 
     def to_json(self) -> str:
         body = {
@@ -101,6 +105,8 @@ class Dispatch:
             body["epoch"] = self.epoch
         if self.receives:
             body["receives"] = self.receives
+        if self.holds:
+            body["holds"] = self.holds
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -119,6 +125,7 @@ class Dispatch:
             catch_up=data.get("catchUp") is True,
             epoch=int(data.get("epoch") or 0),
             receives=int(data.get("receives") or 0),
+            holds=int(data.get("holds") or 0),
         )
 
 

@@ -116,7 +116,7 @@ class FlowGate:
         in between: the message comes back, and its claim absorbs a duplicate)."""
         now = self._clock.now_ms()
         since = dispatch.throttled_from_ms or now
-        later = replace(dispatch, throttled_from_ms=since)
+        later = replace(dispatch, throttled_from_ms=since, holds=dispatch.holds + 1)
         self._lanes.send([Outgoing(job.spec.priority, later, now + hold_delay_ms(now - since, self._random()))])
 
     def give_back(self, job: Job | None, execution_id: str) -> None:

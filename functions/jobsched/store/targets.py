@@ -350,7 +350,7 @@ class AwsTargetInvoker:
             cluster=config["cluster"], taskDefinition=config["taskDefinition"],
             launchType=config.get("launchType", "FARGATE"), count=1, networkConfiguration=network,
             overrides=container_overrides(config, job.job_id, dispatch.execution_id, attempt, job.spec.payload),
-            clientToken=client_token(dispatch.execution_id, attempt), startedBy=started_by(dispatch.execution_id),
+            clientToken=client_token(dispatch.execution_id, attempt, dispatch.holds), startedBy=started_by(dispatch.execution_id),
             tags=task_tags(dispatch.execution_id, attempt), propagateTags="TASK_DEFINITION")
         started = answer.get("tasks") or []
         if not started:
