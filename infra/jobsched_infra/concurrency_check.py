@@ -85,8 +85,17 @@ def held_by(cloudformation, lambda_client, stack_name: str) -> int:
     """What the deployed stack's functions reserve now (0: not deployed yet)."""
     from botocore.exceptions import ClientError
 
+    # ListStackResources, page by page: DescribeStackResources answers only a stack's first 100
+    # resources (CloudFormation API reference), and the default stack has about that many.
+    resources = []
+    token = None
     try:
-        resources = cloudformation.describe_stack_resources(StackName=stack_name)["StackResources"]
+        while True:
+            page = cloudformation.list_stack_resources(StackName=stack_name, **({"NextToken": token} if token else {}))
+            resources.extend(page.get("StackResourceSummaries") or [])
+            token = page.get("NextToken")
+            if not token:
+                break
     except ClientError:
         return 0  # no such stack: a first deployment
     held = 0

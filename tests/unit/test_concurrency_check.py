@@ -61,9 +61,9 @@ def test_make_deploys_check_reads_the_assembly_and_the_accounts_settings_per_reg
         "Jobsched": {"type": "aws:cloudformation:stack", "environment": "aws://unknown-account/unknown-region",
                      "properties": {"templateFile": "Jobsched.template.json"}}}}))
     missing = ClientError({"Error": {"Code": "ValidationError", "Message": "Stack with id Jobsched does not exist"}},
-                          "DescribeStackResources")
+                          "ListStackResources")
     lambdas = {"us-east-1": _Stub({"get_account_settings": settings(100, 100)})}
-    stacks = {"us-east-1": _Stub({"describe_stack_resources": missing})}
+    stacks = {"us-east-1": _Stub({"list_stack_resources": missing})}
 
     def client_for(service, region):
         return (lambdas if service == "lambda" else stacks)[region]
@@ -71,9 +71,15 @@ def test_make_deploys_check_reads_the_assembly_and_the_accounts_settings_per_reg
     assert main([str(tmp_path)], client_for, out) == 1
     assert "request a higher limit" in out.getvalue() and "Concurrent executions" in out.getvalue()
     # A deployed stack's functions: their reservations count as held
-    held = {"StackResources": [{"ResourceType": "AWS::Lambda::Function", "PhysicalResourceId": "Jobsched-Api"},
-                               {"ResourceType": "AWS::SQS::Queue", "PhysicalResourceId": "q"}]}
-    stacks["us-east-1"] = _Stub({"describe_stack_resources": held})
+    # ... every page of them: the stack has more than the 100 resources DescribeStackResources
+    # would answer, and the API function is on the second page.
+    first = [{"ResourceType": "AWS::SQS::Queue", "PhysicalResourceId": f"q{n}"} for n in range(100)]
+    second = [{"ResourceType": "AWS::Lambda::Function", "PhysicalResourceId": "Jobsched-Api"}]
+
+    def pages(StackName, NextToken=None):
+        return ({"StackResourceSummaries": second} if NextToken == "page-2"
+                else {"StackResourceSummaries": first, "NextToken": "page-2"})
+    stacks["us-east-1"] = _Stub({"list_stack_resources": pages})
     lambdas["us-east-1"] = _Stub({"get_account_settings": settings(200, 150),
                                   "get_function_concurrency": {"ReservedConcurrentExecutions": 50}})
     assert main([str(tmp_path)], client_for, io.StringIO()) == 0  # 150 + 50 held - 64 = 136 >= 100
