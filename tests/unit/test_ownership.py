@@ -277,11 +277,16 @@ def test_a_replica_that_fails_for_its_region_is_passed_over_for_the_next_then_tr
     # The region's endpoint is unreachable, times out or answers a server error: the other replica answers.
     for fault in (EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com"),
                   ReadTimeoutError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com"),
-                  error("InternalServerError", 500), error("ServiceUnavailable", 503)):
+                  error("InternalServerError", 500), error("ServiceUnavailable", 503),
+                  # ... or keeps throttling or conflicting past the retries in the region (what an
+                  # isolated MRSC replica answers is not documented): the other replica is tried
+                  error("ThrottlingException", 400), error("ReplicatedWriteConflictException", 400)):
         near.fault, calls[:] = fault, []
         now[0] += FAILBACK_S  # the near one is tried first again
-        assert store.get(1).region == "us-west-2" and calls == ["us-east-1", "us-west-2"], fault
-        assert store.get(1).region == "us-west-2" and calls[2:] == ["us-west-2"]  # passed over meanwhile
+        assert store.get(1).region == "us-west-2" and calls[-1] == "us-west-2", fault
+        assert set(calls[:-1]) == {"us-east-1"}, fault  # (a throttle is tried 3 times there first)
+        tried = len(calls)
+        assert store.get(1).region == "us-west-2" and calls[tried:] == ["us-west-2"]  # passed over meanwhile
     near.fault, calls[:] = None, []
     now[0] += FAILBACK_S
     assert store.get(1).region == "us-east-1" and calls == ["us-east-1"]

@@ -30,13 +30,16 @@ RETRIED_CODES = frozenset({"ReplicatedWriteConflictException", "ThrottlingExcept
                            "ProvisionedThroughputExceededException", "RequestLimitExceeded"})
 ATTEMPTS = 3
 # Failover between the table's replicas (DDB/V2globaltables_HowItWorks, "Availability": a Region's
-# replica isolated or degraded, requests go to another replica of the same table). What counts as
-# the replica's region failing, after botocore's own attempts there: no connection (refused, DNS,
-# connect or read timeout, connection closed: botocore's ConnectionError and HTTPClientError) or a
-# server-side error (HTTP 5xx: InternalServerError, ServiceUnavailable). Not: a failed condition,
-# a throttle, a ReplicatedWriteConflictException (retried above, in the same replica), a denial or
-# a validation error, which another replica would answer the same.
-REGION_LEVEL_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "ServiceUnavailableException"})
+# replica isolated or degraded, requests go to another replica of the same table). AWS does not
+# say which error an isolated MRSC replica answers, so every failure of the call in this replica
+# (after botocore's own attempts and _Retrying's) moves it to the next one: no connection (refused,
+# DNS, connect or read timeout, connection closed: botocore's ConnectionError and HTTPClientError),
+# a server-side error (HTTP 5xx), a throttle or a ReplicatedWriteConflictException that outlasted
+# its retries, any error code not below. That is safe because every write here is conditional on
+# the lease's epoch, end or heartbeat (_Failover). Not: an answer about the request itself, which
+# another replica would give the same.
+REQUEST_LEVEL_CODES = frozenset({"ConditionalCheckFailedException", "ValidationException", "AccessDeniedException",
+                                 "AccessDenied", "UnrecognizedClientException", "ItemCollectionSizeLimitExceededException"})
 # A replica that failed is passed over (the next one is called first) for this long, then tried
 # first again: one slow failure a minute per process, not one per call.
 FAILBACK_S = 60.0
@@ -44,13 +47,18 @@ logger = logging.getLogger(__name__)
 
 
 def region_level(exc: BaseException) -> bool:
-    """An error that says the replica's region, not the request, failed (see REGION_LEVEL_CODES)."""
+    """An error that may be the replica's region failing, not an answer about the request (see
+    REQUEST_LEVEL_CODES): the call is made again in the next replica."""
     if isinstance(exc, BotoConnectionError | HTTPClientError):
         return True
     if isinstance(exc, ClientError):
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-        return exc.response.get("Error", {}).get("Code") in REGION_LEVEL_CODES or status >= 500
+        return exc.response.get("Error", {}).get("Code") not in REQUEST_LEVEL_CODES
     return False
+
+
+def _code_of(exc: BaseException) -> str | None:
+    """The AWS error code (logged: the first real isolation shows what a replica answers)."""
+    return exc.response.get("Error", {}).get("Code") if isinstance(exc, ClientError) else None
 
 
 class _Retrying:
@@ -108,7 +116,7 @@ class _Failover:
                         self._passed_over[i] = now + FAILBACK_S
                     logger.warning("the ownership table's replica failed; calling the next one",
                                    extra={"replica": region, "next": self._tables[order[place + 1]][0],
-                                          "error": type(exc).__name__})
+                                          "error": type(exc).__name__, "code": _code_of(exc)})
                     continue
                 if i in self._passed_over:
                     with self._lock:
