@@ -46,6 +46,8 @@ API_STAGE = "live"
 # revoked key keeps working at most this long (docs/reliability.md); a valid key costs one
 # authorizer invocation (one GetItem) per this long, per API Gateway's cache.
 API_AUTHORIZER_CACHE_SECONDS = 60
+# The keyless routes but the callbacks (health, the OpenAPI document, the console): requests a second.
+PUBLIC_ROUTE_RATE = 20
 AUTHORIZER_TIMEOUT = Duration.seconds(5)
 
 DDB_READ = ["dynamodb:GetItem"]
@@ -73,6 +75,19 @@ def _grant_items(table, fn: lambda_.IFunction, *actions: str, query_indexes: boo
         fn.add_to_role_policy(iam.PolicyStatement(actions=["dynamodb:Query"],
                                                   resources=[f"{table.table_arn}/index/*"]))
 
+
+
+def public_route_throttles(rate: int, burst: int) -> dict:
+    """RouteSettings of the HTTP API's stage for the routes that take no key: the callbacks of
+    long-running targets (they carry their own tokens) a quarter of the stage's rate and burst; the
+    health answer, the OpenAPI document and the console's files 20 a second, a burst of 40."""
+    settings = {}
+    for method, path in public_routes():
+        callback = path.startswith("/v1/executions/")
+        settings[f"{method} {path}"] = {
+            "ThrottlingRateLimit": max(1, rate // 4) if callback else PUBLIC_ROUTE_RATE,
+            "ThrottlingBurstLimit": max(1, burst // 4) if callback else 2 * PUBLIC_ROUTE_RATE}
+    return settings
 
 class JobschedStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, plan: RegionPlan | None = None,
@@ -364,6 +379,10 @@ class JobschedStack(Stack):
                                                                       burst_limit=config.api_burst_limit))
             # Never request or response bodies: they carry API keys and payloads.
             cfn_stage = stage.node.default_child
+            # The routes without a key reach the API function unchecked: each gets a throttle of its
+            # own, below the stage's, so a flood of them takes a bounded share of the function's
+            # reserved concurrency (docs/architecture.md, "The API's authorizer").
+            cfn_stage.route_settings = public_route_throttles(config.api_rate_limit, config.api_burst_limit)
             cfn_stage.access_log_settings = apigw2.CfnStage.AccessLogSettingsProperty(
                 destination_arn=access_logs.log_group_arn,
                 format=json.dumps({"requestId": "$context.requestId", "ip": "$context.identity.sourceIp",

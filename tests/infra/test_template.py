@@ -494,6 +494,17 @@ def test_api_stage_logs_access_but_never_bodies_and_is_throttled(template):
         group["Properties"]["LogGroupName"].startswith("/aws/vendedlogs/apigateway/")
     assert stage["DefaultRouteSettings"]["ThrottlingRateLimit"] > 0
     assert stage["DefaultRouteSettings"]["ThrottlingBurstLimit"] > 0
+    # every route without a key has a throttle of its own below the stage's (a flood of them takes
+    # a bounded share of the API function), and each names a route the API has
+    routes = {r["Properties"]["RouteKey"] for r in resources(template, "AWS::ApiGatewayV2::Route").values()}
+    keyless = stage["RouteSettings"]
+    assert set(keyless) == {"POST /v1/executions/{executionId}/heartbeat", "POST /v1/executions/{executionId}/complete",
+                            "POST /v1/executions/{executionId}/fail", "GET /v1/openapi.json", "GET /v1/health",
+                            "GET /console", "GET /console/{name}"} and set(keyless) <= routes
+    for key, limits in keyless.items():
+        assert 0 < limits["ThrottlingRateLimit"] < stage["DefaultRouteSettings"]["ThrottlingRateLimit"], key
+        assert 0 < limits["ThrottlingBurstLimit"] < stage["DefaultRouteSettings"]["ThrottlingBurstLimit"], key
+    assert keyless["GET /v1/health"]["ThrottlingRateLimit"] == 20
     # a usage plan without API Gateway keys would throttle nothing: none is made
     assert resources(template, "AWS::ApiGateway::UsagePlan") == {}
     assert resources(template, "AWS::ApiGateway::ApiKey") == {}
