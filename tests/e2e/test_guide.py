@@ -167,7 +167,7 @@ def test_the_pages_commands_run_as_written_against_the_local_stack(page, local_s
     text = script(page, runtime.api_url, echo.url, workdir)
     done = subprocess.run(["bash", "-c", text], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=PAGE_SECONDS)
-    print(done.stdout)  # what the page's commands printed (pytest -s shows it)
+    print(done.stdout, "--- stderr:", done.stderr, sep="\n")  # what the commands printed (pytest -s shows it)
     assert done.returncode == 0, f"{_id(page)}:\n{done.stderr[-3000:]}\n--- stdout:\n{done.stdout[-3000:]}"
 
 

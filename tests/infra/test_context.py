@@ -9,7 +9,7 @@ import pytest
 from jobsched_infra.config import ConfigError, StackConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "guide").glob("*.md"))]
 # `-c key=value`, the value as typed: quoted for the shell, or up to a space or a backquote.
 OPTION = re.compile(r"""-c ([A-Za-z]+)=('[^']*'|"[^"]*"|[^\s`"]+)""")
 # What the docs leave as "...": a value of the documented kind.
