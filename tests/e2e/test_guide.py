@@ -113,6 +113,8 @@ def test_every_relative_link_names_a_file_that_exists(page):
 def local_stack(tmp_path_factory):
     """What `make run` starts (no seeded keys: the dev tenant, its key in the work directory), and
     its echo endpoint."""
+    missing = [tool for tool in ("bash", "curl", "jq") if shutil.which(tool) is None]
+    assert not missing, f"the guide's commands need {missing} (`make test` installs them: its doc-tools target)"
     saved_env = dict(os.environ)
     workdir = tmp_path_factory.mktemp("guide-local")
     runtime, _, _ = boot(Options(port=0, emulator_port=0, segments=2, workdir=workdir, keep_metrics=True), [],
