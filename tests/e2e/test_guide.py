@@ -34,6 +34,8 @@ from jobsched.local.__main__ import boot
 from jobsched.local.echo import EchoServer
 from jobsched.local.runtime import Options
 
+from ..infra.test_context import Node  # the CDK app's node, as the CDK CLI fills its context
+
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guide"
 PAGES = [ROOT / "README.md", *sorted(GUIDE.glob("*.md"))]
@@ -131,8 +133,8 @@ def _shims(directory: Path) -> Path:
     """`jobsched` (this tree's CLI) and `curl` that fails on an HTTP error answer."""
     directory.mkdir(exist_ok=True)
     jobsched = directory / "jobsched"
-    jobsched.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
-                        "'import sys; from jobsched.cli.main import entry; sys.argv[0] = \"jobsched\"; entry()' \"$@\"\n")
+    program = "import sys; from jobsched.cli.main import entry; sys.argv[0] = 'jobsched'; entry()"
+    jobsched.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c {shlex.quote(program)} \"$@\"\n")
     curl = directory / "curl"
     real = shutil.which("curl")
     curl.write_text("#!/bin/sh\n"  # curl refuses --fail-with-body beside a --fail of the page's own
@@ -242,14 +244,6 @@ def context_of(words: list[str]) -> dict[str, str] | None:
             assert separator, f"-c {value}: the CDK CLI takes key=value"
             pairs[key] = text
     return pairs
-
-
-class Node:
-    def __init__(self, context: dict[str, str]) -> None:
-        self.context = context
-
-    def try_get_context(self, key):
-        return self.context.get(key)
 
 
 def check_contexts(block: Block, words: list[str], contexts: dict[str, str]) -> None:
