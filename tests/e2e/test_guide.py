@@ -15,6 +15,7 @@ The convention, by a block's fenced info string (the page says it too, docs/guid
               the CDK CLI hands them over (strings).
 - ```python   compiles. ```json parses (a `...` in it is a placeholder: not checked).
 - other blocks (no info string, `text`) show output and are not run.
+`bash`, `shell`, `py` and `console` are taken as `sh`, `sh`, `python` and `text`.
 """
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ PAGES = [ROOT / "README.md", *sorted(GUIDE.glob("*.md"))]
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
 RUNS, NO_RUN = "sh", "no-run"
 KNOWN = {"sh", "python", "json", "text", ""}
+# Other names of the same kinds: a `bash` block runs as an `sh` one does.
+ALIASES = {"bash": "sh", "shell": "sh", "py": "python", "console": "text", "output": "text"}
 # The documented addresses, and what they are in the stack this module starts.
 API, ECHO, WORKDIR = "http://127.0.0.1:8080", "http://127.0.0.1:8081", ".build/local"
 PAGE_SECONDS = 90
@@ -66,7 +69,8 @@ def blocks(page: Path) -> list[Block]:
     for match in FENCE.finditer(text):
         words = match.group(1).split()
         line = text.count("\n", 0, match.start()) + 1
-        found.append(Block(page, line, words[0] if words else "", tuple(words[1:]), match.group(2)))
+        lang = words[0] if words else ""
+        found.append(Block(page, line, ALIASES.get(lang, lang), tuple(words[1:]), match.group(2)))
     return found
 
 
