@@ -105,13 +105,26 @@ LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")
 PENDING = {GUIDE / "client.md"}
 
 
+def anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation but `-` and `_` dropped,
+    spaces as `-`; a repeated one gets `-1`, `-2`, ..."""
+    seen: dict[str, int] = {}
+    text = FENCE.sub("", page.read_text())
+    for heading in re.findall(r"^#{1,6} +(.+?) *$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        seen[slug] = seen.get(slug, -1) + 1
+    return {slug if n == 0 else f"{slug}-{n}" for slug, count in seen.items() for n in range(count + 1)}
+
+
 @pytest.mark.parametrize("page", PAGES, ids=_id)
-def test_every_relative_link_names_a_file_that_exists(page):
-    for target, _ in LINK.findall(page.read_text()):
+def test_every_relative_link_names_a_file_and_a_heading_that_exist(page):
+    for target, anchor in LINK.findall(page.read_text()):
         if re.match(r"[a-z]+:", target):
             continue
         path = (page.parent / target).resolve()
         assert path.exists() or path in PENDING, f"{_id(page)}: {target}"
+        if anchor and path.suffix == ".md" and path.exists():
+            assert anchor[1:] in anchors(path), f"{_id(page)}: {target}{anchor}: no such heading"
 
 
 # --- blocks that run -------------------------------------------------------------------------
