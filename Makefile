@@ -13,12 +13,12 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 LOCAL_AWS := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_SESSION_TOKEN=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: run test synth deploy install layer bench clean browser
+.PHONY: run test synth deploy install layer bench clean browser doc-tools
 
 run: $(INSTALLED) $(LAYER_STAMP)  ## the whole scheduler locally, on an embedded AWS emulator (RESET=1: start empty)
 	$(LOCAL_AWS) JOBSCHED_RESET=$(RESET) $(BIN)/python -m jobsched.local
 
-test: $(INSTALLED) $(LAYER_STAMP) browser  ## the whole test suite
+test: $(INSTALLED) $(LAYER_STAMP) browser doc-tools  ## the whole test suite
 	$(LOCAL_AWS) $(BIN)/python -m pytest -n 2 --dist worksteal -m "not realtime"
 	$(LOCAL_AWS) $(BIN)/python -m pytest -m realtime
 
@@ -28,6 +28,13 @@ browser:
 		{ echo "installing Debian's chromium and chromium-driver (the console's browser test)"; \
 		  (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) || \
 		  (sudo apt-get update -qq && sudo apt-get install -y -qq chromium chromium-driver >/dev/null); }
+
+# The guide's doc test (tests/e2e/test_guide.py) runs the README's and docs/guide's commands, which use curl and jq.
+doc-tools:
+	@command -v curl >/dev/null && command -v jq >/dev/null || \
+		{ echo "installing Debian's curl and jq (the guide's doc test)"; \
+		  (apt-get update -qq && apt-get install -y -qq curl jq >/dev/null) || \
+		  (sudo apt-get update -qq && sudo apt-get install -y -qq curl jq >/dev/null); }
 
 # CDK_CONTEXT: context for the CDK app, e.g. CDK_CONTEXT="-c regions=us-east-1,eu-west-1,us-west-2"
 # (one stack per region: docs/operations.md, "Five regions").

@@ -86,7 +86,7 @@ def browser():
 
 
 def screenshots(tmp_path) -> Path:
-    """$JOBSCHED_SCREENSHOTS (docs/ keeps the README's), else the test's temp dir."""
+    """$JOBSCHED_SCREENSHOTS (docs/ keeps the guide's), else the test's temp dir."""
     return Path(os.environ.get("JOBSCHED_SCREENSHOTS") or tmp_path)
 
 

@@ -1,7 +1,7 @@
 """The web console in a real browser (Debian's Chromium, headless, driven by the official Selenium
 bindings through Debian's ChromeDriver): a key typed in, the jobs listed, a job paused with a
 reason, and a job whose name is a script tag shown as text. Screenshots go to
-$JOBSCHED_SCREENSHOTS (docs/ keeps the README's), else a temp dir."""
+$JOBSCHED_SCREENSHOTS (docs/ keeps the guide's), else a temp dir."""
 import re
 import urllib.request
 

@@ -3,7 +3,7 @@ the local stack: the overview's charts agree with the API, the job page draws th
 ledger as a timeline with the reasons (and says "not available" where the route is missing), a
 workflow run is drawn as its DAG with each step's state, and the job form previews the next fires
 as you type in the job's zone and the viewer's, and shows the API's errors by the named field.
-Screenshots go to $JOBSCHED_SCREENSHOTS (docs/ keeps the README's), else a temp dir."""
+Screenshots go to $JOBSCHED_SCREENSHOTS (docs/ keeps the guide's), else a temp dir."""
 import re
 import time
 from datetime import datetime, timedelta, timezone
