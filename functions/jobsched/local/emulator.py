@@ -15,15 +15,15 @@ import time
 import warnings
 from typing import Callable, Iterator
 
-EMULATOR_LOCK = threading.RLock()
+from jobsched.local.moto_lock import EMULATOR_LOCK  # noqa: F401 - also taken from here (state, replication, tasks)
+from jobsched.local.strict_aws.reports import REPORT_HEADER
+
 CONTROL_PREFIX = "/_jobsched/"  # the local stack's own requests to its emulator process
 # moto's own routes (reset, state, recorder): as dangerous as the control routes.
 MOTO_API_PREFIX = "/moto-api/"
 # Control and moto requests carry the per-start secret in this header; without it they answer
 # 403 (anything on the machine, a job's HTTP call included, can reach loopback).
 CONTROL_SECRET_HEADER = "X-Jobsched-Control"
-# The strict layer's request for the items its bill needs (strict_aws.py, "Reports").
-REPORT_HEADER = "X-Jobsched-Items"
 # Operations that change no state: the local stack saves its state only after other requests.
 READ_ONLY_OPERATIONS = frozenset({
     "GetItem", "BatchGetItem", "Query", "Scan", "DescribeTable", "ListTables", "DescribeTimeToLive",
@@ -587,7 +587,7 @@ def next_ready_ms(queue_urls: list[str], account: str, region: str) -> float | N
 
 
 def with_items_report(app, environ: dict, start_response, operation: str) -> list[bytes]:
-    """A DynamoDB request the strict layer marked (strict_aws.REPORT_HEADER), answered with the
+    """A DynamoDB request the strict layer marked (strict_aws.reports.REPORT_HEADER), answered with the
     items its bill needs, read now, under the lock the request holds: the items before it, then
     after it, in a field of the answer's JSON (botocore's parser ignores it; the CRC is redone)."""
     import io
@@ -595,7 +595,7 @@ def with_items_report(app, environ: dict, start_response, operation: str) -> lis
 
     from moto.dynamodb.models.utilities import DynamoJsonEncoder
 
-    from jobsched.local.strict_aws import REPORT_FIELD, items_report
+    from jobsched.local.strict_aws.reports import REPORT_FIELD, items_report
 
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length else b""
