@@ -13,9 +13,6 @@ from jobsched.local.stack import role_arn
 from jobsched.local.strict_aws.base import ACCOUNT, REGION, StrictLayerError
 
 
-# ---------------------------------------------------------------------------------------------
-# IAM
-
 def _glob(pattern: str, ignore_case: bool = False) -> re.Pattern:
     text = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
     return re.compile(text, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL)
