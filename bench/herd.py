@@ -53,7 +53,7 @@ def run_segment(timers: int, segment: int, segments: int) -> dict:
 
 
 def partition_peaks(timers: int, segment: int, segments: int):
-    """The same hand-off, not measured, under the strict layer's ledger (local/strict_aws.py):
+    """The same hand-off, not measured, under the strict layer's ledger (local/strict_aws/):
     capacity units per partition key over the whole hand-off (the bench's clock stands still)."""
     from bench import cpu
     from jobsched.domain.clock import FakeClock

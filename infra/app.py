@@ -11,7 +11,7 @@ import aws_cdk as cdk
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from jobsched_infra.compliance import apply_checks  # noqa: E402
-from jobsched_infra.regions import build_regions  # noqa: E402
+from jobsched_infra.deployment import build_regions  # noqa: E402
 from jobsched_infra.stack import JobschedStack, StackConfig  # noqa: E402
 
 app = cdk.App()

@@ -14,7 +14,7 @@ os.environ["POWERTOOLS_METRICS_NAMESPACE"] = "Jobsched"
 
 import pytest  # noqa: E402
 
-from jobsched.local import emulator, strict_aws  # noqa: E402
+from jobsched.local import moto_speedups, strict_aws  # noqa: E402
 from jobsched.local.synth import synthesize, template_key  # noqa: E402
 
 # Every botocore client built from here on answers to the strict layer while one is active (each
@@ -23,7 +23,7 @@ strict_aws.install()
 # DynamoDB's item answers written as plain JSON, as the local stack's emulator writes them (the
 # same answers: tests/unit/test_emulator_speedups.py), instead of moto's writer's walk of every
 # attribute: the in-process stacks' reads cost a fraction of the time.
-emulator.speed_up_item_answers()
+moto_speedups.speed_up_item_answers()
 
 TEST_SEGMENTS = 2
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/mutations.py            # every mutation (a few minutes)
     .venv/bin/python tests/mutations.py fence      # those whose name contains "fence"
+    .venv/bin/python tests/mutations.py --check    # only that every entry's text is found, once
 
 Each entry names a safeguard, the exact text that implements it, the same text without it, and
 the test that must fail without it (several edits: a list of (old, new) pairs in one file, or,
@@ -35,7 +36,7 @@ MUTATIONS = [
   "            if dispatch.kind is not DispatchKind.FIRE or dispatch.throttled_from_ms is not None:",
   "            if dispatch.kind is not DispatchKind.FIRE:",
   "tests/integration/test_container_networks.py::test_a_held_back_fire_whose_job_was_cancelled_meanwhile_ends_its_waiting_execution"),
- ("Fargate rate in the strict layer: RunTask over it is throttled", "functions/jobsched/local/strict_aws.py",
+ ("Fargate rate in the strict layer: RunTask over it is throttled", "functions/jobsched/local/strict_aws/ecs.py",
   "        if not (self.ledger.take_tokens(\"ecs:RunTask\"", "        if False and not (self.ledger.take_tokens(\"ecs:RunTask\"",
   "tests/integration/test_container_networks.py::test_run_tasks_over_fargates_rate_are_held_back_and_all_run_on_their_first_attempt"),
  ("RunTask throttled by the strict layer: a herd runs on first attempts", "functions/jobsched/service/worker.py",
@@ -391,7 +392,7 @@ MUTATIONS = [
   "            groups.setdefault((record.event_source_arn, dispatch.receives >= MAX_RECEIVE_COUNT), []).append(back)",
   "            groups.setdefault((record.event_source_arn, False), []).append(back)",
   "tests/integration/test_hand_backs.py::test_a_record_that_fails_every_receive_rests_in_the_dlq_after_five_receives_in_all"),
- ("strict layer: a receive past the queue's in-flight limit is refused", "functions/jobsched/local/strict_aws.py",
+ ("strict layer: a receive past the queue's in-flight limit is refused", "functions/jobsched/local/strict_aws/sqs.py",
   "            if count >= self.limits.sqs_in_flight:",
   "            if False:",
   "tests/integration/test_hand_backs.py::test_the_strict_layer_refuses_receives_past_a_queue_s_in_flight_limit_as_sqs_does"),
@@ -432,15 +433,15 @@ MUTATIONS = [
   "                conditions={\"StringEquals\": {",
   "tests/integration/test_encrypted_targets.py::test_the_layer_refuses_a_session_the_key_as_sqs_does_and_only_through_sqs"),
  ("strict layer: a send under a customer-managed key checks the sender's KMS permissions",
-  "functions/jobsched/local/strict_aws.py",
-  "        if (service, call.operation) in strict_kms.SSE_SENDS and self._sse_reuse is not None:",
+  "functions/jobsched/local/strict_aws/layer.py",
+  "        if (service, call.operation) in sse_kms.SSE_SENDS and self._sse_reuse is not None:",
   "        if False:",
   "tests/integration/test_encrypted_targets.py::test_a_tenant_sends_to_its_queue_under_its_tagged_key_and_not_under_another_tenants"),
  ("the ledger shows an occurrence to come on an excluded date as SKIPPED", "functions/jobsched/domain/occurrences.py",
   "        if excludes is not None and job.spec.exclude_calendars and excludes(job, nominal):",
   "        if False:",
   "tests/integration/test_calendars.py::test_the_ledger_shows_an_occurrence_to_come_on_an_excluded_date_as_skipped"),
- ("nextFireAt skips the dates its exclusion calendars exclude", "functions/jobsched/api/mapping.py",
+ ("nextFireAt skips the dates its exclusion calendars exclude", "functions/jobsched/api/answers.py",
   "        if excludes is not None and job.spec.exclude_calendars:",
   "        if False:",
   "tests/integration/test_calendars.py::test_next_fire_at_skips_the_excluded_dates_as_the_hand_off_does"),
@@ -493,15 +494,15 @@ MUTATIONS = [
   "            result = worker.process(dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD), read_at_ms)",
   "            result = worker.process(dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD))",
   "tests/integration/test_hardening.py::test_a_fire_whose_job_its_batch_read_before_its_due_instant_reads_it_again"),
- ("emulator: a request without a receipt handle is answered as moto answers it", "functions/jobsched/local/emulator.py",
+ ("emulator: a request without a receipt handle is answered as moto answers it", "functions/jobsched/local/moto_speedups.py",
   "    if not all(isinstance(handle, str) for handle in handles):",
   "    if False:",
   "tests/unit/test_emulator_speedups.py::test_a_request_without_a_handle_answers_as_moto_does"),
- ("emulator: an in-flight message that left its queue is not found by its handle", "functions/jobsched/local/emulator.py",
+ ("emulator: an in-flight message that left its queue is not found by its handle", "functions/jobsched/local/moto_speedups.py",
   "            if had and (not in_flight or message in queue._messages):",
   "            if had:",
   "tests/unit/test_emulator_speedups.py::test_a_visibility_batch_changes_the_handles_messages_as_moto_does_among_delayed_ones"),
- ("emulator: handles are looked for among in-flight messages first", "functions/jobsched/local/emulator.py",
+ ("emulator: handles are looked for among in-flight messages first", "functions/jobsched/local/moto_speedups.py",
   "    for in_flight, pool in ((True, queue.pending_messages), (False, queue._messages)):",
   "    for in_flight, pool in ((False, queue._messages),):",
   "tests/unit/test_emulator_speedups.py::test_handles_are_looked_for_among_in_flight_messages_before_the_whole_queue"),
@@ -621,7 +622,7 @@ MUTATIONS = [
   "            or not all(_cursor_value_ok(key[name], kind) for name, kind in required.items())):",
   "            or False):",
   "tests/integration/test_boundaries.py::test_bad_headers_query_strings_and_cursors_name_their_field"),
- ("ASCII-only numbers in query strings and headers", "functions/jobsched/handlers/api.py",
+ ("ASCII-only numbers in query strings and headers", "functions/jobsched/api/http_boundary.py",
   '_ASCII_INT = re.compile(r"-?[0-9]{1,18}", re.ASCII)', '_ASCII_INT = re.compile(r"-?\\d{1,18}")',
   "tests/integration/test_boundaries.py::test_bad_headers_query_strings_and_cursors_name_their_field"),
  ("the end of time on accepted instants", "functions/jobsched/domain/schedule.py",
@@ -934,29 +935,30 @@ MUTATIONS = [
  ("the worker may batch-read the Jobs table (28.1: a batch's jobs in one read)", "infra/jobsched_infra/stack.py",
   "storage.jobs.grant(worker_fn, *DDB_READ, *DDB_BATCH_READ, *DDB_UPDATE)", "storage.jobs.grant(worker_fn, *DDB_READ, *DDB_UPDATE)",
   "tests/integration/test_strict_aws.py::test_a_workers_batch_reads_its_jobs_in_one_allowed_call"),
- ("strict layer: an explicit Deny wins over an Allow", "functions/jobsched/local/strict_aws.py",
+ ("strict layer: an explicit Deny wins over an Allow", "functions/jobsched/local/strict_aws/authorize.py",
   "        if denied or not allowed or denied_by_trust:", "        if not allowed or denied_by_trust:",
   "tests/integration/test_strict_aws.py::test_an_explicit_deny_wins_over_an_allow"),
- ("strict layer: an item over 400 KB is refused", "functions/jobsched/local/strict_aws.py",
+ ("strict layer: an item over 400 KB is refused", "functions/jobsched/local/strict_aws/dynamodb.py",
   "        if size > MAX_ITEM_BYTES:", "        if False:",
   "tests/integration/test_strict_aws.py::test_an_item_over_400_kb_is_refused_as_dynamodb_sizes_it"),
- ("strict layer: an update past 400 KB is undone and refused", "functions/jobsched/local/strict_aws.py",
+ ("strict layer: an update past 400 KB is undone and refused", "functions/jobsched/local/strict_aws/dynamodb_billing.py",
   '        if ok and op == "UpdateItem" and item_size(after) > MAX_ITEM_BYTES:', "        if False:",
   "tests/integration/test_strict_aws.py::test_an_item_over_400_kb_is_refused_as_dynamodb_sizes_it"),
- ("strict layer: an oversize SQS message is refused", "functions/jobsched/local/strict_aws.py",
-  "            if size > SQS_MAX_MESSAGE_BYTES:", "            if False:",
+ ("strict layer: an oversize SQS message is refused", "functions/jobsched/local/strict_aws/sqs.py",
+  "            if any(_sqs_size(m) > limit for m in (p.get(\"Entries\", []) if op == \"SendMessageBatch\" else [p])):",
+  "            if False:",
   "tests/integration/test_strict_aws.py::test_oversize_messages_are_refused_by_sqs_sns_and_eventbridge"),
- ("strict layer: a BatchWriteItem over 25 requests is refused", "functions/jobsched/local/strict_aws.py",
+ ("strict layer: a BatchWriteItem over 25 requests is refused", "functions/jobsched/local/strict_aws/dynamodb.py",
   "            if len(requests) > BATCH_WRITE_MAX_ITEMS:", "            if False:",
   "tests/integration/test_strict_aws.py::test_batches_over_their_limits_are_refused"),
- ("strict layer: a hot partition key is throttled", "functions/jobsched/local/strict_aws.py",
+ ("strict layer: a hot partition key is throttled", "functions/jobsched/local/strict_aws/dynamodb.py",
   "            over = rcu >= self.limits.partition_rcu if reads else wcu >= self.limits.partition_wcu",
   "            over = False",
   "tests/integration/test_strict_aws.py::test_a_hot_partition_key_is_throttled_within_its_second_and_not_after"),
- ("strict layer: an update is billed on the larger item", "functions/jobsched/local/strict_aws.py",
+ ("strict layer: an update is billed on the larger item", "functions/jobsched/local/strict_aws/dynamodb_billing.py",
   "        size = max(item_size(before), item_size(after))", "        size = item_size(after)",
   "tests/integration/test_strict_aws.py::test_an_update_is_billed_on_the_larger_item_and_a_failed_condition_is_billed"),
- ("strict layer: KMS requests over the quota are throttled", "functions/jobsched/local/strict_aws.py",
+ ("strict layer: KMS requests over the quota are throttled", "functions/jobsched/local/strict_aws/kms.py",
   "        if self.ledger.count_kms(call.second) > self.limits.kms_per_second:",
   "        if self.ledger.count_kms(call.second) < 0:",
   "tests/integration/test_strict_aws.py::test_kms_requests_over_the_quota_are_throttled"),
@@ -1072,17 +1074,17 @@ MUTATIONS = [
  ("ABAC: the API refuses a target IAM can never allow (another account, no pattern)", "functions/jobsched/api/mapping.py",
   "    if address_field and not own.scope.reachable(", "    if False and not own.scope.reachable(",
   "tests/integration/test_target_isolation.py::test_a_target_in_another_account_outside_the_patterns_is_refused_at_creation"),
- ("ABAC: strict layer reads the resource's tags for aws:ResourceTag", "functions/jobsched/local/strict_aws.py",
+ ("ABAC: strict layer reads the resource's tags for aws:ResourceTag", "functions/jobsched/local/strict_aws/authorize.py",
   "            resource_context = {**context, **self._resource_tags(call, resource, statements)}",
   "            resource_context = {**context}",
   "tests/integration/test_target_isolation.py::test_a_tenant_sends_to_its_own_tagged_queue_and_is_denied_another_tenants"),
- ("ABAC: strict layer evaluates the role's trust policy", "functions/jobsched/local/strict_aws.py",
+ ("ABAC: strict layer evaluates the role's trust policy", "functions/jobsched/local/strict_aws/sts.py",
   "            if not trusted or untrusted:", "            if False:",
   "tests/integration/test_target_isolation.py::test_the_trust_policy_takes_the_worker_with_exactly_the_tenant_tag_and_nobody_else"),
- ("ABAC: strict layer evaluates a call as the role session that signed it", "functions/jobsched/local/strict_aws.py",
+ ("ABAC: strict layer evaluates a call as the role session that signed it", "functions/jobsched/local/strict_aws/layer.py",
   '        session = self._sessions.get(_access_key(client) or "")', "        session = None",
   "tests/integration/test_target_isolation.py::test_a_tenant_sends_to_its_own_tagged_queue_and_is_denied_another_tenants"),
- ("ABAC: strict layer ends a role session when it expires", "functions/jobsched/local/strict_aws.py",
+ ("ABAC: strict layer ends a role session when it expires", "functions/jobsched/local/strict_aws/layer.py",
   "            if self.now_ms() >= session.expires_ms:", "            if False:",
   "tests/integration/test_target_isolation.py::test_the_workers_own_role_reaches_no_target_and_a_session_ends_when_it_expires"),
  # Exclusion calendars (issue 22).
@@ -1122,7 +1124,7 @@ MUTATIONS = [
   "    return to_datetime(instant_ms).date().isoformat()",
   "tests/unit/test_calendars.py::test_the_date_follows_the_zones_offset_on_each_side_of_a_dst_change"),
  ("strict layer: each item of a transaction is authorized by its own action",
-  "functions/jobsched/local/strict_aws.py",
+  "functions/jobsched/local/strict_aws/authorize.py",
   '''TRANSACTION_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",''',
   '''TRANSACTION_ACTIONS = {"Put": "PutItem", "Update": "BatchGetItem", "Delete": "DeleteItem",''',
   "tests/integration/test_calendars.py::test_a_transaction_is_allowed_only_when_the_role_allows_each_of_its_items"),
@@ -1281,7 +1283,7 @@ MUTATIONS = [
   "            now = self._clock.now_ms()\n            answer = self._sqs.send_message_batch(",
   "            now = now if retry else self._clock.now_ms()\n            answer = self._sqs.send_message_batch(",
   "tests/unit/test_lane_send_retries.py::test_an_entry_sent_again_later_gets_its_delay_from_its_due_instant_at_that_try"),
- ("strict layer: ArnLike matches part by part, a wildcard never spanning a colon", "functions/jobsched/local/strict_aws.py",
+ ("strict layer: ArnLike matches part by part, a wildcard never spanning a colon", "functions/jobsched/local/strict_aws/iam.py",
   "    haves, wants = have.split(\":\", 5), want.split(\":\", 5)\n    return len(haves) == len(wants) == 6 and all(",
   "    haves, wants = [have], [want]\n    return all(",
   "tests/unit/test_strict_arn_conditions.py::test_a_wildcard_in_one_part_does_not_span_a_colon"),
@@ -1297,13 +1299,28 @@ MUTATIONS = [
   "            token = page.get(\"NextToken\")",
   "            token = None",
   "tests/unit/test_concurrency_check.py::test_make_deploys_check_reads_the_assembly_and_the_accounts_settings_per_region"),
- ("strict layer: a send is held to its queue's own MaximumMessageSize", "functions/jobsched/local/strict_aws.py",
+ ("strict layer: a send is held to its queue's own MaximumMessageSize", "functions/jobsched/local/strict_aws/sqs.py",
   "                        if self._queue_attributes else SQS_MAX_MESSAGE_BYTES)",
   "                        if False else SQS_MAX_MESSAGE_BYTES)",
   "tests/unit/test_strict_sqs_message_size.py::test_a_send_over_the_queues_own_maximum_message_size_is_refused"),
 ]
 
+def check_texts() -> int:
+    """`mutations.py --check`: each entry's text is found exactly once in its file (no test run)."""
+    found = 0
+    for name, path, old, new, _ in MUTATIONS:
+        edits = [(p, o) for p, o, _ in old] if path is None else \
+            [(path, o) for o, _ in (old if isinstance(old, list) else [(old, new)])]
+        for p, o in edits:
+            if not (ROOT / p).exists() or (ROOT / p).read_text().count(o) != 1:
+                print(f"STALE   {name}: {o[:60]!r} is not found exactly once in {p}", flush=True)
+                found += 1
+    return 1 if found else 0
+
+
 def main(selected: list[str]) -> int:
+    if selected == ["--check"]:
+        return check_texts()
     failures = 0
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",

@@ -12,13 +12,11 @@ from pathlib import Path
 
 from jobsched.domain.task_networks import MAX_POLICY_CHARS, NetworkPolicyError, TaskNetworks
 from jobsched.sizing import MAX_SEGMENTS, PROFILES, Sizing, TableSizing, profile_sizing
+from jobsched_infra.errors import ConfigError  # the config's error (functions, storage, ... take it from here)
+from jobsched_infra.regions import parse_regions
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_LAYER_DIR = ROOT / ".build" / "layer"
-
-
-class ConfigError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -224,8 +222,6 @@ class StackConfig:
 
 
 def _regions(get) -> dict:
-    from jobsched_infra.regions import parse_regions
-
     regions = parse_regions(get("regions", ""))
     ownership = parse_regions(get("ownershipRegions", ""))
     domain, zone, certificates = get("domainName", ""), get("hostedZoneId", ""), get("certificateArns", "")

@@ -1,6 +1,6 @@
 """Queues and topics encrypted with a customer-managed KMS key (SSE-KMS) as targets. SQS and SNS
 ask KMS for a data key with the sender's credentials, so a send needs kms:GenerateDataKey and
-kms:Decrypt on the key (the strict layer models those implicit calls: local/strict_kms.py). The
+kms:Decrypt on the key (the strict layer models those implicit calls: local/strict_aws/sse_kms.py). The
 targets role may use a key tagged with the session's tenant, through SQS or SNS only; a key that
 refuses (or is disabled) ends the execution DEAD at its first attempt, naming what to grant."""
 import json

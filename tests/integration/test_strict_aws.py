@@ -1,4 +1,4 @@
-"""The strict AWS layer (local/strict_aws.py) says no where AWS says no: each kind of refusal,
+"""The strict AWS layer (local/strict_aws/) says no where AWS says no: each kind of refusal,
 answered as botocore raises it, and the billing it reports."""
 import pytest
 from botocore.exceptions import ClientError

@@ -2,7 +2,8 @@
 what resume does with a job that has no run left, and the counts' round trips."""
 import pytest
 
-from jobsched.api.mapping import preview_schedule, to_spec
+from jobsched.api.answers import preview_schedule
+from jobsched.api.mapping import to_spec
 from jobsched.api.models import JobRequest
 from jobsched.domain.errors import UnprocessableRequest
 from jobsched.domain.executions import Dispatch, DispatchKind

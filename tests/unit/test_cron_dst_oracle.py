@@ -1,13 +1,16 @@
-"""Cron across DST, property-based against cronsim (Debian cron's semantics) as the oracle.
+"""Cron across DST, property-based against cronsim (Debian cron's semantics) as the oracle, and
+croniter beside it as a second oracle over a fixed grid, its known differences listed (below).
 
 Around every DST transition of several zones (spring-forward and fall-back, 30-minute shifts,
 southern hemisphere), the fire instants our schedules compute must be exactly those cronsim
 yields for the same expression, zone and start: fixed-time jobs fire right after a skipped time
 and once in a repeated one; wildcard minute or hour jobs follow real time."""
 from datetime import datetime, timedelta, timezone
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 import pytest
+from croniter import CroniterError, croniter
 from cronsim import CronSim
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -184,3 +187,166 @@ def test_generated_expressions_fire_as_debian_cron(minute, hour, day, month, wee
     mine = ours(expression, zone_name, start, until, limit=40)
     assert mine == oracle(expression, ZoneInfo(zone_name), start, until, limit=40), (
         expression, zone_name, start.isoformat())
+
+
+# --- croniter, a second oracle ----------------------------------------------------------------
+# croniter read expressions here before the engine was our own (domain/cron.py). It stays beside
+# cronsim as a second opinion: over a fixed grid of expressions, zones and starts (an ordinary
+# instant and a few hours before each 2026 transition), our fires must equal cronsim's, and
+# croniter's must too except where it reads cron otherwise, each such expression listed below
+# with the zones where it differs and what each oracle answers in one example. The test fails
+# when an expression differs that is not listed (a new difference: read it, then list it or fix
+# ours) and when a listed one no longer differs (croniter changed: drop it from the list).
+# Not in the grid: `N-N/S`, where cronsim itself strays from Debian (test_cron_vectors.py).
+CRONITER_ZONES = ("UTC", "Europe/Paris", "America/New_York", "Australia/Sydney", "Europe/London")
+CRONITER_EXPRESSIONS = (
+    "0 0 * * *", "*/15 * * * *", "*/30 * * * *", "15 * * * *", "0 */6 * * *", "0 9-17 * * 1-5", "15 10 1 * *",
+    "0 0 1 1 *", "0 12 * * 0", "0 12 * * 7", "0 12 * * SUN", "0 0 * JAN,JUL *", "0 0 1-7 * 1", "10/20 * * * *",
+    "0 22-23 * * *", "0 0 29 2 *", "0 0 31 * *", "0 0 1 * 1", "0 0 */10 * *", "0 0 L * *", "0 0 * * sat#3",
+    "*/30 1 * * *", "0 1,2,3 * * *", "30 1 * * *", "0 2 * * *", "30 2 * * *", "0,30 1 * * *",
+    # where croniter reads otherwise (CRONITER_DIFFERENCES)
+    "30 2-2 * * *", "5-5 * * * *", "0 0 1-1 * *", "0 0 * 2-2 *", "0 0 * * MON-MON", "0 0 * * 0-0",
+    "0 16 */2 * sat", "1 1 */100,1-7 * MON", "0 0 * * *,sat#3", "0 0 * * 5L", "0 0 LW * *",
+)
+ALL_ZONES = frozenset(CRONITER_ZONES)
+ORDINARY_START = datetime(2026, 1, 15, 10, 7, tzinfo=timezone.utc)
+FALL_BACK = {"Europe/Paris": datetime(2026, 10, 24, 22, tzinfo=timezone.utc),  # 3 h before each
+             "America/New_York": datetime(2026, 11, 1, 3, tzinfo=timezone.utc),
+             "Australia/Sydney": datetime(2026, 4, 4, 13, tzinfo=timezone.utc),
+             "Europe/London": datetime(2026, 10, 24, 22, tzinfo=timezone.utc)}
+
+SPRING_FORWARD = {"Europe/London": datetime(2026, 3, 28, 22, tzinfo=timezone.utc)}
+
+
+class Difference(NamedTuple):
+    why: str
+    zones: frozenset  # where croniter's fires differ from cronsim's (and ours) in the grid
+    zone: str  # the example: the first three fires after `start` in `zone`, as local text
+    start: datetime
+    cronsim: tuple
+    croniter: tuple | str  # or the name of the error it refuses the expression with
+
+
+def _n_n(field: str) -> str:
+    return f"`N-N` in the {field} read as the whole field (Debian: N alone)"
+
+
+CRONITER_DIFFERENCES = {
+    "30 2-2 * * *": Difference(_n_n("hours"), ALL_ZONES, "UTC", ORDINARY_START,
+                               ("01-16 02:30", "01-17 02:30", "01-18 02:30"),
+                               ("01-15 10:30", "01-15 11:30", "01-15 12:30")),
+    "5-5 * * * *": Difference(_n_n("minutes"), ALL_ZONES, "UTC", ORDINARY_START,
+                              ("01-15 11:05", "01-15 12:05", "01-15 13:05"),
+                              ("01-15 10:08", "01-15 10:09", "01-15 10:10")),
+    "0 0 1-1 * *": Difference(_n_n("day of the month"), ALL_ZONES, "UTC", ORDINARY_START,
+                              ("02-01 00:00", "03-01 00:00", "04-01 00:00"),
+                              ("01-16 00:00", "01-17 00:00", "01-18 00:00")),
+    "0 0 * 2-2 *": Difference(_n_n("months"), ALL_ZONES, "UTC", ORDINARY_START,
+                              ("02-01 00:00", "02-02 00:00", "02-03 00:00"),
+                              ("01-16 00:00", "01-17 00:00", "01-18 00:00")),
+    "0 0 * * MON-MON": Difference(_n_n("days of the week"), ALL_ZONES, "UTC", ORDINARY_START,
+                                  ("01-19 00:00", "01-26 00:00", "02-02 00:00"),
+                                  ("01-16 00:00", "01-17 00:00", "01-18 00:00")),
+    "0 0 * * 0-0": Difference(_n_n("days of the week"), ALL_ZONES, "UTC", ORDINARY_START,
+                              ("01-18 00:00", "01-25 00:00", "02-01 00:00"),
+                              ("01-16 00:00", "01-17 00:00", "01-18 00:00")),
+    "0 16 */2 * sat": Difference("a day of the month starting with `*` ORed with the day of the week "
+                                 "(Debian: ANDed, as the `*` field does not restrict)", ALL_ZONES, "UTC",
+                                 ORDINARY_START, ("01-17 16:00", "01-31 16:00", "02-07 16:00"),
+                                 ("01-15 16:00", "01-17 16:00", "01-19 16:00")),
+    "1 1 */100,1-7 * MON": Difference("the same OR, for a list that starts with `*` (cronsim's own vector)",
+                                      ALL_ZONES, "UTC", ORDINARY_START,
+                                      ("02-02 01:01", "03-02 01:01", "04-06 01:01"),
+                                      ("01-19 01:01", "01-26 01:01", "02-01 01:01")),
+    "0 0 * * *,sat#3": Difference("a day of the week starting with `*` read as its `#` item alone (Debian, "
+                                  "cronsim: every day)", ALL_ZONES, "UTC", ORDINARY_START,
+                                  ("01-16 00:00", "01-17 00:00", "01-18 00:00"),
+                                  ("01-17 00:00", "02-21 00:00", "03-21 00:00")),
+    "0 0 * * 5L": Difference("`5L` (the last Friday) refused; croniter writes it `L5`", ALL_ZONES, "UTC",
+                             ORDINARY_START, ("01-30 00:00", "02-27 00:00", "03-27 00:00"),
+                             "CroniterNotAlphaError"),
+    "0 0 LW * *": Difference("`LW` (the last weekday of the month) refused", ALL_ZONES, "UTC", ORDINARY_START,
+                             ("01-30 00:00", "02-27 00:00", "03-31 00:00"), "CroniterNotAlphaError"),
+    # DST spring-forward: a job whose minute field starts with `*` follows real time in Debian's
+    # rule and so does not fire in a skipped hour; croniter fires it once right after the jump.
+    "*/30 1 * * *": Difference("DST spring-forward: a `*/N` minute in a skipped hour fires after the jump",
+                               frozenset({"Europe/London"}), "Europe/London", SPRING_FORWARD["Europe/London"],
+                               ("03-30 01:00+0100", "03-30 01:30+0100", "03-31 01:00+0100"),
+                               ("03-29 02:00+0100", "03-30 01:00+0100", "03-30 01:30+0100")),
+    # DST fall-back: a fixed-time job whose time is repeated fires at both passes (Debian: once).
+    "0 1,2,3 * * *": Difference("DST fall-back: a repeated fixed time fires twice",
+                                frozenset({"Europe/Paris", "America/New_York", "Australia/Sydney", "Europe/London"}),
+                                "Europe/Paris", FALL_BACK["Europe/Paris"],
+                                ("10-25 01:00+0200", "10-25 02:00+0200", "10-25 03:00+0100"),
+                                ("10-25 01:00+0200", "10-25 02:00+0200", "10-25 02:00+0100")),
+    "30 1 * * *": Difference("DST fall-back: a repeated fixed time fires twice",
+                             frozenset({"America/New_York", "Europe/London"}), "America/New_York",
+                             FALL_BACK["America/New_York"], ("11-01 01:30-0400", "11-02 01:30-0500", "11-03 01:30-0500"),
+                             ("11-01 01:30-0400", "11-01 01:30-0500", "11-02 01:30-0500")),
+    "0,30 1 * * *": Difference("DST fall-back: a repeated fixed time fires twice",
+                               frozenset({"America/New_York", "Europe/London"}), "Europe/London",
+                               FALL_BACK["Europe/London"], ("10-25 01:00+0100", "10-25 01:30+0100", "10-26 01:00+0000"),
+                               ("10-25 01:00+0100", "10-25 01:30+0100", "10-25 01:00+0000")),
+    "0 2 * * *": Difference("DST fall-back: a repeated fixed time fires twice",
+                            frozenset({"Europe/Paris", "Australia/Sydney"}), "Australia/Sydney",
+                            FALL_BACK["Australia/Sydney"], ("04-05 02:00+1100", "04-06 02:00+1000", "04-07 02:00+1000"),
+                            ("04-05 02:00+1100", "04-05 02:00+1000", "04-06 02:00+1000")),
+    "30 2 * * *": Difference("DST fall-back: a repeated fixed time fires twice",
+                             frozenset({"Europe/Paris", "Australia/Sydney"}), "Europe/Paris", FALL_BACK["Europe/Paris"],
+                             ("10-25 02:30+0200", "10-26 02:30+0100", "10-27 02:30+0100"),
+                             ("10-25 02:30+0200", "10-25 02:30+0100", "10-26 02:30+0100")),
+}
+
+
+def croniter_fires(expression: str, zone: ZoneInfo, start: datetime, until: datetime, limit: int) -> list[int]:
+    out = []
+    fires = croniter(expression, start.astimezone(zone))
+    while len(out) < limit:
+        fire = fires.get_next(datetime)
+        if fire > until:
+            break
+        out.append(to_ms(fire))
+    return out
+
+
+def grid_starts(zone_name: str) -> list[datetime]:
+    return [ORDINARY_START] + [t - timedelta(hours=3) for t in transitions(zone_name, range(2026, 2027))]
+
+
+def test_ours_matches_cronsim_and_croniter_differs_only_where_listed():
+    differing: dict[str, set[str]] = {}
+    for zone_name in CRONITER_ZONES:
+        zone = ZoneInfo(zone_name)
+        for start in grid_starts(zone_name):
+            until = start + timedelta(days=1500)  # a 29 February within it
+            for expression in CRONITER_EXPRESSIONS:
+                expected = oracle(expression, zone, start, until, limit=8)
+                assert expected, (expression, zone_name)  # every grid expression fires
+                assert ours(expression, zone_name, start, until, limit=8) == expected, (
+                    expression, zone_name, start.isoformat())
+                try:
+                    second = croniter_fires(expression, zone, start, until, limit=8)
+                except CroniterError:
+                    second = None
+                if second != expected:
+                    differing.setdefault(expression, set()).add(zone_name)
+    assert differing == {expression: set(known.zones) for expression, known in CRONITER_DIFFERENCES.items()}
+
+
+@pytest.mark.parametrize("expression", CRONITER_DIFFERENCES)
+def test_each_known_croniter_difference_says_what_each_oracle_answers(expression):
+    known = CRONITER_DIFFERENCES[expression]
+    zone = ZoneInfo(known.zone)
+    text = "%m-%d %H:%M%z" if known.zone != "UTC" else "%m-%d %H:%M"
+
+    def shown(fires: list[int]) -> tuple:
+        return tuple(datetime.fromtimestamp(ms / 1000, timezone.utc).astimezone(zone).strftime(text) for ms in fires)
+
+    until = known.start + timedelta(days=400)
+    assert shown(oracle(expression, zone, known.start, until, limit=3)) == known.cronsim
+    assert shown(ours(expression, known.zone, known.start, until, limit=3)) == known.cronsim
+    try:
+        second = shown(croniter_fires(expression, zone, known.start, until, limit=3))
+    except CroniterError as error:
+        second = type(error).__name__
+    assert second == known.croniter

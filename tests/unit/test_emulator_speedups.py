@@ -2,12 +2,12 @@
 import moto.backends
 from moto.sqs.models import Message, SQSBackend
 
-from jobsched.local import emulator
+from jobsched.local import moto_speedups
 
 
 def test_the_module_list_is_the_directory_listing_once():
     listed = list(moto.backends.list_of_moto_modules())
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     assert list(moto.backends.list_of_moto_modules()) == listed
     assert "dynamodb" in moto.backends.list_of_moto_modules() and "sqs" in moto.backends.list_of_moto_modules()
 
@@ -21,7 +21,7 @@ def test_retention_is_read_from_the_queue_as_before(monkeypatch):
     old.mark_sent()
     old.sent_timestamp -= 61_000
     expected = [original(backend, "q", m) for m in (fresh, old)]
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     fast = SQSBackend.is_message_valid_based_on_retention_period
     assert fast is not original or expected == [True, False]
     assert [fast(backend, "q", m) for m in (fresh, old)] == expected == [True, False]
@@ -44,7 +44,7 @@ def test_visible_messages_are_those_the_emulator_listed_before():
     from moto.core.utils import unix_time_millis
     from moto.sqs.models import Queue
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     backend = SQSBackend("us-east-1", "123456789012")
     with mock.patch("moto.sqs.models.unix_time_millis", lambda *a: 2_000_000_000_000.0):
         visible, delayed, received = _queue_with_three_messages(backend)
@@ -64,7 +64,7 @@ def test_a_deleted_message_is_gone_once_and_an_unknown_handle_is_refused():
     import pytest
     from moto.sqs.exceptions import ReceiptHandleIsInvalid
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     backend = SQSBackend("us-east-1", "123456789012")
     _, _, received = _queue_with_three_messages(backend)
     queue = backend.get_queue("lane")
@@ -89,7 +89,7 @@ def test_an_update_expression_is_parsed_once_and_the_kept_tree_never_changes():
     import pytest
     from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     expression = "SET #st = :running, attempt = if_not_exists(attempt, :zero) + :one REMOVE retryAtMs"
     tree = UpdateExpressionParser.make(expression)
     before = _shape(tree)
@@ -149,7 +149,7 @@ def test_expression_checks_still_refuse_what_they_refused_each_time():
     them, with the same attribute names and table keys; everything else is checked every time."""
     from moto import mock_aws
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     one = {":v": {"N": "1"}}
     with mock_aws():
         client = _table_client()
@@ -173,7 +173,7 @@ def test_a_kept_tree_is_copied_whole_for_each_validation():
     from moto.dynamodb.parsing import validators
     from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     tree = UpdateExpressionParser.make("SET a = if_not_exists(a, :zero) + :one REMOVE b")
     first, second = validators.deepcopy(tree), validators.deepcopy(tree)
     assert first is not tree and second is not first and _shape(first) == _shape(second) == _shape(tree)
@@ -188,7 +188,7 @@ def test_a_kept_condition_is_evaluated_with_each_requests_values():
     import pytest
     from moto import mock_aws
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     with mock_aws():
         client = _table_client()
         client.put_item(TableName="T", Item={"k": {"S": "a"}, "n": {"N": "5"}})
@@ -214,7 +214,7 @@ def test_a_send_does_not_count_the_queue_and_the_counts_stay_right():
     from moto import mock_aws
     from moto.sqs.models import Message
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
         lane = sqs.create_queue(QueueName="lane")["QueueUrl"]
@@ -250,7 +250,7 @@ def test_a_send_does_not_count_the_queue_and_the_counts_stay_right():
 
 
 def test_a_batch_delete_answers_as_one_delete_per_handle():
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     backend = SQSBackend("us-east-1", "123456789012")
     backend.create_queue("lane")
     for i in range(5):
@@ -276,7 +276,7 @@ def test_the_pinned_moto_is_the_version_the_patches_were_checked_against():
 
     import moto
 
-    from jobsched.local.emulator import MOTO_PATCHED_VERSION
+    from jobsched.local.moto_speedups import MOTO_PATCHED_VERSION
 
     pyproject = (pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert f'cloudformation]=={MOTO_PATCHED_VERSION}"' in pyproject
@@ -288,7 +288,7 @@ def test_an_update_answers_old_values_as_they_were_without_copies_nothing_reads(
     values before the update, although the update changes the nested map in place."""
     from moto import mock_aws
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     with mock_aws():
         client = _table_client()
         answers = {}
@@ -311,7 +311,7 @@ def test_a_table_with_a_stream_still_gets_the_old_image():
     from moto import mock_aws
     from moto.dynamodb.models import dynamodb_backends
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     with mock_aws():
         client = _table_client()
         client.create_table(TableName="S", KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
@@ -332,7 +332,7 @@ def test_a_handlers_methods_are_listed_once_and_answer_as_before():
     from moto.dynamodb.responses import DynamoHandler
     from moto.sqs.responses import SQSResponse
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     for handler in (DynamoHandler, SQSResponse):
         assert core_responses.method_names_from_class(handler) == listed_each_time(handler)
     assert "update_item" in core_responses.method_names_from_class(DynamoHandler)
@@ -348,7 +348,7 @@ def test_the_walk_of_each_pass_visits_and_replaces_nodes_as_moto_s_own(monkeypat
     from moto.dynamodb.parsing import ast_nodes, validators
     from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
 
     class Table:
         table_key_attrs = ["k"]
@@ -397,7 +397,7 @@ def test_request_ids_are_52_letters_and_digits_from_moto_s_generator():
     import moto.core.responses as core_responses
     from moto.moto_api._internal import mock_random
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     headers = {}
     first = core_responses.gen_amzn_requestid_long(headers)
     assert headers == {"x-amzn-requestid": first}
@@ -420,7 +420,7 @@ def test_a_query_of_the_table_s_key_answers_as_before_from_its_partition_alone(m
     from moto import mock_aws
     from moto.dynamodb.models.table import Table
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     fast_query = Table.query
 
     def run():
@@ -480,7 +480,7 @@ def test_item_answers_written_as_plain_json_parse_as_moto_s_own_writer_makes_the
     from moto import mock_aws
     from moto.dynamodb.responses import DynamoResult
 
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     fast = DynamoResult.execute_result
     slow = fast.__wrapped__
     parser = botocore.parsers.create_parser("json")
@@ -494,7 +494,7 @@ def test_item_answers_written_as_plain_json_parse_as_moto_s_own_writer_makes_the
         assert parsed[0] == parsed[1], context.operation_model.name
         assert answers[0][0] == answers[1][0] and answers[0][1]["Content-Type"] == answers[1][1]["Content-Type"]
         compared[context.operation_model.name] += 1
-        plain[context.operation_model.name] += emulator.plain_json(self.result)
+        plain[context.operation_model.name] += moto_speedups.plain_json(self.result)
         return answers[0]
 
     monkeypatch.setattr(DynamoResult, "execute_result", both)
@@ -536,7 +536,7 @@ def test_item_answers_written_as_plain_json_parse_as_moto_s_own_writer_makes_the
         c.transact_get_items(TransactItems=[{"Get": {"TableName": "t", "Key": key}}])
         c.transact_write_items(TransactItems=[{"Put": {"TableName": "t", "Item": {**item, "sk": {"S": "job_4"}}}}])
         c.delete_item(TableName="t", Key=key, ReturnValues="ALL_OLD")
-    assert emulator.ITEM_ANSWERS <= set(compared)  # (and CreateTable, through moto's writer)
+    assert moto_speedups.ITEM_ANSWERS <= set(compared)  # (and CreateTable, through moto's writer)
     # written as plain JSON, but for the answers holding binary values (2) and CreateTable's (timestamps)
     assert sum(plain.values()) == sum(compared.values()) - 3
 
@@ -544,7 +544,7 @@ def test_item_answers_written_as_plain_json_parse_as_moto_s_own_writer_makes_the
 def _lane_with_delayed_and_received(delayed: int, visible: int):
     """A lane holding `delayed` messages due in 10 minutes and `visible` ones, all of these received
     (in flight): (the backend, the queue, the received messages)."""
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     backend = SQSBackend("us-east-1", "123456789012")
     backend.create_queue("lane")
     for i in range(delayed):
@@ -620,7 +620,7 @@ def test_a_request_without_a_handle_answers_as_moto_does():
     """Every message once had None as its handle (before its first receive): moto deletes every
     message for a delete without one, and changes the queue's first message for a visibility
     change without one; a handle that is not a string is looked for as moto does."""
-    emulator.speed_up_moto()
+    moto_speedups.speed_up_moto()
     backend = SQSBackend("us-east-1", "123456789012")
     backend.create_queue("lane")
     for i in range(4):

@@ -1,7 +1,8 @@
 """No fire passes the end of time, jitter included, and a preview near it answers correctly."""
 import pytest
 
-from jobsched.api.mapping import next_fire_at, preview_schedule, to_spec
+from jobsched.api.answers import next_fire_at, preview_schedule
+from jobsched.api.mapping import to_spec
 from jobsched.api.models import JobRequest
 from jobsched.domain.errors import UnprocessableRequest
 from jobsched.domain.jobs import Job, JobState, jitter_offset_ms

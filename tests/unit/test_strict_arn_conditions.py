@@ -1,4 +1,4 @@
-"""The strict layer's ARN condition operators (local/strict_aws.py): as IAM matches them, part
+"""The strict layer's ARN condition operators (local/strict_aws/iam.py): as IAM matches them, part
 by part of the six colon-delimited parts, a wildcard never spanning a colon, case-sensitive."""
 from jobsched.local.strict_aws import condition_holds
 

@@ -1,4 +1,4 @@
-"""The strict layer's items reports (strict_aws.py, "Reports"): against the emulator's server, the
+"""The strict layer's items reports (local/strict_aws/reports.py): against the emulator's server, the
 items a DynamoDB call's bill needs come back in the call's own answer, read under the same hold of
 the emulator's lock, and the layer bills and refuses exactly as it does when it reads them itself."""
 import boto3

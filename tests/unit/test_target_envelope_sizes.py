@@ -1,8 +1,8 @@
 """SNS and EventBridge count the envelope in their size limit (issue 28, item 12): what the
 invoker would send over it is not sent (it would be refused, every retry too) and the attempt
 fails, not retryable; the sizes are counted as those services count them."""
-from jobsched.adapters.targets import (EVENTBRIDGE_MAX_ENTRY_BYTES, SNS_MAX_MESSAGE_BYTES, eventbridge_entry_bytes,
-                                       largest_payload_bytes, sns_message_bytes)
+from jobsched.domain.target_envelopes import (EVENTBRIDGE_MAX_ENTRY_BYTES, SNS_MAX_MESSAGE_BYTES,
+                                              eventbridge_entry_bytes, largest_payload_bytes, sns_message_bytes)
 from jobsched.domain.executions import Dispatch, DispatchKind, ExecutionStatus
 from jobsched.domain.jobs import Job, JobSpec, JobState, Target, TargetType
 from jobsched.domain.json_text import size_bytes
@@ -75,7 +75,7 @@ def test_the_largest_payload_the_api_accepts_fits_with_the_longest_envelope():
 
 def test_the_largest_sns_payload_fits_with_the_longest_ids_and_the_trace_context():
     # The longest job id and execution id, and the traceparent attribute SNS counts too
-    from jobsched.adapters.targets import LONGEST_EXECUTION_ID, LONGEST_JOB_ID
+    from jobsched.domain.target_envelopes import LONGEST_EXECUTION_ID, LONGEST_JOB_ID
 
     target = Target(TargetType.SNS, {"topicArn": TOPIC})
     payload = "x" * (largest_payload_bytes(target.type, target.config) - 2)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from jobsched.api import schemas
-from jobsched.api.mapping import PREVIEW_TYPES
+from jobsched.api.answers import PREVIEW_TYPES
 from jobsched.api.models import (
     BackfillRequest,
     BatchCreateRequest,

@@ -129,7 +129,7 @@ def overrides_chars(overrides: dict) -> int:
     return len(json.dumps(overrides, separators=(",", ":"), ensure_ascii=True))
 
 
-# The longest execution id (adapters/targets.py LONGEST_EXECUTION_ID) and attempt an override
+# The longest execution id (domain/target_envelopes.py LONGEST_EXECUTION_ID) and attempt an override
 # may have to carry: the API checks a target's fixed part against the limit with these.
 LONGEST_EXECUTION_ID = 200
 LONGEST_ATTEMPT = 20

@@ -78,7 +78,7 @@ class Control:
 
     def peek(self, request: dict) -> dict:
         """An item as stored (its wire form), read from moto's backend under the emulator's lock:
-        the strict layer's reads before and after each write (strict_aws.py, _peek), which as
+        the strict layer's reads before and after each write (local/strict_aws/dynamodb_billing.py, _peek), which as
         GetItem requests were most of the emulator's requests (AWS never sees them). Counted in the
         busy time as "peek"."""
         from jobsched.local.strict_aws import _peek_moto

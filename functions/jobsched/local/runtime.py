@@ -203,7 +203,7 @@ class LocalRuntime:
     options: Options
     emulator: EmulatorProcess | None = None
     stack: LocalStack | None = None
-    strict: object = None  # the strict AWS layer (local/strict_aws.py): report() for its peaks
+    strict: object = None  # the strict AWS layer (local/strict_aws/): report() for its peaks
     functions: dict[str, Function] = field(default_factory=dict)
     api_containers: LaneContainers | None = None  # the API's (functions["api"] is the first)
     settings: Settings | None = None

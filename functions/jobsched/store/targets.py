@@ -14,8 +14,8 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.httpsession import URLLib3Session
 
-from jobsched.adapters.targets import (EVENTBRIDGE_MAX_ENTRY_BYTES, SNS_MAX_MESSAGE_BYTES, eventbridge_entry_bytes,
-                                       sns_message_bytes)
+from jobsched.domain.target_envelopes import (EVENTBRIDGE_MAX_ENTRY_BYTES, SNS_MAX_MESSAGE_BYTES,
+                                              eventbridge_entry_bytes, sns_message_bytes)
 from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job, TargetType
