@@ -80,7 +80,7 @@ class World:
 
 
 def dispatch():
-    return SimpleNamespace(execution_id=EXECUTION_ID, job_id=JOB_ID, tenant_id="tenant-a")
+    return SimpleNamespace(execution_id=EXECUTION_ID, job_id=JOB_ID, tenant_id="tenant-a", holds=0)
 
 
 def test_a_cancel_asked_during_run_task_stops_the_task_at_once():
@@ -154,7 +154,7 @@ def test_a_run_task_that_started_nothing_fails_the_attempt_with_ecs_reason():
     aws._ecs = lambda job: SimpleNamespace(run_task=lambda **kwargs: answer)
     ecs_job = SimpleNamespace(tenant_id="tenant-a", job_id=JOB_ID, spec=SimpleNamespace(payload=None, target=SimpleNamespace(
         config={"cluster": "jobs", "taskDefinition": "td", "subnets": ["s"], "container": "main"})))
-    outcome = aws._run_task(ecs_job, SimpleNamespace(execution_id=EXECUTION_ID), 1)
+    outcome = aws._run_task(ecs_job, SimpleNamespace(execution_id=EXECUTION_ID, holds=0), 1)
     assert not outcome.ok and outcome.status is ExecutionStatus.FAILED
     assert "RESOURCE:MEMORY" in outcome.error
 
