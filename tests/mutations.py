@@ -1289,6 +1289,30 @@ MUTATIONS = [
   "                        if self._queue_attributes else SQS_MAX_MESSAGE_BYTES)",
   "                        if False else SQS_MAX_MESSAGE_BYTES)",
   "tests/unit/test_strict_sqs_message_size.py::test_a_send_over_the_queues_own_maximum_message_size_is_refused"),
+ ("client: a create carries an Idempotency-Key made for it, the same on each retry", "functions/jobsched/client/resources.py",
+  "        return self._call(schemas.Job, \"POST\", \"/v1/jobs\", body_of(job, JobRequest),\n"
+  "                          headers={\"Idempotency-Key\": idempotency_key or new_idempotency_key()})",
+  "        return self._call(schemas.Job, \"POST\", \"/v1/jobs\", body_of(job, JobRequest),\n"
+  "                          headers={\"Idempotency-Key\": idempotency_key} if idempotency_key else None)",
+  "tests/integration/test_client.py::test_a_create_whose_answer_was_lost_is_sent_again_with_its_key_and_makes_one_job"),
+ ("client: a 429 or 503 is retried no sooner than its Retry-After", "functions/jobsched/client/session.py",
+  "        base = asked if asked is not None else min(self.max_delay, self.backoff * 2 ** retry)",
+  "        base = min(self.max_delay, self.backoff * 2 ** retry)",
+  "tests/unit/test_client_retries.py::test_retry_after_on_503_and_429_is_waited_for_then_the_answer_is_returned"),
+ ("client: a Retry-After longer than max_delay is raised, not waited for", "functions/jobsched/client/session.py",
+  "        if asked is not None and asked > self.max_delay:\n            return None\n", "",
+  "tests/unit/test_client_retries.py::test_the_retries_are_bounded_and_a_long_retry_after_is_not_waited_for"),
+ ("client: no answer is retried only for a request a repeat cannot do twice", "functions/jobsched/client/session.py",
+  "                wait = self.retries.delay(retry, None) if repeatable else None",
+  "                wait = self.retries.delay(retry, None)",
+  "tests/unit/test_client_retries.py::test_no_answer_is_retried_for_a_create_with_its_key_but_not_for_a_post_without_one"),
+ ("client: an answer with a field or a value this version does not know still reads", "functions/jobsched/client/answers.py",
+  "        namespace: dict[str, Any] = {\"model_config\": ConfigDict(extra=\"allow\"),",
+  "        namespace: dict[str, Any] = {\"model_config\": ConfigDict(),",
+  "tests/unit/test_client_retries.py::test_an_answer_from_a_newer_server_reads_and_dumps_back_as_sent"),
+ ("client: an id is sent as one path segment", "functions/jobsched/client/resources.py",
+  "    return quote(value, safe=\"\")", "    return value",
+  "tests/unit/test_client_retries.py::test_requests_are_the_apis_models_sent_as_it_reads_them"),
 ]
 
 def main(selected: list[str]) -> int:

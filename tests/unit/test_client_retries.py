@@ -10,13 +10,7 @@ from jobsched.api import schemas
 from jobsched.client import (Client, InvalidRequestError, Response, Retries, ServiceUnavailableError, RateLimitError,
                              dump)
 
-JOB = {"jobId": "job_1", "name": "n", "type": "RATE", "schedule": "PT5M", "timezone": "UTC", "target": {},
-       "payload": None, "retryPolicy": {"maxAttempts": 3, "backoff": "EXPONENTIAL", "initialDelayMs": 1000,
-                                        "maxDelayMs": 3600000},
-       "timeoutSec": 300, "priority": "NORMAL", "overlapPolicy": "ALLOW", "misfirePolicy": "RUN_ONCE", "jitterSec": 0,
-       "heartbeatTimeoutSec": 300, "retryOn4xx": False, "state": "ACTIVE", "nextFireAt": None,
-       "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z", "version": 1, "region": "us-east-1"}
-
+from .api_answers import JOB
 
 class Scripted:
     """Answers in turn (a Response, or an exception to raise), recording each request."""
