@@ -13,9 +13,8 @@ import sys
 from typing import Any, Callable
 
 from jobsched.cli import batch
-from jobsched.client import ApiError, Client, Pager, dump
+from jobsched.client import DEFAULT_URL, ApiError, Client, Pager, dump
 
-DEFAULT_URL = "http://127.0.0.1:8080"
 LOCAL_EMULATOR = "http://127.0.0.1:8090"
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_AUTH, EXIT_UNAVAILABLE = range(7)

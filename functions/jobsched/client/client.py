@@ -1,6 +1,7 @@
 """The client object: a session (URL, key, transport, retries) and the resources over it."""
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 
 from jobsched.api import schemas
@@ -26,6 +27,12 @@ class Client:
         self.dead_letters = DeadLetters(self.session)
         self.signing = Signing(self.session)
         self.callbacks = Callbacks(self.session)
+
+    @classmethod
+    def from_env(cls, **options: Any) -> "Client":
+        """The API and key the CLI uses too: JOBSCHED_URL (default the local stack) and
+        JOBSCHED_API_KEY (what `make run` prints)."""
+        return cls(os.environ.get("JOBSCHED_URL") or DEFAULT_URL, os.environ.get("JOBSCHED_API_KEY") or None, **options)
 
     def preview(self, schedule: str, *, type: str | None = None, timezone: str | None = None,  # noqa: A002
                 count: int | None = None, after: str | None = None, exclude_calendars: list[str] | None = None,
