@@ -3,6 +3,7 @@ is honoured (never sooner, a quarter more at most), bounded; no answer is retrie
 repeat cannot act twice; an answer from a newer server (a field or a value this version does not
 know) still reads."""
 import json
+import re
 
 import pytest
 
@@ -121,3 +122,37 @@ def test_requests_are_the_apis_models_sent_as_it_reads_them():
     assert json.loads(body) == {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"}
     with pytest.raises(TypeError):
         client.jobs.create(BackfillRequest.model_validate({"from": "a", "to": "b"}))
+
+
+def test_the_client_has_a_call_for_every_route_of_the_api():
+    """Each route of the API's table (api/routes.py), by method and path, is some call of the
+    client: a route added to the API without one fails here."""
+    from jobsched.api.routes import ROUTES
+    from jobsched.client import BulkRequest
+
+    transport = Scripted(*[answer(200, {})] * 64)
+    client, _ = client_with(transport)
+    calls = [
+        lambda: client.jobs.create({}), lambda: client.jobs.create_batch([{}]), lambda: client.jobs.list(),
+        lambda: client.jobs.bulk(BulkRequest(action="PAUSE")), lambda: client.jobs.get("j"),
+        lambda: client.jobs.replace("j", {}), lambda: client.jobs.delete("j"), lambda: client.jobs.pause("j", "r"),
+        lambda: client.jobs.backfill("j", "a", "b"), lambda: client.jobs.resume("j"), lambda: client.jobs.trigger("j"),
+        lambda: client.executions.list("j"), lambda: client.jobs.stats("j"), lambda: client.jobs.occurrences("j"),
+        lambda: client.executions.get("e"), lambda: client.executions.cancel("e"),
+        lambda: client.callbacks.heartbeat("e", "t"), lambda: client.callbacks.complete("e", "t"),
+        lambda: client.callbacks.fail("e", "t"), lambda: client.dead_letters.list(),
+        lambda: client.executions.redrive("e"), lambda: client.preview("PT5M"),
+        lambda: client.calendars.put("c", []), lambda: client.calendars.list(), lambda: client.calendars.get("c"),
+        lambda: client.calendars.delete("c"), lambda: client.signing.rotate(), lambda: client.health(),
+    ]
+    for call in calls:
+        try:
+            result = call()
+            if hasattr(result, "pages"):
+                next(result.pages())
+        except Exception:  # noqa: BLE001 - {} is no valid answer; the request was sent, which is the point
+            pass
+    templates = {(r.method, re.sub(r"\{[^}]+\}", "[^/]+", r.path)) for r in ROUTES if r.name != "openapi"}
+    sent = {(method, url[len("http://api"):].split("?")[0]) for method, url, _, _ in transport.requests}
+    missing = {t for t in templates if not any(m == t[0] and re.fullmatch(t[1], p) for m, p in sent)}
+    assert not missing, missing
