@@ -62,6 +62,12 @@ def test_an_http_date_retry_after_is_read_against_the_clock():
                                 now=lambda: 1767225600.0)  # 2026-01-01T00:00:00Z
     client.jobs.get("job_1")
     assert slept == [3.0]
+    # against the answer's own Date when it has one: a skewed local clock does not count
+    client, slept = client_with(Scripted(throttled(Retry_After="Thu, 01 Jan 2026 00:00:03 GMT",
+                                                   Date="Thu, 01 Jan 2026 00:00:01 GMT"), answer(200, JOB)),
+                                now=lambda: 0.0)
+    client.jobs.get("job_1")
+    assert slept == [2.0]
 
 
 def test_the_retries_are_bounded_and_a_long_retry_after_is_not_waited_for():

@@ -11,11 +11,11 @@ import random
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Mapping
 
 from jobsched.client.errors import ApiError, ServiceUnavailableError, error_for
 from jobsched.client.transport import Transport, urllib_transport
+from jobsched.domain.retry import retry_after_ms
 
 RETRIED_STATUSES = (429, 503)
 SAFE_METHODS = ("GET", "PUT", "DELETE")
@@ -29,27 +29,17 @@ class Retries:
     max_delay: float = 30.0  # a Retry-After beyond this is not waited for: the error is raised
     sleep: Callable[[float], None] = field(default=lambda seconds: time.sleep(seconds))
     jitter: Callable[[], float] = random.random  # in [0, 1)
-    now: Callable[[], float] = time.time  # for a Retry-After given as an HTTP date
+    now: Callable[[], float] = time.time  # for a Retry-After given as an HTTP date, when the answer has no Date
 
-    def delay(self, retry: int, retry_after: str | None) -> float | None:
+    def delay(self, retry: int, retry_after: str | None, date: str | None = None) -> float | None:
         """Seconds before retry number `retry` (0-based): never sooner than the server asked, up
         to a quarter more (the jitter); None when the server asked for longer than max_delay."""
-        asked = self._seconds(retry_after)
+        asked_ms = retry_after_ms(retry_after, date, self.now())  # None: absent or unreadable, the backoff
+        asked = None if asked_ms is None else asked_ms / 1000
         if asked is not None and asked > self.max_delay:
             return None
         base = asked if asked is not None else min(self.max_delay, self.backoff * 2 ** retry)
         return min(self.max_delay, base * (1 + 0.25 * self.jitter()))
-
-    def _seconds(self, value: str | None) -> float | None:
-        if value is None or not value.strip():
-            return None
-        text = value.strip()
-        if text.isdigit():
-            return float(text)
-        try:
-            return max(0.0, parsedate_to_datetime(text).timestamp() - self.now())
-        except (TypeError, ValueError):
-            return None  # not a Retry-After we can read: the backoff
 
 
 class Session:
@@ -94,7 +84,7 @@ class Session:
                 if answer.status < 400:
                     return parsed
                 error = error_for(answer.status, parsed, answer.headers, answer.body.decode("utf-8", "replace"))
-                wait = (self.retries.delay(retry, answer.header("Retry-After"))
+                wait = (self.retries.delay(retry, answer.header("Retry-After"), answer.header("Date"))
                         if answer.status in RETRIED_STATUSES else None)
             if wait is None or retry >= self.retries.max_retries:
                 raise error
