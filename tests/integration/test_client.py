@@ -54,6 +54,22 @@ def test_lists_are_iterators_that_follow_the_cursor_page_by_page(harness):
     assert len(list(rest)) == 3
 
 
+def test_a_bulk_action_is_followed_page_by_page_to_its_totals(harness, monkeypatch):
+    from jobsched.client import BulkRequest
+    from jobsched.service import jobs as jobs_service
+
+    monkeypatch.setattr(jobs_service, "BULK_PAGE_MATCHES", 2)
+    client = harness.client()
+    ids = [r.job.jobId for r in client.jobs.create_batch(
+        [{"name": f"bulk-{n}", "type": "RATE", "schedule": "PT1H", "target": HOOK} for n in range(5)]).results]
+    request = BulkRequest(action="PAUSE", filter={"namePrefix": "bulk-"}, reason="freeze")
+    first = client.jobs.bulk(request, until_done=False)
+    assert (first.applied, first.done) == (2, False) and first.bulkId
+    total = client.jobs.bulk(request)  # a new bulk, followed to its end: 3 pages
+    assert (total.matched, total.done) == (5, True) and sorted(total.jobIds) == sorted(ids)
+    assert {client.jobs.get(i).state for i in ids} == {"PAUSED"}
+
+
 def test_an_invalid_request_raises_the_apis_envelope_with_its_fields(harness):
     client = harness.client()
     with pytest.raises(InvalidRequestError) as invalid:

@@ -135,10 +135,16 @@ class Jobs(_Resource):
         body = body_of(BackfillRequest.model_validate({"from": from_, "to": to}), BackfillRequest)
         return self._call(schemas.BackfillAnswer, "POST", f"/v1/jobs/{_id(job_id)}/backfill", body)
 
-    def bulk(self, request: BulkRequest | Mapping[str, Any]) -> schemas.BulkAnswer:
-        """POST /v1/jobs/bulk: PAUSE, RESUME or CANCEL every matching job. While `done` is false,
-        send the request again with the answer's `bulkId` for the next part."""
-        return self._call(schemas.BulkAnswer, "POST", "/v1/jobs/bulk", body_of(request, BulkRequest))
+    def bulk(self, request: BulkRequest | Mapping[str, Any], *, until_done: bool = True) -> schemas.BulkAnswer:
+        """POST /v1/jobs/bulk: PAUSE, RESUME or CANCEL every matching job. The API changes a page
+        of matches per request; the request is repeated with the answer's `bulkId` until `done`
+        (each repeat does the next page, never one again) and the last answer, the totals, is
+        returned. `until_done=False`: the first page's answer only."""
+        body = body_of(request, BulkRequest)
+        answer = self._call(schemas.BulkAnswer, "POST", "/v1/jobs/bulk", body)
+        while until_done and not answer.done and answer.bulkId:
+            answer = self._call(schemas.BulkAnswer, "POST", "/v1/jobs/bulk", {**body, "bulkId": answer.bulkId})
+        return answer
 
     def stats(self, job_id: str, window: str | None = None) -> schemas.JobStats:
         return self._call(schemas.JobStats, "GET", f"/v1/jobs/{_id(job_id)}/stats", query={"window": window})
