@@ -35,3 +35,4 @@ def test_the_client_guide_runs_as_written_against_the_local_stack(local_stack, m
     reminders = [line for line in printed.splitlines() if re.fullmatch(r"job_\S+ reminder-\d", line)]
     assert len(reminders) == 3  # every page of the iterator
     assert namespace["window"].count == 3
+    assert "NOT_FOUND no job job_x" in printed  # the offline transport
