@@ -70,6 +70,20 @@ def test_a_bulk_action_is_followed_page_by_page_to_its_totals(harness, monkeypat
     assert {client.jobs.get(i).state for i in ids} == {"PAUSED"}
 
 
+def test_a_waiter_reads_an_execution_until_it_has_ended(harness):
+    from jobsched.client import WaitTimeout
+
+    client = harness.client(retries=Retries(sleep=harness.advance, now=lambda: harness.clock.now_ms() / 1000))
+    job = client.jobs.create({"name": "waited", "type": "CRON", "schedule": "0 3 * * *", "target": HOOK})
+    started = harness.clock.now_ms()
+    done = client.executions.wait(client.jobs.trigger(job.jobId).executionId, interval=0.5)
+    assert done.status == "SUCCEEDED" and harness.clock.now_ms() - started < 5_000
+    _, running = accepted_job(harness)  # a long-running target's execution: RUNNING until it reports
+    with pytest.raises(WaitTimeout) as waited:
+        client.executions.wait(running, timeout=5)
+    assert waited.value.execution.status == "RUNNING"
+
+
 def test_an_invalid_request_raises_the_apis_envelope_with_its_fields(harness):
     client = harness.client()
     with pytest.raises(InvalidRequestError) as invalid:

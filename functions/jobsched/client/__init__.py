@@ -17,7 +17,8 @@ Shaped after the clients people already know, and where each shape comes from:
   envelope: `status`, `code`, `message` and, per field, `details` / `fields`; list calls that
   page on their own when iterated (its `auto_paging_iter`).
 - boto3: a list call returns a paginator-like Pager that follows the API's cursor lazily, with
-  `pages()` for the pages themselves (boto3's `paginate()`), and the HTTP layer is a swappable
+  `pages()` for the pages themselves (boto3's `paginate()`); `executions.wait(id)` is a waiter
+  (polls until the execution has ended, or WaitTimeout); the HTTP layer is a swappable
   transport under the session (botocore's), which is how the tests run it against the in-process
   stack; no resource objects with hidden calls on attribute access: every request is a method.
 - Temporal's Python SDK: requests and answers are typed values, not dicts (here the API's own
@@ -35,11 +36,12 @@ from jobsched.client.answers import dump
 from jobsched.client.client import DEFAULT_URL, Callback, Client
 from jobsched.client.errors import (ApiError, AuthenticationError, ConflictError, InvalidRequestError, NotFoundError,
                                     RateLimitError, ServiceUnavailableError)
-from jobsched.client.resources import Pager, new_idempotency_key
+from jobsched.client.resources import ENDED, Pager, WaitTimeout, new_idempotency_key
 from jobsched.client.session import Retries, Session
 from jobsched.client.transport import Response, Transport, urllib_transport
 
 __all__ = ["ApiError", "AuthenticationError", "BackfillRequest", "BatchJobRequest", "BulkRequest", "Callback",
            "CalendarRequest", "Client", "ConflictError", "DEFAULT_URL", "InvalidRequestError", "JobFilter",
            "JobRequest", "NotFoundError", "Pager", "RateLimitError", "Response", "Retries",
-           "ServiceUnavailableError", "Session", "Transport", "dump", "new_idempotency_key", "urllib_transport"]
+           "ServiceUnavailableError", "Session", "Transport", "WaitTimeout", "ENDED", "dump", "new_idempotency_key",
+           "urllib_transport"]

@@ -14,10 +14,24 @@ from jobsched.api.models import (BackfillRequest, BulkRequest, CalendarRequest, 
                                  FailRequest, HeartbeatRequest, JobRequest, PauseRequest, RotateSigningSecretRequest)
 from jobsched.client.answers import parse
 from jobsched.client.session import Session
+from jobsched.domain.executions import ExecutionStatus
+from jobsched.domain.steps import STEP_ENDED
 
 T = TypeVar("T", bound=BaseModel)
 P = TypeVar("P", bound=BaseModel)
 Body = BaseModel | Mapping[str, Any]
+
+
+# An execution in one of these will not change again (a redrive makes it run anew).
+ENDED = frozenset(status.value for status in STEP_ENDED | {ExecutionStatus.SKIPPED})
+
+
+class WaitTimeout(TimeoutError):
+    """An execution had not ended when the wait's time was up; `execution` is the last read."""
+
+    def __init__(self, execution: schemas.Execution, timeout: float) -> None:
+        super().__init__(f"{execution.executionId} is still {execution.status} after {timeout:g} s")
+        self.execution = execution
 
 
 def body_of(request: Body | None, model: type[BaseModel]) -> Any:
@@ -167,6 +181,20 @@ class Executions(_Resource):
 
     def cancel(self, execution_id: str) -> schemas.Execution:
         return self._call(schemas.Execution, "POST", f"/v1/executions/{_id(execution_id)}/cancel")
+
+    def wait(self, execution_id: str, *, timeout: float = 60.0, interval: float = 1.0) -> schemas.Execution:
+        """Read the execution every `interval` seconds until it has ended (SUCCEEDED, DEAD,
+        CANCELLED, SKIPPED; a step also UPSTREAM_FAILED), as boto3's waiters do; WaitTimeout
+        after `timeout` seconds. It sleeps with the session's Retries.sleep (a test's fake)."""
+        retries = self._session.retries
+        deadline = retries.now() + timeout
+        while True:
+            execution = self.get(execution_id)
+            if execution.status in ENDED:
+                return execution
+            if retries.now() >= deadline:
+                raise WaitTimeout(execution, timeout)
+            retries.sleep(interval)
 
     def redrive(self, execution_id: str) -> schemas.Execution:
         """Run a DEAD execution (or a run's DEAD and UPSTREAM_FAILED steps) again."""
