@@ -1316,6 +1316,12 @@ MUTATIONS = [
  ("client: a waiter returns once the execution has ended, not before", "functions/jobsched/client/resources.py",
   "            if execution.status in ENDED:", "            if True:",
   "tests/integration/test_client.py::test_a_waiter_reads_an_execution_until_it_has_ended"),
+ ("client: a job read back into a request keeps every field a PUT takes (hooks, flow control, ...)",
+  "functions/jobsched/client/resources.py",
+  "    body = {k: data[k] for k in JOB_REQUEST_FIELDS if data.get(k) is not None}",
+  "    body = {k: data[k] for k in JOB_REQUEST_FIELDS if data.get(k) is not None and k not in (\"onSuccess\", "
+  "\"onFailure\", \"flowControl\", \"expect\", \"retryOn4xx\", \"steps\")}",
+  "tests/integration/test_client.py::test_the_cli_update_keeps_the_fields_it_is_not_given"),
  ("client: an id is sent as one path segment", "functions/jobsched/client/resources.py",
   "    return quote(value, safe=\"\")", "    return value",
   "tests/unit/test_client_retries.py::test_requests_are_the_apis_models_sent_as_it_reads_them"),

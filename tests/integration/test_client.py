@@ -84,6 +84,17 @@ def test_a_waiter_reads_an_execution_until_it_has_ended(harness):
     assert waited.value.execution.status == "RUNNING"
 
 
+def test_an_update_changes_only_what_it_is_given_and_a_stale_version_is_a_conflict(harness):
+    client = harness.client()
+    job = client.jobs.create({"name": "upd", "type": "CRON", "schedule": "0 3 * * *", "target": HOOK,
+                              "flowControl": {"key": "partner", "ratePerSecond": 5}, "tags": {"team": "a"}})
+    updated = client.jobs.update(job.jobId, {"schedule": "0 4 * * *"})
+    assert (updated.schedule, updated.flowControl, updated.tags) == ("0 4 * * *", job.flowControl, {"team": "a"})
+    assert updated.version == job.version + 1
+    with pytest.raises(ConflictError):  # written meanwhile: the version read is no longer the job's
+        client.jobs.update(job.jobId, {"schedule": "0 5 * * *"}, if_match=job.version)
+
+
 def test_an_invalid_request_raises_the_apis_envelope_with_its_fields(harness):
     client = harness.client()
     with pytest.raises(InvalidRequestError) as invalid:
@@ -129,3 +140,26 @@ def test_a_long_running_target_heartbeats_and_completes_with_its_token(harness):
     harness.target.script[other["jobId"]] = [ACCEPTED]
     failed = target_client.callback(second_id, harness.target.tokens[second_id]).fail("disk full")
     assert failed.attempts[0].status == "FAILED" and failed.attempts[0].error == "disk full"
+
+
+def test_the_cli_update_keeps_the_fields_it_is_not_given(harness):
+    """`jobsched jobs update` sends the job back with only the given flags changed: its hooks,
+    flow control, expectation and 4xx retries included, and a job with steps keeps its steps."""
+    import json
+
+    from .test_calendars import run_cli
+
+    hooks = {"onSuccess": {"type": "HTTP", "url": "http://127.0.0.1:9/ok"},
+             "onFailure": {"type": "HTTP", "url": "http://127.0.0.1:9/dead"},
+             "flowControl": {"key": "partner", "maxConcurrency": 2}, "expect": {"successWithinSec": 600},
+             "retryOn4xx": True}
+    job = harness.create_job({"name": "kept", "type": "CRON", "schedule": "0 3 * * *", "target": HOOK, **hooks})
+    steps = [{"name": "a", "target": HOOK}, {"name": "b", "target": HOOK, "dependsOn": ["a"]}]
+    dag = harness.create_job({"name": "dag", "type": "CRON", "schedule": "0 3 * * *", "steps": steps})
+    for created in (job, dag):
+        code, out = run_cli(harness, "--json", "jobs", "update", created["jobId"], "--schedule", "0 4 * * *")
+        assert code == 0, out
+        updated = json.loads(out)
+        assert updated["schedule"] == "0 4 * * *"
+        assert {k: updated[k] for k in hooks} == {k: created[k] for k in hooks}
+        assert updated.get("steps") == created.get("steps") and updated["target"] == created["target"]

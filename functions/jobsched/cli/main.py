@@ -13,7 +13,7 @@ import sys
 from typing import Any, Callable
 
 from jobsched.cli import batch
-from jobsched.client import DEFAULT_URL, ApiError, Client, Pager, dump
+from jobsched.client import DEFAULT_URL, ApiError, Client, Pager, dump, request_of
 
 LOCAL_EMULATOR = "http://127.0.0.1:8090"
 
@@ -63,17 +63,13 @@ EXECUTION_KEYS = ["executionId", "jobId", "status", "attempt", "scheduledAt", "s
 
 
 # --- job bodies ----------------------------------------------------------------------------
-# The fields of a job that a PUT takes back (shared/API.md); the rest of a job's answer is state.
-REQUEST_FIELDS = ("name", "type", "schedule", "timezone", "runAt", "delaySeconds", "startAt", "endAt", "target",
-                  "payload", "retryPolicy", "timeoutSec", "priority", "overlapPolicy", "misfirePolicy", "jitterSec",
-                  "heartbeatTimeoutSec", "tags")
+# A job's schedule: `jobs update --type` drops these (they belong to the old type). A PUT's other
+# fields are the client's JOB_REQUEST_FIELDS (the API's JobRequest), all sent back.
 SCHEDULE_FIELDS = ("schedule", "timezone", "runAt", "delaySeconds", "startAt", "endAt")
-# Schedule bounds and self-pausing: taken back by a PUT; shown by `jobs get`.
-REQUEST_FIELDS += ("maxRuns", "pauseAfterFailures")
 SCHEDULE_FIELDS += ("maxRuns",)  # a new --type drops it with the schedule (a ONE_TIME job has none)
+# Schedule bounds and self-pausing: shown by `jobs get`.
 JOB_KEYS += ["maxRuns", "runCount", "completedReason", "pauseAfterFailures", "pausedReason"]
-# Exclusion calendars: kept by `jobs update`, shown by `jobs get`.
-REQUEST_FIELDS += ("excludeCalendars",)
+# Exclusion calendars: shown by `jobs get`.
 JOB_KEYS += ["excludeCalendars"]
 CALENDAR_COLUMNS = [("name", "NAME"), ("dates", "DATES"), ("description", "DESCRIPTION"), ("updatedAt", "UPDATED")]
 
@@ -141,19 +137,10 @@ def create_batches(args, client: Client, lines: list[tuple[int, dict]], out, sho
     return exit_code_for(ApiError(first["status"], first["error"]["code"], first["error"]["message"], []))
 
 
-def request_of(job: dict) -> dict:
-    """A job as the API answers it, back into the body that would create it as it is now."""
-    body = {k: job[k] for k in REQUEST_FIELDS if job.get(k) is not None}
-    if body.get("type") == "DELAYED":
-        body.pop("runAt", None)  # computed from delaySeconds at creation
-    if body.get("type") == "ONE_TIME" and body.get("schedule"):
-        body.pop("runAt", None)  # an at(...) schedule carries the instant
-    return body
-
-
 def updated_body(args, current: dict) -> dict:
     """`jobs update`: the job as it is, with only the fields the user gave changed. A new --type
-    drops the old schedule's fields (they belong to the old type)."""
+    drops the old schedule's fields (they belong to the old type). Every field the job has is
+    sent back (the client's request_of): a PUT replaces them all."""
     base = request_of(current)
     if args.type and args.type != base.get("type"):
         for name in SCHEDULE_FIELDS:

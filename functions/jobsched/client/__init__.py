@@ -36,7 +36,7 @@ from jobsched.client.answers import dump
 from jobsched.client.client import DEFAULT_URL, Callback, Client
 from jobsched.client.errors import (ApiError, AuthenticationError, ConflictError, InvalidRequestError, NotFoundError,
                                     RateLimitError, ServiceUnavailableError)
-from jobsched.client.resources import ENDED, Pager, WaitTimeout, new_idempotency_key
+from jobsched.client.resources import ENDED, Pager, WaitTimeout, new_idempotency_key, request_of
 from jobsched.client.session import Retries, Session
 from jobsched.client.transport import Response, Transport, urllib_transport
 
@@ -44,4 +44,4 @@ __all__ = ["ApiError", "AuthenticationError", "BackfillRequest", "BatchJobReques
            "CalendarRequest", "Client", "ConflictError", "DEFAULT_URL", "InvalidRequestError", "JobFilter",
            "JobRequest", "NotFoundError", "Pager", "RateLimitError", "Response", "Retries",
            "ServiceUnavailableError", "Session", "Transport", "WaitTimeout", "ENDED", "dump", "new_idempotency_key",
-           "urllib_transport"]
+           "request_of", "urllib_transport"]

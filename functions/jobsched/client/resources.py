@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from jobsched.api import schemas
 from jobsched.api.models import (BackfillRequest, BulkRequest, CalendarRequest, CompleteRequest,
                                  FailRequest, HeartbeatRequest, JobRequest, PauseRequest, RotateSigningSecretRequest)
-from jobsched.client.answers import parse
+from jobsched.client.answers import dump, parse
 from jobsched.client.session import Session
 from jobsched.domain.executions import ExecutionStatus
 from jobsched.domain.steps import STEP_ENDED
@@ -45,6 +45,22 @@ def body_of(request: Body | None, model: type[BaseModel]) -> Any:
             raise TypeError(f"expected a {model.__name__} or a dict, got a {type(request).__name__}")
         return request.model_dump(mode="json", by_alias=True, exclude_unset=True)
     return dict(request)
+
+
+# A job's fields that a create or a PUT takes (the API's JobRequest); the rest of an answer is state.
+JOB_REQUEST_FIELDS = tuple(info.alias or name for name, info in JobRequest.model_fields.items())
+
+
+def request_of(job: schemas.Job | Mapping[str, Any]) -> dict[str, Any]:
+    """A job as the API answers it, back into the request that would make it as it is now: every
+    field JobRequest takes that the job has (a PUT replaces them all, so none may be left out)."""
+    data = dump(job) if isinstance(job, BaseModel) else dict(job)
+    body = {k: data[k] for k in JOB_REQUEST_FIELDS if data.get(k) is not None}
+    if body.get("type") == "DELAYED":
+        body.pop("runAt", None)  # computed from delaySeconds at creation
+    if body.get("type") == "ONE_TIME" and body.get("schedule"):
+        body.pop("runAt", None)  # an at(...) schedule carries the instant
+    return body
 
 
 def new_idempotency_key() -> str:
@@ -127,6 +143,14 @@ class Jobs(_Resource):
         read), a change made meanwhile answers 409 (ConflictError) instead of being lost."""
         headers = {"If-Match": str(if_match)} if if_match is not None else None
         return self._call(schemas.Job, "PUT", f"/v1/jobs/{_id(job_id)}", body_of(job, JobRequest), headers=headers)
+
+    def update(self, job_id: str, changes: Mapping[str, Any], *, if_match: int | None = None) -> schemas.Job:
+        """Read the job, change the given fields, write it back under If-Match (the version read,
+        or `if_match`): the fields not given keep their value, and a change made meanwhile by
+        someone else answers 409 (ConflictError) instead of being lost."""
+        current = self.get(job_id)
+        return self.replace(job_id, {**request_of(current), **changes},
+                            if_match=current.version if if_match is None else if_match)
 
     def delete(self, job_id: str) -> schemas.Job:
         """DELETE /v1/jobs/{jobId}: cancel, no future fires; the history is kept."""
@@ -268,5 +292,5 @@ class Callbacks(_Resource):
                           headers={"X-Callback-Token": token})
 
 
-__all__ = ["Callbacks", "Calendars", "DeadLetters", "Executions", "Jobs", "Pager", "Signing",
+__all__ = ["JOB_REQUEST_FIELDS", "request_of", "Callbacks", "Calendars", "DeadLetters", "Executions", "Jobs", "Pager", "Signing",
            "body_of", "new_idempotency_key"]
