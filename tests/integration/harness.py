@@ -6,10 +6,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
+from urllib.parse import urlsplit
 
+from jobsched.client import Client, Response, Retries
 from jobsched.domain.clock import FakeClock
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
+from jobsched.local.events import api_gateway_event, http_response
 from jobsched.local.inprocess import InProcessStack
 
 TENANT_A, KEY_A = "tenant-a", "key-a"
@@ -132,6 +135,19 @@ class Harness(InProcessStack):
                 raise RuntimeError("the worker's process died") from died
 
         self.worker._handler = invocation
+
+    def transport(self, method: str, url: str, headers, body: bytes | None, timeout: float) -> Response:
+        """The Python client's transport (jobsched.client): the API function answers, as
+        `request` calls it (the function alone, as the tests' requests reach it)."""
+        parts = urlsplit(url)
+        event = api_gateway_event(method, parts.path + (f"?{parts.query}" if parts.query else ""), dict(headers), body,
+                                  api=self.api_type)
+        return Response(*http_response(self.api.invoke(event)))
+
+    def client(self, key: str | None = KEY_A, retries: Retries | None = None) -> Client:
+        """The Python client, answered by this stack's API; a retry moves the fake clock, never sleeps."""
+        retries = retries or Retries(sleep=lambda seconds: self.clock.advance_ms(int(seconds * 1000)))
+        return Client("http://in-process", key, transport=self.transport, retries=retries)
 
     def create_job(self, body: dict, key: str = KEY_A) -> dict:
         status, answer = self.request("POST", "/v1/jobs", body, key)

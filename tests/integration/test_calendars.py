@@ -300,35 +300,15 @@ def test_a_transaction_is_allowed_only_when_the_role_allows_each_of_its_items(ha
         client.transact_write_items(TransactItems=[update])
 
 
-class HarnessClient:
-    """The CLI's client, answered by the in-process API (same paths, bodies and errors)."""
-
-    def __init__(self, harness) -> None:
-        self.harness = harness
-
-    def call(self, method, path, body=None, query=None, headers=None):
-        from urllib.parse import urlencode
-
-        from jobsched.cli.client import ApiError
-
-        clean = {k: v for k, v in (query or {}).items() if v is not None}
-        status, answer = self.harness.request(method, path + (f"?{urlencode(clean, doseq=True)}" if clean else ""),
-                                              body, headers=headers)
-        if status >= 400:
-            error = answer["error"]
-            raise ApiError(status, error["code"], error["message"], error["details"])
-        return answer
-
-
 def run_cli(harness, *argv) -> tuple[int, str]:
     from io import StringIO
 
-    from jobsched.cli.client import ApiError
     from jobsched.cli.main import build_parser, exit_code_for, run_command
+    from jobsched.client import ApiError
 
     out = StringIO()
-    try:
-        code = run_command(build_parser().parse_args(list(argv)), HarnessClient(harness), out)
+    try:  # the CLI's client (jobsched.client), answered by the in-process API
+        code = run_command(build_parser().parse_args(list(argv)), harness.client(), out)
     except ApiError as exc:
         return exit_code_for(exc), str(exc)
     return code, out.getvalue()

@@ -33,22 +33,19 @@ def test_a_missed_window_record_before_the_page_covers_its_first_occurrences():
 def test_the_cli_asks_for_the_window_and_prints_each_occurrence():
     from jobsched.cli.main import build_parser, run_command
 
-    calls = []
+    from .api_answers import FakeApi
 
-    class Client:
-        def call(self, method, path, body=None, query=None, headers=None):
-            calls.append((method, path, query))
-            return {"items": [{"scheduledAt": "2030-01-01T00:05:00Z", "outcome": "SKIPPED", "reason": "PAUSED",
-                               "executionId": None, "lateMs": None, "status": None, "expectation": None,
-                               "detail": "paused from 2030-01-01T00:04:00Z to 2030-01-01T00:09:00Z"}],
-                    "nextCursor": None}
-
+    api = FakeApi(lambda method, path, query: {
+        "items": [{"scheduledAt": "2030-01-01T00:05:00Z", "outcome": "SKIPPED", "reason": "PAUSED",
+                   "executionId": None, "lateMs": None, "status": None, "expectation": None,
+                   "detail": "paused from 2030-01-01T00:04:00Z to 2030-01-01T00:09:00Z"}],
+        "nextCursor": None, "from": query["from"], "to": query["to"]})
     args = build_parser().parse_args(["jobs", "occurrences", "job_1", "--from", "2030-01-01T00:00:00Z",
                                       "--to", "2030-01-01T01:00:00Z"])
     out = StringIO()
-    assert run_command(args, Client(), out) == 0
-    assert calls == [("GET", "/v1/jobs/job_1/occurrences",
-                      {"from": "2030-01-01T00:00:00Z", "to": "2030-01-01T01:00:00Z", "limit": 20})]
+    assert run_command(args, api.client, out) == 0
+    assert api.calls == [("GET", "/v1/jobs/job_1/occurrences",
+                          {"from": "2030-01-01T00:00:00Z", "to": "2030-01-01T01:00:00Z", "limit": "20"})]
     assert "SKIPPED  PAUSED" in out.getvalue() and "paused from 2030-01-01T00:04:00Z" in out.getvalue()
 
 

@@ -5,7 +5,6 @@ name cannot smuggle a loopback, link-local (instance metadata) or private addres
 check by answering differently the second time."""
 from __future__ import annotations
 
-import email.utils
 import http.client
 import ipaddress
 import json
@@ -19,6 +18,7 @@ from jobsched.domain.endpoints import OwnEndpoints, TargetUrl, address_refusal
 from jobsched.domain.json_text import compact, loads_strict
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
+from jobsched.domain.retry import retry_after_ms
 from jobsched.domain.trace import trace_context
 from jobsched.service.signing import (SIGNATURE_HEADER, SIGNED_CALL_HEADERS, SigningUnavailable, signature_header,
                                       standard_headers)
@@ -278,23 +278,8 @@ def failed_answer(status: int, error: str, retry_after: str | None, date: str | 
 
 
 def parse_retry_after(value: str | None, date: str | None) -> int | None:
-    """Retry-After as milliseconds from now: delta-seconds, or an HTTP date (measured against the
-    answer's own Date header when it has one, so that clock skew does not count). None if absent
-    or unreadable."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return int(value) * 1000
-    try:
-        at = email.utils.parsedate_to_datetime(value)
-        now = email.utils.parsedate_to_datetime(date) if date else None
-    except (TypeError, ValueError, IndexError):
-        return None
-    if at is None:
-        return None
-    reference = now.timestamp() if now is not None else time.time()
-    return max(0, int((at.timestamp() - reference) * 1000))
+    """Retry-After as milliseconds from now (domain/retry.py: `retry_after_ms`)."""
+    return retry_after_ms(value, date, time.time())
 
 
 def _output(raw: bytes):

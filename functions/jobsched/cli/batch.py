@@ -1,15 +1,15 @@
 """`jobsched jobs create --file jobs.jsonl`: one job request a line, sent as batches of up to 100
-(POST /v1/jobs/batch). Each batch goes with an Idempotency-Key of its own, so a batch repeated
-after a lost answer creates nothing twice; the jobs a batch answers 429 (this second's creates are
-used up) or 503 are sent again, alone, after a pause, a few times."""
+(POST /v1/jobs/batch, jobsched.client's `jobs.create_batch`). Each batch goes with an
+Idempotency-Key of its own, which the client sends again with the batch after a lost answer or a
+503 for the whole batch (so nothing is created twice); the jobs a batch answers 429 (this
+second's creates are used up) or 503 are sent again, alone, after a pause, a few times."""
 from __future__ import annotations
 
 import json
 import time
-import uuid
 from typing import Callable
 
-from jobsched.cli.client import ApiError, Client
+from jobsched.client import Client, dump, new_idempotency_key
 
 BATCH_SIZE = 100  # the API's largest batch
 # A batch's body stays under the API's bound (5 MB) with room for the envelope.
@@ -67,7 +67,7 @@ def batches(jobs: list[tuple[int, dict]]) -> list[list[tuple[int, dict]]]:
 
 
 def send(client: Client, jobs: list[tuple[int, dict]], sleep: Callable[[float], None] | None = None,
-         new_key: Callable[[], str] = lambda: uuid.uuid4().hex) -> list[dict]:
+         new_key: Callable[[], str] = new_idempotency_key) -> list[dict]:
     """Every job sent; returns per line {"line", "status", "job" | "error"} in the file's order."""
     sleep = sleep or time.sleep
     results: dict[int, dict] = {}
@@ -75,7 +75,7 @@ def send(client: Client, jobs: list[tuple[int, dict]], sleep: Callable[[float], 
     for attempt in range(RETRIES + 1):
         again: list[tuple[int, dict]] = []
         for group in batches(pending):
-            answer = _call(client, group, new_key(), sleep)
+            answer = dump(client.jobs.create_batch([job for _, job in group], idempotency_key=new_key()))
             for (line, job), result in zip(group, answer["results"]):
                 if result["status"] in RETRIED_STATUSES and attempt < RETRIES:
                     again.append((line, job))
@@ -87,15 +87,3 @@ def send(client: Client, jobs: list[tuple[int, dict]], sleep: Callable[[float], 
         pending = again
     return [results[line] for line, _ in jobs]
 
-
-def _call(client: Client, group: list[tuple[int, dict]], key: str, sleep) -> dict:
-    """One batch; a lost answer or a 503 for the whole batch is repeated with the same key."""
-    for attempt in range(RETRIES + 1):
-        try:
-            return client.call("POST", "/v1/jobs/batch", {"jobs": [job for _, job in group]},
-                               headers={"Idempotency-Key": key})
-        except ApiError as error:
-            if error.status not in (0, 503) or attempt == RETRIES:
-                raise
-            sleep(1.0 + attempt)
-    raise AssertionError("unreachable")

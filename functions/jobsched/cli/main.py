@@ -13,8 +13,8 @@ import sys
 from typing import Any, Callable
 
 from jobsched.cli import batch
-from jobsched.cli.client import ApiError, Client
 from jobsched.cli.parser import build_parser
+from jobsched.client import ApiError, Client, Pager, dump, request_of
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_AUTH, EXIT_UNAVAILABLE = range(7)
 
@@ -62,17 +62,13 @@ EXECUTION_KEYS = ["executionId", "jobId", "status", "attempt", "scheduledAt", "s
 
 
 # --- job bodies ----------------------------------------------------------------------------
-# The fields of a job that a PUT takes back (shared/API.md); the rest of a job's answer is state.
-REQUEST_FIELDS = ("name", "type", "schedule", "timezone", "runAt", "delaySeconds", "startAt", "endAt", "target",
-                  "payload", "retryPolicy", "timeoutSec", "priority", "overlapPolicy", "misfirePolicy", "jitterSec",
-                  "heartbeatTimeoutSec", "tags")
+# A job's schedule: `jobs update --type` drops these (they belong to the old type). A PUT's other
+# fields are the client's JOB_REQUEST_FIELDS (the API's JobRequest), all sent back.
 SCHEDULE_FIELDS = ("schedule", "timezone", "runAt", "delaySeconds", "startAt", "endAt")
-# Schedule bounds and self-pausing: taken back by a PUT; shown by `jobs get`.
-REQUEST_FIELDS += ("maxRuns", "pauseAfterFailures")
 SCHEDULE_FIELDS += ("maxRuns",)  # a new --type drops it with the schedule (a ONE_TIME job has none)
+# Schedule bounds and self-pausing: shown by `jobs get`.
 JOB_KEYS += ["maxRuns", "runCount", "completedReason", "pauseAfterFailures", "pausedReason"]
-# Exclusion calendars: kept by `jobs update`, shown by `jobs get`.
-REQUEST_FIELDS += ("excludeCalendars",)
+# Exclusion calendars: shown by `jobs get`.
 JOB_KEYS += ["excludeCalendars"]
 CALENDAR_COLUMNS = [("name", "NAME"), ("dates", "DATES"), ("description", "DESCRIPTION"), ("updatedAt", "UPDATED")]
 
@@ -140,19 +136,10 @@ def create_batches(args, client: Client, lines: list[tuple[int, dict]], out, sho
     return exit_code_for(ApiError(first["status"], first["error"]["code"], first["error"]["message"], []))
 
 
-def request_of(job: dict) -> dict:
-    """A job as the API answers it, back into the body that would create it as it is now."""
-    body = {k: job[k] for k in REQUEST_FIELDS if job.get(k) is not None}
-    if body.get("type") == "DELAYED":
-        body.pop("runAt", None)  # computed from delaySeconds at creation
-    if body.get("type") == "ONE_TIME" and body.get("schedule"):
-        body.pop("runAt", None)  # an at(...) schedule carries the instant
-    return body
-
-
 def updated_body(args, current: dict) -> dict:
     """`jobs update`: the job as it is, with only the fields the user gave changed. A new --type
-    drops the old schedule's fields (they belong to the old type)."""
+    drops the old schedule's fields (they belong to the old type). Every field the job has is
+    sent back (the client's request_of): a PUT replaces them all."""
     base = request_of(current)
     if args.type and args.type != base.get("type"):
         for name in SCHEDULE_FIELDS:
@@ -255,43 +242,42 @@ def run_command(args, client: Client, out) -> int:
             lines = json_lines_file(args)
             if lines is not None:  # a JSON-lines file: batches of up to 100 (cli/batch.py)
                 return create_batches(args, client, lines, out, show)
-            headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
-            job = client.call("POST", "/v1/jobs", job_body(args), headers=headers)
+            job = dump(client.jobs.create(job_body(args), idempotency_key=args.idempotency_key))
             return show(job, lambda: details(job, JOB_KEYS, out))
         if command == "list":
-            page = _collect(client, "/v1/jobs", {"state": args.state, "tag": args.tag or None,
-                                                 "namePrefix": args.name_prefix}, args.limit, args.all)
+            page = _collect(client.jobs.list(state=args.state, tag=args.tag or None, name_prefix=args.name_prefix,
+                                             limit=args.limit), args.all)
             return show(page, lambda: table_page(page, JOB_COLUMNS, out))
         if command == "get":
-            job = client.call("GET", f"/v1/jobs/{args.job_id}")
+            job = dump(client.jobs.get(args.job_id))
             return show(job, lambda: details(job, JOB_KEYS, out))
         if command == "update":
             # Read, change what was given, write back under If-Match: fields not given keep their
             # value, and a change made meanwhile by someone else answers 409 instead of being lost.
-            current = client.call("GET", f"/v1/jobs/{args.job_id}")
+            current = dump(client.jobs.get(args.job_id))
             version = args.if_match if args.if_match is not None else current["version"]
-            job = client.call("PUT", f"/v1/jobs/{args.job_id}", updated_body(args, current),
-                              headers={"If-Match": str(version)})
+            job = dump(client.jobs.replace(args.job_id, updated_body(args, current), if_match=version))
             return show(job, lambda: details(job, JOB_KEYS, out))
         if command in ("delete", "pause", "resume"):
-            method, suffix = ("DELETE", "") if command == "delete" else ("POST", f"/{command}")
-            body = {"reason": args.reason} if command == "pause" and args.reason else None
-            job = client.call(method, f"/v1/jobs/{args.job_id}{suffix}", body)
+            if command == "pause":
+                job = dump(client.jobs.pause(args.job_id, args.reason or None))
+            else:
+                job = dump(getattr(client.jobs, command)(args.job_id))
             return show(job, lambda: print(f"{job['jobId']} {job['state']}", file=out))
         if command == "bulk":
-            answer = client.call("POST", "/v1/jobs/bulk", {
+            answer = dump(client.jobs.bulk({
                 "action": args.action.upper(), "dryRun": args.dry_run, "reason": args.reason, "all": args.all_jobs,
-                "filter": {"tag": args.tag or None, "state": args.state, "namePrefix": args.name_prefix}})
+                "filter": {"tag": args.tag or None, "state": args.state, "namePrefix": args.name_prefix}}))
             # A dry run's `applied` counts the jobs the action would change, not every match.
             return show(answer, lambda: print(
                 f"{'would apply to' if args.dry_run else 'applied to'} {answer['applied']} of {answer['matched']} "
                 "matching jobs", *answer["jobIds"], sep="\n", file=out))
         if command == "backfill":
-            answer = client.call("POST", f"/v1/jobs/{args.job_id}/backfill", {"from": args.from_, "to": args.to})
+            answer = dump(client.jobs.backfill(args.job_id, args.from_, args.to))
             return show(answer, lambda: print(f"{answer['count']} occurrences sent", *answer["executionIds"],
                                               sep="\n", file=out))
         if command == "stats":
-            answer = client.call("GET", f"/v1/jobs/{args.job_id}/stats", query={"window": args.window})
+            answer = dump(client.jobs.stats(args.job_id, args.window))
             late = answer["lateMs"]
 
             def render_stats() -> None:
@@ -302,26 +288,25 @@ def run_command(args, client: Client, out) -> int:
                 print("lateness ms: " + "  ".join(f"{k} {'-' if v is None else v}" for k, v in late.items()), file=out)
             return show(answer, render_stats)
         if command == "occurrences":
-            window = {k: v for k, v in (("from", args.from_), ("to", args.to)) if v is not None}
-            page = _collect(client, f"/v1/jobs/{args.job_id}/occurrences", window, args.limit, args.all)
+            page = _collect(client.jobs.occurrences(args.job_id, from_=args.from_, to=args.to, limit=args.limit),
+                            args.all)
             return show(page, lambda: table_page(page, OCCURRENCE_COLUMNS, out))
         if command == "trigger":
-            headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
-            execution = client.call("POST", f"/v1/jobs/{args.job_id}/trigger", headers=headers)
+            execution = dump(client.jobs.trigger(args.job_id, idempotency_key=args.idempotency_key))
             # The bare id on stdout, so that `$(jobsched jobs trigger ...)` feeds `executions get`;
             # its status on stderr, as the other words for people (all of it with --json).
             return show(execution, lambda: (print(execution["executionId"], file=out),
                                             print(f"jobsched: {execution['status']}", file=sys.stderr)))
     if group == "executions":
         if command == "list":
-            page = _collect(client, f"/v1/jobs/{args.job_id}/executions", {}, args.limit, args.all)
+            page = _collect(client.executions.list(args.job_id, limit=args.limit), args.all)
             return show(page, lambda: table_page(page, EXECUTION_COLUMNS, out))
         if command == "get":
-            execution = client.call("GET", f"/v1/executions/{args.execution_id}")
+            execution = dump(client.executions.get(args.execution_id))
 
             steps = execution.get("steps")
             if steps:  # a run: its steps in the job's order, each with what it waits for
-                job = client.call("GET", f"/v1/jobs/{execution['jobId']}")
+                job = dump(client.jobs.get(execution["jobId"]))
                 after = {s["name"]: ", ".join(s.get("dependsOn", [])) or "-" for s in job.get("steps") or []}
                 steps = [{**s, "after": after.get(s["name"], "?")} for s in steps]
 
@@ -339,20 +324,19 @@ def run_command(args, client: Client, out) -> int:
                                               ("finishedAt", "FINISHED"), ("error", "ERROR")], out)
             return show(execution, render)
         if command in ("cancel", "redrive"):
-            execution = client.call("POST", f"/v1/executions/{args.execution_id}/{command}")
+            execution = dump(getattr(client.executions, command)(args.execution_id))
             return show(execution, lambda: print(f"{execution['executionId']} {execution['status']}", file=out))
     if group == "signing":
-        answer = client.call("POST", "/v1/signing-secrets/rotate", body={"graceSec": args.grace_sec})
+        answer = dump(client.signing.rotate(args.grace_sec))
         return show(answer, lambda: print(
             f"secret {answer['secret']} (shown once: keep it now)\n"
             f"previous secret signs until {answer['previousValidUntil'] or '-'}", file=out))
     if group == "dead-letters":
-        page = _collect(client, "/v1/dead-letters", {}, args.limit, args.all)
+        page = _collect(client.dead_letters.list(limit=args.limit), args.all)
         return show(page, lambda: table_page(page, [("jobId", "JOB ID"), *EXECUTION_COLUMNS], out))
     if group == "preview":
-        answer = client.call("GET", "/v1/schedule-preview", query={
-            "type": args.type, "schedule": args.schedule, "timezone": args.timezone, "count": args.count,
-            "after": args.after, "excludeCalendars": args.exclude_calendar or None})
+        answer = dump(client.preview(args.schedule, type=args.type, timezone=args.timezone, count=args.count,
+                                     after=args.after, exclude_calendars=args.exclude_calendar))
 
         def render_preview() -> None:
             print("\n".join(answer["fireTimes"]) or "(no fire times)", file=out)
@@ -368,14 +352,13 @@ def _calendar_command(args, client: Client, out, show) -> int:
     """Exclusion calendars: put (create or replace), list, get, delete."""
     command = args.command
     if command == "put":
-        calendar = client.call("PUT", f"/v1/calendars/{args.name}",
-                               {"description": args.description or "", "dates": args.date or []})
+        calendar = dump(client.calendars.put(args.name, args.date or [], args.description or ""))
     elif command == "list":
-        page = _collect(client, "/v1/calendars", {}, args.limit, args.all)
+        page = _collect(client.calendars.list(limit=args.limit), args.all)
         rows = [{**c, "dates": len(c["dates"])} for c in page["items"]]
         return show(page, lambda: table(rows, CALENDAR_COLUMNS, out))
     else:
-        calendar = client.call("GET" if command == "get" else "DELETE", f"/v1/calendars/{args.name}")
+        calendar = dump(getattr(client.calendars, command)(args.name))
     if command == "delete":
         return show(calendar, lambda: print(f"{calendar['name']} deleted", file=out))
 
@@ -393,13 +376,14 @@ def table_page(page: dict, columns, out) -> None:
               "(or --limit up to 100)", file=sys.stderr)
 
 
-def _collect(client: Client, path: str, query: dict, limit: int, all_pages: bool) -> dict:
-    page = client.call("GET", path, query={**query, "limit": limit})
-    items = list(page["items"])
-    while all_pages and page.get("nextCursor"):
-        page = client.call("GET", path, query={**query, "limit": limit, "cursor": page["nextCursor"]})
-        items.extend(page["items"])
-    return {"items": items, "nextCursor": None if all_pages else page.get("nextCursor")}
+def _collect(pager: Pager, all_pages: bool) -> dict:
+    """The first page, or with --all every page, as {"items", "nextCursor"}."""
+    items: list = []
+    for page in pager.pages():
+        items.extend(dump(page.items))
+        if not all_pages:
+            return {"items": items, "nextCursor": page.nextCursor}
+    return {"items": items, "nextCursor": None}
 
 
 def run_stats(args, out) -> int:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 import os
 
-DEFAULT_URL = "http://127.0.0.1:8080"
+from jobsched.client import DEFAULT_URL
+
 LOCAL_EMULATOR = "http://127.0.0.1:8090"
 
 

@@ -1,6 +1,7 @@
 """Retry policy: exponential or fixed backoff with full jitter, capped."""
 from __future__ import annotations
 
+import email.utils
 from dataclasses import dataclass
 from enum import Enum
 
@@ -50,3 +51,24 @@ class RetryPolicy:
             initial_delay_ms=int(item["initialDelayMs"]),
             max_delay_ms=int(item["maxDelayMs"]),
         )
+
+
+def retry_after_ms(value: str | None, date: str | None, now_s: float) -> int | None:
+    """An answer's Retry-After as milliseconds from now: delta-seconds, or an HTTP date (measured
+    against the answer's own Date header when it has one, so that clock skew does not count; else
+    against `now_s`). None if absent or unreadable. Read by the HTTP target adapter and by the
+    Python client (jobsched.client)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return int(value) * 1000
+    try:
+        at = email.utils.parsedate_to_datetime(value)
+        now = email.utils.parsedate_to_datetime(date) if date else None
+    except (TypeError, ValueError, IndexError):
+        return None
+    if at is None:
+        return None
+    reference = now.timestamp() if now is not None else now_s
+    return max(0, int((at.timestamp() - reference) * 1000))
