@@ -661,8 +661,8 @@ def main(argv: list[str] | None = None) -> None:
               ("every attempt logged (-c attemptLogPercent=100; 1 as deployed)", WhatIf(attempt_log_percent=100),
                "nothing: the line of each succeeded attempt"),
               ("no INFO log lines (metrics kept)", WhatIf(info_lines=False), "the per-attempt and per-create lines"),
-              ("X-Ray tracing off (-c tracing=off)", WhatIf(tracing=False),
-               "the X-Ray traces and service map of the functions")]
+              ("X-Ray tracing on (-c tracing=on; off as deployed)", WhatIf(tracing=True),
+               "nothing: the functions' X-Ray traces and service map, at this price")]
     rows = []
     for label, what_if, gives in levers:
         figures = [bill(measured[name], 10_000.0, prov, what_if)["total"] for name, prov in (
@@ -682,7 +682,7 @@ def main(argv: list[str] | None = None) -> None:
         name + "".join(f"[{d}={v}]" for d, v in dims if d != "service") for name, dims in hourly_metrics(quiet))))
     traced = traced_functions(quiet.template)
     other = quiet_month(quiet, WhatIf(tracing=not traced))["total"]
-    print(f"the same with -c tracing={'off' if traced else 'active'}: {other:.2f} USD a month (X-Ray: Lambda's "
+    print(f"the same with -c tracing={'off' if traced else 'on'}: {other:.2f} USD a month (X-Ray: Lambda's "
           f"fixed sampling traces nearly every invocation at one a second)")
     print(f"\nAssumptions: DynamoDB provisioned at {PROVISIONED_UTILIZATION:.0%} utilization (auto scaling's target); "
           f"a call {CALL_S * 1000:g} ms; API {API_GB} GB, {API_OWN_S * 1000:g} ms of our CPU + its calls; worker "

@@ -81,12 +81,15 @@ class StackConfig:
     # "http": API Gateway's HTTP API ($1.00 a million requests; the function checks the keys);
     # "rest": the REST API ($3.50), for X-Ray on the API hop, a WAF web ACL or request validators.
     api: str = "http"
-    # Lambda's active tracing on every function ("active") or none ("off"). Lambda samples a fixed
-    # 1 request a second and 5 % of the rest per function, which traces nearly every invocation of
-    # a quiet deployment ($5 a million traces: about $14 of a quiet deployment's month, $0.28 of a
-    # million one-time jobs at 10,000 a second; docs/performance.md). "off" gives up the X-Ray
-    # service map and traces; logs, metrics and the targets' traceparent are unchanged.
-    tracing: str = "active"
+    # Lambda's active tracing on every function ("active", or "on") or none ("off", the default:
+    # Lambda's PassThrough, which traces only a request whose caller sent a sampled trace header,
+    # and nothing upstream of these functions sends one). Lambda samples a fixed 1 request a second
+    # and 5 % of the rest per function, and that rate cannot be configured for Lambda's active
+    # tracing, so it traces nearly every invocation of a quiet deployment ($5 a million traces:
+    # about $14 of a quiet deployment's month, $0.28 of a million one-time jobs at 10,000 a second;
+    # docs/performance.md). "off" gives up the X-Ray traces and service map of the functions;
+    # logs, metrics and the targets' traceparent are unchanged.
+    tracing: str = "off"
     # The sizing profile this configuration came from (`-c profile=1k|10k|herd1m`, computed by
     # jobsched/sizing.py; "default": the settings above). A profile also sets what follows.
     profile: str = "default"
@@ -129,7 +132,7 @@ class StackConfig:
     @property
     def traced(self) -> bool:
         """Lambda's active tracing on the functions (and X-Ray on a REST API's stage)."""
-        return self.tracing == "active"
+        return self.tracing in ("active", "on")
 
     @classmethod
     def from_sizing(cls, name: str, sizing: Sizing) -> "StackConfig":
@@ -209,7 +212,7 @@ class StackConfig:
             attempt_log_percent=_int_in(get("attemptLogPercent", base.attempt_log_percent), 0, 100,
                                         "attemptLogPercent"),
             api=_choice(get("api", "http"), ("http", "rest"), "api"),
-            tracing=_choice(get("tracing", "active"), ("active", "off"), "tracing"),
+            tracing=_choice(get("tracing", "off"), ("active", "on", "off"), "tracing"),
             lane_max_concurrency=caps,
             lane_pollers=pollers,
             worker_reserved_concurrency=_int_in(get("workerReservedConcurrency", reserved), 0, 1_000_000,
