@@ -325,10 +325,12 @@ def test_http_api_and_dashboard(template):
     dashboard = next(iter(resources(template, "AWS::CloudWatch::Dashboard").values()))
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     for metric in ("FireLatenessMs", "Dispatched", "Succeeded", "Dead", "ApproximateNumberOfMessagesVisible",
-                   "ApproximateAgeOfOldestMessage", "SegmentTickDurationMs", "SegmentMinutesBehind",
+                   "ApproximateAgeOfOldestMessage", "SegmentMinutesBehind",
                    "ConcurrentExecutions", "Throttles", "WriteThrottleEvents", "ConsumedWriteCapacityUnits",
                    "4xx", "5xx", "Latency"):
         assert metric in body, metric
+    # The tick's duration per segment comes from its log lines (no metric per segment and run)
+    assert "stats max(durationMs)" in body and "by segment" in body and "TickDurationMs" not in body
 
 
 def test_every_log_group_has_a_retention(template):
