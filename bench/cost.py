@@ -88,7 +88,7 @@ PROVISIONED_UTILIZATION = 0.7  # auto scaling's target: capacity bought is consu
 NOT_DEPLOYED = f"provisioned@{PROVISIONED_UTILIZATION:.0%} (what-if, not deployed)"
 CALL_S = 0.006  # one DynamoDB or SQS call from Lambda, in-region
 API_OWN_S = 0.015  # our CPU per API request at 512 MB (about 0.29 vCPU)
-WORKER_CPU_PER_RECORD_S = 0.0012 / 0.29  # `bench cpu`: 1.2 ms of one core per one-time record, at 0.29 vCPU
+WORKER_CPU_PER_RECORD_S = 0.0012  # `bench cpu`: 1.2 ms of one core per one-time record (at the worker's vCPU share)
 TICK_S_PER_TIMER = 0.00037  # `bench herd`: 10.9 s to hand off 30,000 timers at one vCPU, calls overlapped
 TARGET_S = 0.1  # the target's answer
 API_GB, TICK_GB = 0.5, TICK_MEMORY_MB / 1024  # the worker's: the template's MemorySize (worker_gb)
@@ -295,6 +295,11 @@ class Measured:
         return worker_function(self.template)["Properties"]["MemorySize"] / 1024
 
     @property
+    def worker_vcpu(self) -> float:
+        """The worker's share of a vCPU as deployed (Lambda: one vCPU at 1,769 MB)."""
+        return self.worker_gb * 1024 / 1769
+
+    @property
     def attempt_log_percent(self) -> int:
         """The percent of succeeded attempts the deployed worker logs (its ATTEMPT_LOG_PERCENT; the
         function's own default, 100, when the template does not set it)."""
@@ -484,12 +489,12 @@ def bill(m: Measured, rate: float, provisioned: bool = False, what_if: WhatIf = 
     lines["Lambda requests"] = requests * price("lambda_request")
     # Durations: the API's calls one after another; the worker's batch lasts its slowest record
     # (records run at once): the wait for the due second (the latest of n uniform instants in the
-    # second SQS surfaced them), the target, our calls and our CPU for all records on 0.29 vCPU.
+    # second SQS surfaced them), the target, our calls and our CPU for all records on its vCPU share.
     records = max(c["records_per_batch"], 1.0)
     wait_s = records / (records + 1) if m.scenario.kind == "one-time" else 0.5
     wait_s = wait_s if what_if.wait else 0.0
     calls_per_record = c["calls_worker"] / max(records, 1) if c["calls_worker"] else 0
-    batch_s = wait_s + TARGET_S + calls_per_record * CALL_S + records * WORKER_CPU_PER_RECORD_S
+    batch_s = wait_s + TARGET_S + calls_per_record * CALL_S + records * WORKER_CPU_PER_RECORD_S / m.worker_vcpu
     # An invocation's duration: each job's calls one after another and our CPU per job (a batch's
     # invocation carries create_batch jobs; its own fixed share is not subtracted: conservative).
     api_s = (c["calls_api"] * CALL_S + API_OWN_S) * m.scenario.create_batch
@@ -687,7 +692,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nAssumptions: DynamoDB provisioned at {PROVISIONED_UTILIZATION:.0%} utilization (auto scaling's target); "
           f"a call {CALL_S * 1000:g} ms; API {API_GB} GB, {API_OWN_S * 1000:g} ms of our CPU + its calls; worker "
           f"{first.worker_gb:g} GB (the template's), a batch = the wait for its latest record's instant + target {TARGET_S} s + a record's calls "
-          f"+ {WORKER_CPU_PER_RECORD_S * 1000:.1f} ms CPU per record; tick {TICK_GB:.2f} GB, a run's fixed calls + "
+          f"+ {WORKER_CPU_PER_RECORD_S / first.worker_vcpu * 1000:.1f} ms CPU per record; tick {TICK_GB:.2f} GB, a run's fixed calls + "
           f"{TICK_S_PER_TIMER * 1000:.2f} ms per timer; segments by the sizing rule at 10,000/s "
           f"({segments_for(600_000)}), {QUIET_SEGMENTS} at 1/s; logs at INFO as deployed (measured) + "
           f"{PLATFORM_LOG_BYTES} B of platform lines per invocation + {EVENT_OVERHEAD_BYTES} B per event, "

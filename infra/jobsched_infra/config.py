@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobsched.domain.task_networks import MAX_POLICY_CHARS, NetworkPolicyError, TaskNetworks
-from jobsched.sizing import MAX_SEGMENTS, PROFILES, Sizing, TableSizing, profile_sizing
+from jobsched.sizing import (MAX_SEGMENTS, PROFILES, QUIET_WORKER_MEMORY_MB, WORKER_MEMORY_MB, Sizing, TableSizing,
+                             profile_sizing)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_LAYER_DIR = ROOT / ".build" / "layer"
@@ -59,6 +60,10 @@ class StackConfig:
     # How long an ended execution stays readable (DynamoDB TTL from its end), in days.
     execution_retention_days: int = 30
     lane_max_concurrency: tuple[tuple[str, int], ...] = (("HIGH", 400), ("NORMAL", 200), ("LOW", 100))
+    # The worker's memory (MB): 256 by default, a quiet deployment's (its invocations mostly wait,
+    # billed by the memory); a profile's 512, which its lanes are sized with (jobsched/sizing.py).
+    # `-c workerMemoryMb=` sets it (128-10,240).
+    worker_memory_mb: int = QUIET_WORKER_MEMORY_MB
     # Tenant fairness (functions/jobsched/service/fairness.py): per tenant, FIRE dispatches that
     # may enter the lanes in one second across the segments; a herd beyond it is spread in time.
     # Off by default (0): a static share also caps a deployment whose jobs are all one tenant's,
@@ -148,6 +153,7 @@ class StackConfig:
             api_rate_limit=sizing.api_rate_limit,
             api_burst_limit=sizing.api_burst_limit,
             lane_tenant_percent=sizing.lane_tenant_percent,
+            worker_memory_mb=WORKER_MEMORY_MB,
             tables=sizing.tables,
         )
 
@@ -215,6 +221,7 @@ class StackConfig:
             tracing=_choice(get("tracing", "off"), ("active", "on", "off"), "tracing"),
             lane_max_concurrency=caps,
             lane_pollers=pollers,
+            worker_memory_mb=_int_in(get("workerMemoryMb", base.worker_memory_mb), 128, 10_240, "workerMemoryMb"),
             worker_reserved_concurrency=_int_in(get("workerReservedConcurrency", reserved), 0, 1_000_000,
                                                 "workerReservedConcurrency"),
             tables=base.tables,

@@ -72,7 +72,9 @@ def test_the_model_uses_the_figures_the_code_and_the_benches_run_with(template):
     worker = next(r["Properties"] for r in template["Resources"].values()
                   if r["Type"] == "AWS::Lambda::Function"
                   and r["Properties"]["Handler"] == "jobsched.handlers.worker.handler")
-    assert worker["MemorySize"] == sizing.WORKER_MEMORY_MB
+    # The default template's worker: 256 MB, a quiet deployment's (its invocations mostly wait, billed
+    # by the memory; docs/performance.md, "A quiet deployment"); a profile's 512, its lanes' model
+    assert worker["MemorySize"] == sizing.QUIET_WORKER_MEMORY_MB == 256
     assert sizing.WORKER_BATCH == WORKER_BATCH_SIZE
     from jobsched.handlers.worker import IN_PLACE_HAND_BACK_SECONDS
     assert sizing.IN_PLACE_HAND_BACK_S == IN_PLACE_HAND_BACK_SECONDS  # the lanes' in-flight bound
@@ -443,6 +445,8 @@ def test_functions_are_untraced_by_default_and_traced_with_tracing_on(synthesize
     functions = [r for r in deployed["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
     assert functions and all(f["Properties"].get("TracingConfig", {}).get("Mode") != "Active" for f in functions)
     assert xray_actions(deployed) == set()
+    [profiled] = [r for r in functions if r["Properties"]["Handler"] == "jobsched.handlers.worker.handler"]
+    assert profiled["Properties"]["MemorySize"] == sizing.WORKER_MEMORY_MB == 512  # a profile's worker
     untraced = synthesized["tracing-off"]
     [function] = [r for r in untraced["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
     assert function["Properties"].get("TracingConfig", {}).get("Mode") != "Active"
@@ -459,3 +463,13 @@ def test_functions_are_untraced_by_default_and_traced_with_tracing_on(synthesize
     assert StackConfig.from_context(_Node({"tracing": "active"})).traced
     with pytest.raises(ConfigError, match="'tracing' must be one of active, on, off"):
         StackConfig.from_context(_Node({"tracing": "Off"}))
+
+
+def test_the_workers_memory_is_a_quiet_deployments_unless_a_profile_or_the_context_sets_it():
+    from jobsched_infra.config import ConfigError, StackConfig
+
+    assert StackConfig.from_context(_Node({})).worker_memory_mb == 256
+    assert StackConfig.from_context(_Node({"profile": "1k"})).worker_memory_mb == 512
+    assert StackConfig.from_context(_Node({"workerMemoryMb": 1024})).worker_memory_mb == 1024
+    with pytest.raises(ConfigError, match="workerMemoryMb"):
+        StackConfig.from_context(_Node({"workerMemoryMb": 64}))
