@@ -17,10 +17,10 @@ import sys
 import time
 
 from bench.common import machine, print_table
+from jobsched.sizing import QUIET_WORKER_MEMORY_MB as WORKER_MEMORY_MB  # the default template's worker
 
 SERVICES = ("sqs", "sns", "events", "lambda")
 TIMEOUTS = (30, 300, 900)
-WORKER_MEMORY_MB = 512
 
 
 def rss_mb() -> float:

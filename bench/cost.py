@@ -83,12 +83,15 @@ SECONDS_PER_MONTH = 730 * 3600
 RATES = {"10,000/s": 10_000.0, "1/s": 1.0}
 # --- assumptions for what is not counted (each printed with the figures) -----------------------
 PROVISIONED_UTILIZATION = 0.7  # auto scaling's target: capacity bought is consumed / 0.7
+# The template deploys on-demand tables (no profile provisions one yet): provisioned capacity is a
+# what-if, printed beside the figures as deployed and held to no goal.
+NOT_DEPLOYED = f"provisioned@{PROVISIONED_UTILIZATION:.0%} (what-if, not deployed)"
 CALL_S = 0.006  # one DynamoDB or SQS call from Lambda, in-region
 API_OWN_S = 0.015  # our CPU per API request at 512 MB (about 0.29 vCPU)
-WORKER_CPU_PER_RECORD_S = 0.0012 / 0.29  # `bench cpu`: 1.2 ms of one core per one-time record, at 0.29 vCPU
+WORKER_CPU_PER_RECORD_S = 0.0012  # `bench cpu`: 1.2 ms of one core per one-time record (at the worker's vCPU share)
 TICK_S_PER_TIMER = 0.00037  # `bench herd`: 10.9 s to hand off 30,000 timers at one vCPU, calls overlapped
 TARGET_S = 0.1  # the target's answer
-WORKER_GB, API_GB, TICK_GB = 0.5, 0.5, TICK_MEMORY_MB / 1024
+API_GB, TICK_GB = 0.5, TICK_MEMORY_MB / 1024  # the worker's: the template's MemorySize (worker_gb)
 PLATFORM_LOG_BYTES = 330  # Lambda's START, END and REPORT lines of one invocation (text format, X-Ray on)
 EVENT_OVERHEAD_BYTES = 26  # CloudWatch Logs counts 26 bytes per event beside its message
 ACCESS_LOG_BYTES = 290  # one API Gateway access-log line of the stage's format
@@ -99,6 +102,7 @@ LOG_RETENTION_DAYS = 30
 RETENTION_DAYS = {"Executions": 30, "Jobs": 30, "Timers": 7}  # per-execution items' life (TTL)
 QUIET_SEGMENTS = 4  # the stack's default
 RECURRING_RUNS_PER_JOB = 1440  # a recurring job's create, amortized over a day at one run a minute
+QUIET_GOAL = 20.0  # USD a month for one recurring execution a second, as deployed by default
 
 
 class LogMeter(io.TextIOBase):
@@ -110,6 +114,7 @@ class LogMeter(io.TextIOBase):
         self.through = through
         self.bytes: Counter = Counter()
         self.metrics: set = set()
+        self.recent: set = set()  # those sent since the meter last took them (Meter.take_logs)
         self._partial = ""
 
     def write(self, text: str) -> int:
@@ -131,7 +136,9 @@ class LogMeter(io.TextIOBase):
             for directive in (doc.get("_aws") or {}).get("CloudWatchMetrics", []) if isinstance(doc, dict) else []:
                 for dims in directive.get("Dimensions", []):
                     for metric in directive.get("Metrics", []):
-                        self.metrics.add((metric["Name"], tuple((d, str(doc.get(d))) for d in dims)))
+                        identity = (metric["Name"], tuple((d, str(doc.get(d))) for d in dims))
+                        self.metrics.add(identity)
+                        self.recent.add(identity)
         return len(text)
 
     def flush(self) -> None:
@@ -162,6 +169,7 @@ class Tally:
     units: Counter = field(default_factory=Counter)  # (function, table, "read" | "write")
     invocations: Counter = field(default_factory=Counter)
     log_bytes: Counter = field(default_factory=Counter)
+    metrics: set = field(default_factory=set)  # EMF metric identities (name, dimensions) sent in the phase
 
 
 class Meter:
@@ -228,6 +236,8 @@ class Meter:
             for service, n in self.log.bytes.items():
                 self.tally.log_bytes[service] += n
             self.log.bytes.clear()
+            self.tally.metrics |= self.log.recent
+            self.log.recent.clear()
 
 
 class NoopTarget:
@@ -280,16 +290,33 @@ class Measured:
     template: dict
 
     @property
+    def worker_gb(self) -> float:
+        """The worker's memory as deployed (GB): its GB-seconds are priced at the template's size."""
+        return worker_function(self.template)["Properties"]["MemorySize"] / 1024
+
+    @property
+    def worker_vcpu(self) -> float:
+        """The worker's share of a vCPU as deployed (Lambda: one vCPU at 1,769 MB)."""
+        return self.worker_gb * 1024 / 1769
+
+    @property
     def attempt_log_percent(self) -> int:
         """The percent of succeeded attempts the deployed worker logs (its ATTEMPT_LOG_PERCENT; the
         function's own default, 100, when the template does not set it)."""
         from jobsched.settings import Env
 
-        for resource in self.template["Resources"].values():
-            variables = resource.get("Properties", {}).get("Environment", {}).get("Variables", {})
-            if resource["Type"] == "AWS::Lambda::Function" and variables.get(Env.SERVICE_NAME) == "jobsched-worker":
-                return int(variables.get(Env.ATTEMPT_LOG_PERCENT, 100))
-        raise LookupError("the template has no worker function")
+        variables = worker_function(self.template)["Properties"].get("Environment", {}).get("Variables", {})
+        return int(variables.get(Env.ATTEMPT_LOG_PERCENT, 100))
+
+
+def worker_function(tpl: dict) -> dict:
+    from jobsched.settings import Env
+
+    for resource in tpl["Resources"].values():
+        variables = resource.get("Properties", {}).get("Environment", {}).get("Variables", {})
+        if resource["Type"] == "AWS::Lambda::Function" and variables.get(Env.SERVICE_NAME) == "jobsched-worker":
+            return resource
+    raise LookupError("the template has no worker function")
 
 
 IDLE_MINUTES = 3
@@ -462,18 +489,18 @@ def bill(m: Measured, rate: float, provisioned: bool = False, what_if: WhatIf = 
     lines["Lambda requests"] = requests * price("lambda_request")
     # Durations: the API's calls one after another; the worker's batch lasts its slowest record
     # (records run at once): the wait for the due second (the latest of n uniform instants in the
-    # second SQS surfaced them), the target, our calls and our CPU for all records on 0.29 vCPU.
+    # second SQS surfaced them), the target, our calls and our CPU for all records on its vCPU share.
     records = max(c["records_per_batch"], 1.0)
     wait_s = records / (records + 1) if m.scenario.kind == "one-time" else 0.5
     wait_s = wait_s if what_if.wait else 0.0
     calls_per_record = c["calls_worker"] / max(records, 1) if c["calls_worker"] else 0
-    batch_s = wait_s + TARGET_S + calls_per_record * CALL_S + records * WORKER_CPU_PER_RECORD_S
+    batch_s = wait_s + TARGET_S + calls_per_record * CALL_S + records * WORKER_CPU_PER_RECORD_S / m.worker_vcpu
     # An invocation's duration: each job's calls one after another and our CPU per job (a batch's
     # invocation carries create_batch jobs; its own fixed share is not subtracted: conservative).
     api_s = (c["calls_api"] * CALL_S + API_OWN_S) * m.scenario.create_batch
     tick_s = c["calls_tick_idle"] * CALL_S  # a run's fixed calls, then each timer
     gb_s = {"api": c["inv_api"] * API_GB * api_s,
-            "worker": c["inv_worker"] * WORKER_GB * batch_s,
+            "worker": c["inv_worker"] * m.worker_gb * batch_s,
             "tick": TICK_GB * (c["inv_tick"] * tick_s + TICK_S_PER_TIMER)}
     for fn, v in gb_s.items():
         lines[f"Lambda GB-s {fn}"] = v * MILLION * price("lambda_arm_gb_s")
@@ -530,16 +557,36 @@ def traced_functions(tpl: dict) -> bool:
                for r in tpl["Resources"].values() if r["Type"] == "AWS::Lambda::Function")
 
 
+# --- the quiet deployment, priced as the template deploys it -------------------------------------
+
+def hourly_metrics(m: Measured) -> set:
+    """The EMF metrics a quiet deployment sends every hour: those of its ticks and its executions
+    (the idle and fire phases). CloudWatch meters a custom metric only in the hours it receives
+    data (prorated by the hour), so a count sent only when it is not zero costs nothing while all
+    is well, and the API's metrics cost only in the hours the API is called."""
+    return m.idle.metrics | m.fire.metrics
+
+
+def alarm_metrics(tpl: dict) -> tuple[int, int]:
+    """(alarms, alarm metrics): a standard alarm is billed per metric it evaluates, so an alarm on
+    a metric-math expression counts each metric of the expression."""
+    alarms = [r["Properties"] for r in tpl["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
+    metrics = sum(sum(1 for q in a["Metrics"] if "MetricStat" in q) if "Metrics" in a else 1 for a in alarms)
+    return len(alarms), metrics
+
+
 def quiet_month(m_rec: Measured, what_if: WhatIf = WhatIf()) -> dict[str, float]:
     """USD a month of a deployment running one recurring execution a second, with the fixed costs
     (ticks, pollers, key, metrics, alarms, dashboard) counted once."""
     executions = SECONDS_PER_MONTH
     lines = {k: v * executions / MILLION for k, v in bill(m_rec, 1.0, what_if=what_if).items() if k != "total"}
-    alarms = sum(1 for r in m_rec.template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm")
+    alarms, alarmed = alarm_metrics(m_rec.template)
     dashboards = sum(1 for r in m_rec.template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Dashboard")
+    hourly = hourly_metrics(m_rec)
     lines["KMS key (+ a rotated version a year)"] = 2 * price("kms_key_month")
-    lines[f"custom metrics ({len(m_rec.metrics)} from EMF)"] = len(m_rec.metrics) * price("metric_month")
-    lines[f"alarms ({alarms})"] = alarms * price("alarm_month")
+    lines[f"custom metrics ({len(hourly)} sent every hour; the API's "
+          f"{len(m_rec.metrics - hourly)} only in hours it is called)"] = len(hourly) * price("metric_month")
+    lines[f"alarms ({alarms}, {alarmed} alarm metrics)"] = alarmed * price("alarm_month")
     lines[f"dashboards ({dashboards}, 3 free)"] = max(0, dashboards - 3) * price("dashboard_month")
     lines["total"] = sum(lines.values())
     return lines
@@ -597,7 +644,7 @@ def main(argv: list[str] | None = None) -> None:
     for kind, full, quiet in (("recurring", "recurring, full batches", "recurring, 1 a second"),
                               ("one-time", "one-time, full batches", "one-time, 1 a second")):
         columns += [(f"{kind} 10,000/s on-demand", bill(measured[full], 10_000.0)),
-                    (f"{kind} 10,000/s provisioned@{PROVISIONED_UTILIZATION:.0%}", bill(measured[full], 10_000.0, True)),
+                    (f"{kind} 10,000/s {NOT_DEPLOYED}", bill(measured[full], 10_000.0, True)),
                     (f"{kind} 1/s on-demand", bill(measured[quiet], 1.0))]
     columns.append(("one-time in batches of 100, 10,000/s on-demand",
                     bill(measured["one-time, created in batches of 100"], 10_000.0)))
@@ -605,8 +652,7 @@ def main(argv: list[str] | None = None) -> None:
     print_table("Modelled cost per million executions (USD), by line",
                 [(line, *(f"{b.get(line, 0.0):.3f}" for _, b in columns)) for line in names],
                 ("line", *(c for c, _ in columns)))
-    goals = {"recurring 10,000/s provisioned@70%": 1.00, "recurring 10,000/s on-demand": 2.00,
-             "one-time 10,000/s on-demand": 2.50, "one-time 10,000/s provisioned@70%": 2.50,
+    goals = {"recurring 10,000/s on-demand": 2.00, "one-time 10,000/s on-demand": 2.50,
              "one-time in batches of 100, 10,000/s on-demand": 1.00}
     print("\nGoals: " + "; ".join(
         f"{c}: {b['total']:.2f} against {goals[c]:.2f} ({'met' if b['total'] <= goals[c] else 'missed'})"
@@ -620,8 +666,8 @@ def main(argv: list[str] | None = None) -> None:
               ("every attempt logged (-c attemptLogPercent=100; 1 as deployed)", WhatIf(attempt_log_percent=100),
                "nothing: the line of each succeeded attempt"),
               ("no INFO log lines (metrics kept)", WhatIf(info_lines=False), "the per-attempt and per-create lines"),
-              ("X-Ray tracing off (-c tracing=off)", WhatIf(tracing=False),
-               "the X-Ray traces and service map of the functions")]
+              ("X-Ray tracing on (-c tracing=on; off as deployed)", WhatIf(tracing=True),
+               "nothing: the functions' X-Ray traces and service map, at this price")]
     rows = []
     for label, what_if, gives in levers:
         figures = [bill(measured[name], 10_000.0, prov, what_if)["total"] for name, prov in (
@@ -629,18 +675,24 @@ def main(argv: list[str] | None = None) -> None:
             ("one-time, full batches", True))]
         rows.append((label, *(f"{f:.3f}" for f in figures), gives))
     print_table("Levers at 10,000/s, priced on the same counts (USD per million executions)", rows,
-                ("lever", "recurring on-demand", "recurring provisioned", "one-time on-demand", "one-time provisioned",
+                ("lever", "recurring on-demand", f"recurring {NOT_DEPLOYED}", "one-time on-demand",
+                 f"one-time {NOT_DEPLOYED}",
                  "gives up"))
-    month = quiet_month(measured["recurring, 1 a second"])
-    print_table("A quiet deployment: one recurring execution a second for a month (USD)",
+    quiet = measured["recurring, 1 a second"]
+    month = quiet_month(quiet)
+    print_table("A quiet deployment: one recurring execution a second for a month (USD), as deployed by default",
                 [(k, f"{v:.2f}") for k, v in month.items()], ("line", "USD a month"))
-    untraced = quiet_month(measured["recurring, 1 a second"], WhatIf(tracing=False))["total"]
-    print(f"the same with -c tracing=off: {untraced:.2f} USD a month (X-Ray: Lambda's fixed sampling traces "
-          f"nearly every invocation at one a second)")
+    print(f"goal: at most {QUIET_GOAL:.2f} USD a month ({'met' if month['total'] <= QUIET_GOAL else 'missed'})")
+    print("metrics sent every hour: " + ", ".join(sorted(
+        name + "".join(f"[{d}={v}]" for d, v in dims if d != "service") for name, dims in hourly_metrics(quiet))))
+    traced = traced_functions(quiet.template)
+    other = quiet_month(quiet, WhatIf(tracing=not traced))["total"]
+    print(f"the same with -c tracing={'off' if traced else 'on'}: {other:.2f} USD a month (X-Ray: Lambda's "
+          f"fixed sampling traces nearly every invocation at one a second)")
     print(f"\nAssumptions: DynamoDB provisioned at {PROVISIONED_UTILIZATION:.0%} utilization (auto scaling's target); "
           f"a call {CALL_S * 1000:g} ms; API {API_GB} GB, {API_OWN_S * 1000:g} ms of our CPU + its calls; worker "
-          f"{WORKER_GB} GB, a batch = the wait for its latest record's instant + target {TARGET_S} s + a record's calls "
-          f"+ {WORKER_CPU_PER_RECORD_S * 1000:.1f} ms CPU per record; tick {TICK_GB:.2f} GB, a run's fixed calls + "
+          f"{first.worker_gb:g} GB (the template's), a batch = the wait for its latest record's instant + target {TARGET_S} s + a record's calls "
+          f"+ {WORKER_CPU_PER_RECORD_S / first.worker_vcpu * 1000:.1f} ms CPU per record; tick {TICK_GB:.2f} GB, a run's fixed calls + "
           f"{TICK_S_PER_TIMER * 1000:.2f} ms per timer; segments by the sizing rule at 10,000/s "
           f"({segments_for(600_000)}), {QUIET_SEGMENTS} at 1/s; logs at INFO as deployed (measured) + "
           f"{PLATFORM_LOG_BYTES} B of platform lines per invocation + {EVENT_OVERHEAD_BYTES} B per event, "
@@ -672,7 +724,7 @@ def tenants_overhead(plain: Measured, quick: bool, tenants: int = 10) -> None:
                      f"{bill(m, 10_000.0, True)['total']:.3f}"))
     print_table("Lane shares and tenants: the same recurring jobs, one tenant or several (per execution)", rows,
                 ("scenario", "tenants", "records/batch", "fire WU on Jobs (lane slots)", "fire WU",
-                 "USD/million on-demand", f"USD/million provisioned@{PROVISIONED_UTILIZATION:.0%}"))
+                 "USD/million on-demand", f"USD/million {NOT_DEPLOYED}"))
 
 
 def expectation_overhead(plain: Measured, quick: bool) -> None:

@@ -123,7 +123,15 @@ QUOTA_STEP = 1000
 # record on one vCPU, at the worker's 512 MB (0.29 vCPU), one record after the other (one GIL).
 DUE_WAIT_MS = 500
 WORKER_CALLS_MS = 30
-WORKER_MEMORY_MB = 512
+WORKER_MEMORY_MB = 512  # a profile's worker; the default template's is QUIET_WORKER_MEMORY_MB
+# The default template's worker (no profile). Its invocations mostly wait (for the due second, for
+# the target), and Lambda bills the wait by the memory configured: at 256 MB a quiet deployment's
+# worker costs half what it did at 512 (docs/performance.md, "A quiet deployment"). It holds about
+# 52 MB of process plus at most 256 target clients (about 51 MB, `bench clients`). It gives up CPU:
+# 0.145 vCPU, 104 ms for a full batch's own work instead of 52 ms (about 8 % more concurrency at a
+# rate), and a cold start's imports take up to twice as long (AWS does not document the init
+# phase's CPU share). A profile sized for a rate keeps 512 MB, which its lanes are computed with.
+QUIET_WORKER_MEMORY_MB = 256
 WORKER_CPU_MS_PER_RECORD = 1.5         # bench cpu's BOUND_WORKER_MS
 WORKER_BATCH = 10                      # settings.WORKER_BATCH_SIZE (test_sizing holds them equal)
 # Concurrency is sized with a quarter of headroom over the computed need (lateness grows fast as a

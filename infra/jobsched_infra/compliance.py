@@ -39,7 +39,7 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
                          "in this region's replica; CDK's table grants name indexes with this pattern.")
         _acknowledge(role, "AwsSolutions-IAM5[Resource::*]",
             "X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions "
-                   "(active tracing is on for every function); every other statement names its resources.")
+                   "(with `-c tracing=on`, active tracing on every function); every other statement names its resources.")
         _acknowledge(role, "AwsSolutions-IAM5[Resource::<StorageExecutions50E2CF2D.Arn>/index/*]",
             "The Executions table's only index is DeadLetters (sparse, dead executions only); CDK's "
                    "table grants name indexes with this pattern.")

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobsched.domain.task_networks import MAX_POLICY_CHARS, NetworkPolicyError, TaskNetworks
-from jobsched.sizing import MAX_SEGMENTS, PROFILES, Sizing, TableSizing, profile_sizing
+from jobsched.sizing import (MAX_SEGMENTS, PROFILES, QUIET_WORKER_MEMORY_MB, WORKER_MEMORY_MB, Sizing, TableSizing,
+                             profile_sizing)
 from jobsched_infra.errors import ConfigError  # the config's error (functions, storage, ... take it from here)
 from jobsched_infra.regions import parse_regions
 
@@ -57,6 +58,10 @@ class StackConfig:
     # How long an ended execution stays readable (DynamoDB TTL from its end), in days.
     execution_retention_days: int = 30
     lane_max_concurrency: tuple[tuple[str, int], ...] = (("HIGH", 400), ("NORMAL", 200), ("LOW", 100))
+    # The worker's memory (MB): 256 by default, a quiet deployment's (its invocations mostly wait,
+    # billed by the memory); a profile's 512, which its lanes are sized with (jobsched/sizing.py).
+    # `-c workerMemoryMb=` sets it (128-10,240).
+    worker_memory_mb: int = QUIET_WORKER_MEMORY_MB
     # Tenant fairness (functions/jobsched/service/fairness.py): per tenant, FIRE dispatches that
     # may enter the lanes in one second across the segments; a herd beyond it is spread in time.
     # Off by default (0): a static share also caps a deployment whose jobs are all one tenant's,
@@ -79,12 +84,15 @@ class StackConfig:
     # "http": API Gateway's HTTP API ($1.00 a million requests; the function checks the keys);
     # "rest": the REST API ($3.50), for X-Ray on the API hop, a WAF web ACL or request validators.
     api: str = "http"
-    # Lambda's active tracing on every function ("active") or none ("off"). Lambda samples a fixed
-    # 1 request a second and 5 % of the rest per function, which traces nearly every invocation of
-    # a quiet deployment ($5 a million traces: about $14 of a quiet deployment's month, $0.28 of a
-    # million one-time jobs at 10,000 a second; docs/performance.md). "off" gives up the X-Ray
-    # service map and traces; logs, metrics and the targets' traceparent are unchanged.
-    tracing: str = "active"
+    # Lambda's active tracing on every function ("active", or "on") or none ("off", the default:
+    # Lambda's PassThrough, which traces only a request whose caller sent a sampled trace header,
+    # and nothing upstream of these functions sends one). Lambda samples a fixed 1 request a second
+    # and 5 % of the rest per function, and that rate cannot be configured for Lambda's active
+    # tracing, so it traces nearly every invocation of a quiet deployment ($5 a million traces:
+    # about $14 of a quiet deployment's month, $0.28 of a million one-time jobs at 10,000 a second;
+    # docs/performance.md). "off" gives up the X-Ray traces and service map of the functions;
+    # logs, metrics and the targets' traceparent are unchanged.
+    tracing: str = "off"
     # The sizing profile this configuration came from (`-c profile=1k|10k|herd1m`, computed by
     # jobsched/sizing.py; "default": the settings above). A profile also sets what follows.
     profile: str = "default"
@@ -127,7 +135,7 @@ class StackConfig:
     @property
     def traced(self) -> bool:
         """Lambda's active tracing on the functions (and X-Ray on a REST API's stage)."""
-        return self.tracing == "active"
+        return self.tracing in ("active", "on")
 
     @classmethod
     def from_sizing(cls, name: str, sizing: Sizing) -> "StackConfig":
@@ -143,6 +151,7 @@ class StackConfig:
             api_rate_limit=sizing.api_rate_limit,
             api_burst_limit=sizing.api_burst_limit,
             lane_tenant_percent=sizing.lane_tenant_percent,
+            worker_memory_mb=WORKER_MEMORY_MB,
             tables=sizing.tables,
         )
 
@@ -207,9 +216,10 @@ class StackConfig:
             attempt_log_percent=_int_in(get("attemptLogPercent", base.attempt_log_percent), 0, 100,
                                         "attemptLogPercent"),
             api=_choice(get("api", "http"), ("http", "rest"), "api"),
-            tracing=_choice(get("tracing", "active"), ("active", "off"), "tracing"),
+            tracing=_choice(get("tracing", "off"), ("active", "on", "off"), "tracing"),
             lane_max_concurrency=caps,
             lane_pollers=pollers,
+            worker_memory_mb=_int_in(get("workerMemoryMb", base.worker_memory_mb), 128, 10_240, "workerMemoryMb"),
             worker_reserved_concurrency=_int_in(get("workerReservedConcurrency", reserved), 0, 1_000_000,
                                                 "workerReservedConcurrency"),
             tables=base.tables,

@@ -19,7 +19,7 @@ CODE_EXCLUDES = ["**/__pycache__", "**/*.pyc", "jobsched/local", "jobsched/local
 
 class FunctionFactory(Construct):
     def __init__(self, scope: Construct, construct_id: str, layer_dir: Path, common_env: dict[str, str],
-                 tracing: bool = True) -> None:
+                 tracing: bool = False) -> None:
         super().__init__(scope, construct_id)
         self._tracing = lambda_.Tracing.ACTIVE if tracing else lambda_.Tracing.DISABLED  # `-c tracing`
         if not (layer_dir / "python").is_dir():

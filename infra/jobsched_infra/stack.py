@@ -19,7 +19,7 @@ from jobsched.domain.jobs import Priority
 from jobsched.domain.lane_shares import format_caps
 from jobsched.settings import WORKER_BATCH_SIZE, Env
 from jobsched.store.signing import SIGNING_PURPOSE
-from jobsched.sizing import TICK_MEMORY_MB, TICK_RESERVED_PER_SEGMENT, WORKER_MEMORY_MB
+from jobsched.sizing import TICK_MEMORY_MB, TICK_RESERVED_PER_SEGMENT
 from jobsched_infra.alarms import Alarms
 from jobsched_infra.compliance import acknowledge_findings
 from jobsched_infra.config import StackConfig
@@ -166,7 +166,7 @@ class JobschedStack(Stack):
             # Hand-backs: a record re-sent that failed MAX_RECEIVE_COUNT receives goes to its DLQ.
             **{Env.LANE_DLQ_URL[p]: q.queue_url for p, q in lanes.dead_letters.items()},
             **signing_env,
-        }, timeout=WORKER_TIMEOUT, memory_mb=WORKER_MEMORY_MB,
+        }, timeout=WORKER_TIMEOUT, memory_mb=config.worker_memory_mb,
             reserved_concurrent_executions=config.reserved(config.worker_reserved_concurrency))
 
         # Least privilege: each function gets the actions it calls, on the tables it uses.

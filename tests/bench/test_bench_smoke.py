@@ -44,8 +44,9 @@ def test_benchmark_runs_on_a_tiny_input(module, heading, capsys):
     assert len(lines) >= 4 and set(lines[2].replace(" ", "")) == {"-"}  # a header rule, then rows
     if module is bench.lateness and os.path.exists("/proc/self/stat"):
         assert "CPU while they fired, a job: the stack's process" in out  # both processes' CPU per job
-    if module is bench.cost:  # the tracing lever, and the quiet deployment without it
-        assert "X-Ray tracing off (-c tracing=off)" in out and "the same with -c tracing=off:" in out
+    if module is bench.cost:  # the tracing lever, and the quiet deployment with it, priced as deployed
+        assert "X-Ray tracing on (-c tracing=on; off as deployed)" in out and "the same with -c tracing=on:" in out
+        assert "A quiet deployment: one recurring execution a second for a month (USD), as deployed by default" in out
 
 
 def test_the_cpu_benchmark_runs_the_real_handlers_on_a_tiny_input(capsys):

@@ -72,7 +72,9 @@ def test_the_model_uses_the_figures_the_code_and_the_benches_run_with(template):
     worker = next(r["Properties"] for r in template["Resources"].values()
                   if r["Type"] == "AWS::Lambda::Function"
                   and r["Properties"]["Handler"] == "jobsched.handlers.worker.handler")
-    assert worker["MemorySize"] == sizing.WORKER_MEMORY_MB
+    # The default template's worker: 256 MB, a quiet deployment's (its invocations mostly wait, billed
+    # by the memory; docs/performance.md, "A quiet deployment"); a profile's 512, its lanes' model
+    assert worker["MemorySize"] == sizing.QUIET_WORKER_MEMORY_MB == 256
     assert sizing.WORKER_BATCH == WORKER_BATCH_SIZE
     from jobsched.handlers.worker import IN_PLACE_HAND_BACK_SECONDS
     assert sizing.IN_PLACE_HAND_BACK_S == IN_PLACE_HAND_BACK_SECONDS  # the lanes' in-flight bound
@@ -238,8 +240,8 @@ READ_HEAVY_JOBS = sizing._table("Jobs", 20_000, 100, 20_000, 100, has_index=True
 
 # Run in one process (one CDK runtime start, tens of seconds on a busy machine): infra/app.py as
 # `cdk deploy -c profile=10k` runs it (the CLI passes context in CDK_CONTEXT_JSON), then a stack
-# holding only the Storage construct with the two tables above, and one holding a function made
-# by the function factory as `-c tracing=off` makes it.
+# holding only the Storage construct with the two tables above, and two holding a function made
+# by the function factory as `-c tracing=off` and `-c tracing=on` make it.
 _SYNTH_SCRIPT = """
 import json, os, runpy, sys
 from pathlib import Path
@@ -253,11 +255,12 @@ app = cdk.App(outdir=os.environ["CDK_OUTDIR"] + "-storage")
 stack = cdk.Stack(app, "StorageOnly")
 Storage(stack, "Storage", encryption="aws-owned",
         tables=tuple(TableSizing(**t) for t in json.loads(os.environ["STORAGE_TABLES"])))
-untraced = cdk.Stack(app, "TracingOff")
-untraced.node.set_context("tracing", "off")
-config = StackConfig.from_context(untraced.node)
-FunctionFactory(untraced, "Functions", Path(os.environ["LAYER_DIR"]), {}, tracing=config.traced).create(
-    "Worker", "jobsched.handlers.worker.handler", {}, cdk.Duration.seconds(30), 512)
+for name, mode in (("TracingOff", "off"), ("TracingOn", "on")):
+    single = cdk.Stack(app, name)
+    single.node.set_context("tracing", mode)
+    config = StackConfig.from_context(single.node)
+    FunctionFactory(single, "Functions", Path(os.environ["LAYER_DIR"]), {}, tracing=config.traced).create(
+        "Worker", "jobsched.handlers.worker.handler", {}, cdk.Duration.seconds(30), 512)
 app.synth()
 """
 
@@ -290,7 +293,8 @@ def synthesized():
                            check=True, capture_output=True)
             result = {"profile-10k": json.loads((outdir / "Jobsched.template.json").read_text()),
                       "storage": json.loads(Path(f"{outdir}-storage", "StorageOnly.template.json").read_text()),
-                      "tracing-off": json.loads(Path(f"{outdir}-storage", "TracingOff.template.json").read_text())}
+                      **{f"tracing-{mode}": json.loads(Path(f"{outdir}-storage", f"{name}.template.json").read_text())
+                         for name, mode in (("TracingOff", "off"), ("TracingOn", "on"))}}
             for old in (outdir, Path(f"{outdir}-storage")):
                 shutil.rmtree(old, ignore_errors=True)
             for old in cache.glob("sizing-*.json"):
@@ -423,11 +427,12 @@ def test_a_lane_beyond_one_mappings_pollers_is_a_finding():
         "lane would be needed"]
 
 
-def test_tracing_off_leaves_the_functions_untraced_and_without_an_x_ray_grant(synthesized):
+def test_functions_are_untraced_by_default_and_traced_with_tracing_on(synthesized):
     from jobsched_infra.config import ConfigError, StackConfig
 
-    # `-c tracing=off` (a lever of docs/performance.md: Lambda's fixed sampling traces nearly every
-    # invocation of a quiet deployment): no tracing mode and no X-Ray statement in the role
+    # Off by default (the quiet deployment, docs/performance.md: Lambda's fixed sampling, which
+    # cannot be configured, traces nearly every invocation at one a second, about $14 of its $59
+    # a month): no tracing mode (Lambda's PassThrough) and no X-Ray statement in the roles
     def xray_actions(template) -> set[str]:
         actions = set()
         for policy in (r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"):
@@ -436,17 +441,35 @@ def test_tracing_off_leaves_the_functions_untraced_and_without_an_x_ray_grant(sy
                 actions |= {a for a in listed if a.startswith("xray:")}
         return actions
 
+    deployed = synthesized["profile-10k"]  # no tracing context: as deployed by default
+    functions = [r for r in deployed["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    assert functions and all(f["Properties"].get("TracingConfig", {}).get("Mode") != "Active" for f in functions)
+    assert xray_actions(deployed) == set()
+    [profiled] = [r for r in functions if r["Properties"]["Handler"] == "jobsched.handlers.worker.handler"]
+    assert profiled["Properties"]["MemorySize"] == sizing.WORKER_MEMORY_MB == 512  # a profile's worker
     untraced = synthesized["tracing-off"]
     [function] = [r for r in untraced["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
     assert function["Properties"].get("TracingConfig", {}).get("Mode") != "Active"
     assert xray_actions(untraced) == set()
-    # while a deployment as made by default traces every function, with the grant it needs
-    traced = synthesized["profile-10k"]
-    functions = [r for r in traced["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
-    assert functions and all(f["Properties"]["TracingConfig"] == {"Mode": "Active"} for f in functions)
+    # `-c tracing=on` (or active) traces the function, with the grant it needs
+    traced = synthesized["tracing-on"]
+    [function] = [r for r in traced["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    assert function["Properties"]["TracingConfig"] == {"Mode": "Active"}
     assert "xray:PutTraceSegments" in xray_actions(traced)
     # and `bench cost` prices traces only for a template that traces
-    assert bench.cost.traced_functions(traced) and not bench.cost.traced_functions(untraced)
-    assert StackConfig.from_context(_Node({})).traced and not StackConfig.from_context(_Node({"tracing": "off"})).traced
-    with pytest.raises(ConfigError, match="'tracing' must be one of active, off"):
+    assert bench.cost.traced_functions(traced) and not bench.cost.traced_functions(deployed)
+    assert not StackConfig.from_context(_Node({})).traced and not StackConfig.from_context(_Node({"tracing": "off"})).traced
+    assert StackConfig.from_context(_Node({"tracing": "on"})).traced
+    assert StackConfig.from_context(_Node({"tracing": "active"})).traced
+    with pytest.raises(ConfigError, match="'tracing' must be one of active, on, off"):
         StackConfig.from_context(_Node({"tracing": "Off"}))
+
+
+def test_the_workers_memory_is_a_quiet_deployments_unless_a_profile_or_the_context_sets_it():
+    from jobsched_infra.config import ConfigError, StackConfig
+
+    assert StackConfig.from_context(_Node({})).worker_memory_mb == 256
+    assert StackConfig.from_context(_Node({"profile": "1k"})).worker_memory_mb == 512
+    assert StackConfig.from_context(_Node({"workerMemoryMb": 1024})).worker_memory_mb == 1024
+    with pytest.raises(ConfigError, match="workerMemoryMb"):
+        StackConfig.from_context(_Node({"workerMemoryMb": 64}))

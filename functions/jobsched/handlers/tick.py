@@ -23,6 +23,16 @@ def parse_segment(event: dict, segments: int) -> int:
     return segment
 
 
+def add_counts(metrics, counts: Mapping[str, int]) -> None:
+    """Each count that is not zero. CloudWatch meters a custom metric only in the hours it receives
+    data (prorated by the hour), so a count sent only when something happened costs nothing while
+    all is well: a healthy deployment's ticks send `Dispatched` alone (docs/performance.md, "A quiet
+    deployment"). Alarms on them treat missing data as not breaching."""
+    for name, value in counts.items():
+        if value:
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
 def make_handler(env: Mapping[str, str], clock=None, session=None):
     parts = build(env, "tick", clock, session)
     metrics = metrics_for(env, "jobsched-tick")
@@ -36,23 +46,21 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         remaining = getattr(context, "get_remaining_time_in_millis", None)
         report = ticker.run(segment, remaining)
         handoff = report.handoff
-        metrics.add_metric(name="Dispatched", unit=MetricUnit.Count, value=handoff.dispatched)
-        metrics.add_metric(name="StaleTimers", unit=MetricUnit.Count, value=handoff.stale)
-        metrics.add_metric(name="MisfiresSkipped", unit=MetricUnit.Count, value=handoff.misfires_skipped)
-        metrics.add_metric(name="OccurrencesExcluded", unit=MetricUnit.Count, value=handoff.exclusions)
-        metrics.add_metric(name="BucketsCaughtUp", unit=MetricUnit.Count, value=report.caught_up_buckets)
-        metrics.add_metric(name="MinutesBehind", unit=MetricUnit.Count, value=report.behind_minutes)
-        metrics.add_metric(name="TickOutOfTime", unit=MetricUnit.Count, value=int(report.out_of_time))
         duration = parts.clock.now_ms() - started
-        metrics.add_metric(name="TickDurationMs", unit=MetricUnit.Milliseconds, value=duration)
-        # The same per segment (one more, small EMF line): which segment is slow or behind.
-        per_segment = metrics_for(env, "jobsched-tick")
-        per_segment.add_dimension(name="Segment", value=str(segment))
-        per_segment.add_metric(name="SegmentTickDurationMs", unit=MetricUnit.Milliseconds, value=duration)
-        per_segment.add_metric(name="SegmentMinutesBehind", unit=MetricUnit.Count, value=report.behind_minutes)
-        per_segment.add_metric(name="SegmentBucketsCaughtUp", unit=MetricUnit.Count, value=report.caught_up_buckets)
-        per_segment.flush_metrics()
-        logger.info("tick", extra={"segment": segment, "buckets": report.buckets, "dispatched": handoff.dispatched,
+        add_counts(metrics, {"Dispatched": handoff.dispatched, "StaleTimers": handoff.stale,
+                             "MisfiresSkipped": handoff.misfires_skipped, "OccurrencesExcluded": handoff.exclusions,
+                             "BucketsCaughtUp": report.caught_up_buckets, "MinutesBehind": report.behind_minutes,
+                             "TickOutOfTime": int(report.out_of_time)})
+        if report.behind_minutes or report.caught_up_buckets:
+            # Which segment is behind (one more, small EMF line, only then): Segment dimension.
+            per_segment = metrics_for(env, "jobsched-tick")
+            per_segment.add_dimension(name="Segment", value=str(segment))
+            add_counts(per_segment, {"SegmentMinutesBehind": report.behind_minutes,
+                                     "SegmentBucketsCaughtUp": report.caught_up_buckets})
+            per_segment.flush_metrics()
+        # The run's duration is in its line (the dashboard's "Tick runs per segment" reads it), not a metric.
+        logger.info("tick", extra={"segment": segment, "durationMs": duration,
+                                   "buckets": report.buckets, "dispatched": handoff.dispatched,
                                    "nextTimers": handoff.next_timers, "stale": handoff.stale,
                                    "behindMinutes": report.behind_minutes, "outOfTime": report.out_of_time,
                                    # regions: held here, under which epoch, and a take's rewind

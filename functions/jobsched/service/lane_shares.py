@@ -6,7 +6,11 @@ runs, so the bound is on worker containers (one invocation at a time each): at m
 `share_of(lane cap, percent)` containers of a lane may have an attempt of one tenant in flight,
 and as many may have an attempt towards one HTTP host. A container takes one slot per tenant and
 per host, on the first of its attempts for it, and gives it back when its last one ends; the
-attempts in between cost no write.
+attempts in between cost no write. A container that runs one tenant's attempts towards one host
+and nothing else keeps its slots between its batches instead (a quiet deployment's container runs
+a record a second: a take and a give-back per bound per second were most of its writes), and gives
+them back as soon as it admits an attempt that does not need them, or finds them idle more than
+LINGER_MS.
 
 Slots are flow control's bounded slot maps (store/flow.py), keyed by container id instead of
 execution id, with the lease of the container's longest attempt in flight (rounded up to the
@@ -47,6 +51,11 @@ def slot_lease(lease_until_ms: int) -> int:
 
 
 LOCK_STRIPES = 64  # above a batch's ten threads: records of different bounds seldom wait
+# A slot a container holds with no attempt in flight ("lingering": it ran only this tenant, or this
+# host, since its last other one) is given back at its next admission when it has been idle longer
+# than this; a container that gets no batch meanwhile keeps it until its lease (the longest attempt's
+# lease rounded up to the minute), and another container finding the map full reclaims it then.
+LINGER_MS = 5_000
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,7 @@ class Bound:
 class _Held:
     count: int
     lease_until_ms: int
+    idle_since_ms: int | None = None  # lingering (count 0) since
 
 
 @dataclass
@@ -100,7 +110,9 @@ class LaneGate:
         saturated (what it took meanwhile is given back)."""
         lease_until_ms = slot_lease(lease_until_ms)
         admission = Admission()
-        for bound in self.bounds(job):
+        needed = self.bounds(job)
+        self._give_back_lingering(needed)
+        for bound in needed:
             try:
                 taken = self._take(bound, lease_until_ms)
             except Exception:  # noqa: BLE001 - see below
@@ -126,14 +138,38 @@ class LaneGate:
                 held.count -= 1
                 if held.count > 0:
                     continue
+                if self._alone(bound):  # the container's only tenant (host): kept for its next batch
+                    held.idle_since_ms = self._clock.now_ms()
+                    continue
                 del self._held[bound]
-                shard = slot_shard(self.container_id, bound.limit)
-                try:
-                    self._flow.give_back(bound.lane, bound.owner, shard, self.container_id, space=bound.space)
-                except Exception:  # noqa: BLE001 - the lease frees it; the attempt's result stands
-                    logger.warning("a lane slot could not be given back; its lease frees it", exc_info=True)
+                self._give_back(bound)
         if admission is not None:
             admission.bounds.clear()
+
+    def _alone(self, bound: Bound) -> bool:
+        """Whether `bound` is the only one of its space (tenants, hosts) this container holds."""
+        return not any(other.space == bound.space and other != bound for other, _ in list(self._held.items()))
+
+    def _give_back_lingering(self, needed: list[Bound]) -> None:
+        """Before an admission: the lingering slots this attempt does not need (the container no
+        longer runs only their tenant or host), and those idle longer than LINGER_MS."""
+        now = self._clock.now_ms()
+        for bound, _ in list(self._held.items()):
+            with self._key_lock(bound):
+                held = self._held.get(bound)
+                if held is None or held.count > 0:
+                    continue
+                if bound in needed and now - (held.idle_since_ms or now) <= LINGER_MS:
+                    continue
+                del self._held[bound]
+                self._give_back(bound)
+
+    def _give_back(self, bound: Bound) -> None:
+        try:
+            self._flow.give_back(bound.lane, bound.owner, slot_shard(self.container_id, bound.limit),
+                                 self.container_id, space=bound.space)
+        except Exception:  # noqa: BLE001 - the lease frees it; the attempt's result stands
+            logger.warning("a lane slot could not be given back; its lease frees it", exc_info=True)
 
     def _key_lock(self, bound: Bound) -> threading.Lock:
         # Striped: a fixed set of locks (never grown or cleared, so two threads can never hold
@@ -143,11 +179,15 @@ class LaneGate:
     def _take(self, bound: Bound, lease_until_ms: int) -> bool:
         with self._key_lock(bound):
             held = self._held.get(bound)
+            if held is not None and held.count == 0 and held.lease_until_ms <= self._clock.now_ms():
+                del self._held[bound]  # lingered past its lease: another container may have reclaimed it
+                held = None
             if held is not None:  # this container holds it already: no write, unless the lease grows
                 if lease_until_ms > held.lease_until_ms:
                     self._extend(bound, lease_until_ms)
                     held.lease_until_ms = lease_until_ms
                 held.count += 1
+                held.idle_since_ms = None
                 return True
             now = self._clock.now_ms()
             if self._full_until.get(bound, 0) > now:
