@@ -1307,6 +1307,15 @@ MUTATIONS = [
   "functions/jobsched/domain/timer_packs.py",
   "        ordered = [members[k] for k in sorted(members)]", "        ordered = list(members.values())",
   "tests/unit/test_timer_packs.py::test_the_same_timers_make_the_same_items_in_any_order_and_a_repeat_is_packed_once"),
+ ("local stack: a snapshot keeps a binary attribute (a timer pack) as base64 and restores its bytes",
+  "functions/jobsched/local/state.py",
+  "                    tables[logical] = [_saved(item.to_json()[\"Attributes\"])",
+  "                    tables[logical] = [(item.to_json()[\"Attributes\"])",
+  "tests/unit/test_state_snapshots.py::test_a_timer_pack_survives_a_restart_of_the_local_stack"),
+ ("item sizes count boto3's Binary (a timer pack read through the resource layer)", "functions/jobsched/domain/item_size.py",
+  "    if isinstance(getattr(value, \"value\", None), (bytes, bytearray)):",
+  "    if False:",
+  "tests/unit/test_timer_packs.py::test_the_largest_pack_is_far_under_400_kb"),
 ]
 
 def main(selected: list[str]) -> int:
