@@ -13,6 +13,8 @@ the worker less than one.
 `python -m bench cpu [--timers=N] [--jobs=N] [--repeat=N] [--all-cores]`"""
 from __future__ import annotations
 
+import hashlib
+
 import contextlib
 import io
 import logging
@@ -65,7 +67,9 @@ def jobs_of_segment(count: int, segment: int = 0, segments: int = SEGMENTS, recu
 
     jobs, n = [], 0
     while len(jobs) < count:
-        job_id = f"job_{n:012x}{'0' * 20}"
+        # As new_job_id makes them: 20 random hex digits after the time (made from n, so every run
+        # has the same jobs). Not zeros: a timer pack's compression would make its items too small.
+        job_id = f"job_{n:012x}{hashlib.sha256(str(n).encode()).hexdigest()[:20]}"
         n += 1
         if segment_of(job_id, segments) != segment:
             continue

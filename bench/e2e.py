@@ -320,8 +320,10 @@ class BilledDynamo:
         page_sks = sks[start:start + (Limit or len(sks))]
         items = [self.items[TableName][(pk, sk)] for sk in page_sks]
         self.billing.bill(partition, self._second(), rcu=read_units(sum(item_size(i) for i in items), ConsistentRead))
-        # The tick's pace: its time per timer, for every timer this one stands for.
-        self.clock.sleep(len(items) * self.tick_ms_per_item / 1000)
+        # The tick's pace: its time per timer, for every timer this one stands for (a timer pack's
+        # item holds `count` of them).
+        timers = sum(int(i["count"]["N"]) if i.get("kind", {}).get("S") == "PACK" else 1 for i in items)
+        self.clock.sleep(timers * self.tick_ms_per_item / 1000)
         answer: dict = {"Items": items, "Count": len(items)}
         if start + len(page_sks) < len(sks):
             last = items[-1]

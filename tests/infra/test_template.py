@@ -784,3 +784,19 @@ def test_every_function_that_sends_to_the_encrypted_lanes_may_make_their_data_ke
     for statement in _statements(template, logical):
         actions.update(statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]])
     assert {"kms:GenerateDataKey", "kms:Decrypt", "sqs:SendMessage"} <= actions
+
+
+def test_every_function_that_hands_off_may_put_and_batch_write_timers_and_nothing_more_on_them(template):
+    """Timer packs are written as timers are (one item by PutItem, more by BatchWriteItem): each
+    function whose hand-off writes next timers holds both on the Timers table; only the tick reads
+    it (Query), and none deletes or updates a timer (a timer, a pack too, is an immutable fact)."""
+    [timers] = [k for k, t in resources(template, "AWS::DynamoDB::Table").items()
+                if [s["AttributeName"] for s in t["Properties"]["KeySchema"]] == ["bucket", "sk"]]
+    arn = {"Fn::GetAtt": [timers, "Arn"]}
+    by_name = {function_name(r["Properties"]["Handler"]): k for k, r in resources(template, "AWS::Lambda::Function").items()}
+    on_timers = {name: {a for s in _statements(template, logical) if arn in _as_list(s["Resource"])
+                        for a in _as_list(s["Action"])} for name, logical in by_name.items()}
+    for name in ("api", "tick", "worker", "task_events"):
+        assert {"dynamodb:PutItem", "dynamodb:BatchWriteItem"} <= on_timers[name], name
+    assert {name for name, actions in on_timers.items() if "dynamodb:Query" in actions} == {"tick"}
+    assert not any(actions & {"dynamodb:DeleteItem", "dynamodb:UpdateItem"} for actions in on_timers.values())

@@ -32,6 +32,8 @@ def value_bytes(value: Any) -> int:
         return _number_bytes(value)
     if isinstance(value, (bytes, bytearray)):
         return len(value)
+    if isinstance(getattr(value, "value", None), (bytes, bytearray)):
+        return len(value.value)  # boto3's Binary, as the resource layer gives a binary back (a timer pack)
     if isinstance(value, Mapping):
         return 3 + sum(1 + value_bytes(str(k)) + value_bytes(v) for k, v in value.items())
     if isinstance(value, (list, tuple, set, frozenset)):

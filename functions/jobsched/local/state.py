@@ -41,6 +41,18 @@ def snapshot_pause(snapshot_seconds: float) -> float:
     return max(SNAPSHOT_SECONDS, SNAPSHOT_PAUSE_FACTOR * snapshot_seconds)
 
 
+def _saved(attributes: dict) -> dict:
+    """An item's attributes for the JSON state file: a binary value (a timer pack's timers; moto
+    keeps it as bytes) as base64 text."""
+    return {name: {"B": base64.b64encode(value["B"]).decode()} if isinstance(value.get("B"), bytes) else value
+            for name, value in attributes.items()}
+
+
+def _restored(row: dict) -> dict:
+    """_saved() undone: base64 text back to the bytes DynamoDB is given (boto3 encodes them)."""
+    return {name: {"B": base64.b64decode(value["B"])} if "B" in value else value for name, value in row.items()}
+
+
 class StateKeeper:
     def __init__(self, workdir: Path, physical_ids: dict[str, str], region: str = "us-east-1",
                  account: str = "123456789012") -> None:
@@ -77,7 +89,8 @@ class StateKeeper:
             now_ms = int(time.time() * 1000)
             for logical, physical in self._physical.items():
                 if physical in dynamodb.tables:
-                    tables[logical] = [item.to_json()["Attributes"] for item in dynamodb.tables[physical].all_items()]
+                    tables[logical] = [_saved(item.to_json()["Attributes"])
+                                       for item in dynamodb.tables[physical].all_items()]
                     continue
                 if physical in kms.keys:
                     # The key's material, and every id it had (one per start: the emulator makes the
@@ -181,7 +194,7 @@ class StateKeeper:
             if table is None:
                 continue  # a table the template no longer has
             for start in range(0, len(rows), 25):
-                requests = [{"PutRequest": {"Item": row}} for row in rows[start:start + 25]]
+                requests = [{"PutRequest": {"Item": _restored(row)}} for row in rows[start:start + 25]]
                 while requests:
                     answer = dynamodb.batch_write_item(RequestItems={table: requests})
                     requests = answer.get("UnprocessedItems", {}).get(table, [])

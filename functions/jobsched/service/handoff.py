@@ -159,7 +159,8 @@ class HandOff:
                         report.dispatched += len(outgoing)
                         sending = self._sender.submit(self._lanes.send, outgoing)
                         outgoing = []
-                    self._timers.put_many(next_timers + checks)
+                    # The next FIRE timers go in timer packs, one per bucket they fall in (CHECKs single).
+                    self._timers.put_many(next_timers + checks, pack=True)
                     report.next_timers += len(next_timers)
                     # A next timer may land in a bucket that a tick claimed meanwhile: same
                     # protocol as place(), one consistent read per segment involved.

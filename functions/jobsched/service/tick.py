@@ -143,7 +143,9 @@ class Ticker:
                     yield SlicePage(merged, merged_position, ends_slice=True)
                     merged = []
                 merged.extend(page)
-                position = position_key(slice_, page[-1].sort_key)
+                # The last ITEM's key (a timer pack's, not its last timer's: single timers may sort
+                # between a pack's timers, and resuming after one of those would skip them).
+                position = position_key(slice_, getattr(page, "last_sk", None) or page[-1].sort_key)
                 if not getattr(page, "last", False):
                     yield SlicePage(merged, position, ends_slice=False)  # more follow in this slice
                     merged = []
