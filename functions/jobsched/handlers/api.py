@@ -491,10 +491,15 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         return ok(200, openapi_document())
 
     def health():
+        """Public: the status alone. The region and the segments it holds are the deployment's
+        layout: answered only to a request with a valid key (a bad one is 401)."""
         owned = parts.ownership.held()
         status = "ok" if owned or not parts.ownership.multi_region else "degraded"
-        region = parts.settings.this_region or os.environ.get("AWS_REGION", "")
-        return ok(200 if status == "ok" else 503, {"status": status, "region": region, "ownedSegments": owned})
+        body: dict[str, Any] = {"status": status}
+        if header("Authorization") is not None:
+            tenant()
+            body.update(region=parts.settings.this_region or os.environ.get("AWS_REGION", ""), ownedSegments=owned)
+        return ok(200 if status == "ok" else 503, body)
 
     functions = locals()
     matched = {"route": "unmatched"}
