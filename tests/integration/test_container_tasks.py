@@ -373,3 +373,22 @@ def test_a_task_not_described_yet_is_looked_at_again_not_failed(ecs_harness):
     stopped = next(t for t in tasks_of(harness) if t["taskArn"] == task["taskArn"])
     assert stopped["desiredStatus"] == "STOPPED"
     assert only_execution(harness, job)["attempts"][0]["status"] == "TIMED_OUT"
+
+
+def test_a_task_definition_or_cluster_of_another_region_is_refused_at_creation(ecs_harness):
+    # Before: granted by the region-wildcard pattern, accepted, and its task's end (heard by an
+    # EventBridge rule in its own region only) was found only by the worker's 15-minute look.
+    harness = ecs_harness
+    here = task_definition(harness)
+    elsewhere = here.replace(":us-east-1:", ":eu-west-1:")
+    body = {"name": "x", "type": "DELAYED", "delaySeconds": 5, "target": {
+        "type": "ECS_TASK", "cluster": CLUSTER, "container": "main", "subnets": [harness.subnet],
+        "securityGroups": [harness.group], "taskDefinition": elsewhere}}
+    status, answer = harness.request("POST", "/v1/jobs", body)
+    assert status == 422 and answer["error"]["details"][0]["field"] == "target.taskDefinition", answer
+    assert "eu-west-1" in answer["error"]["message"] and "us-east-1" in answer["error"]["message"]
+    body["target"].update(taskDefinition=here, cluster=f"arn:aws:ecs:eu-west-1:{ACCOUNT}:cluster/{CLUSTER}")
+    status, answer = harness.request("POST", "/v1/jobs", body)
+    assert status == 422 and answer["error"]["details"][0]["field"] == "target.cluster", answer
+    body["target"].update(cluster=f"arn:aws:ecs:us-east-1:{ACCOUNT}:cluster/{CLUSTER}")
+    assert harness.request("POST", "/v1/jobs", body)[0] == 201

@@ -197,11 +197,12 @@ def authorized_tenant(event: dict) -> str | None:
 def make_handler(env: Mapping[str, str], clock=None, session=None):
     parts = build(env, "api", clock, session)
     metrics = metrics_for(env, "jobsched-api")
+    regions = parts.settings.regions or ((parts.settings.this_region or os.environ.get("AWS_REGION", "")),)
     own = OwnResources(f"{parts.settings.stack_name}-" if parts.settings.stack_name else "",
                        frozenset(url for _, url in parts.settings.lane_urls),
                        OwnEndpoints.parse(parts.settings.own_endpoints),
                        TargetScope(parts.settings.target_account, parts.settings.target_arn_patterns,
-                                   parts.settings.ecs_task_definitions, parts.settings.ecs_clusters),
+                                   parts.settings.ecs_task_definitions, parts.settings.ecs_clusters, regions),
                        parts.settings.allow_private_targets)
     service = JobsService(parts.stores, parts.handoff, parts.clock,
                           Quotas(parts.settings.max_active_jobs, parts.settings.max_creates_per_second))
@@ -236,8 +237,6 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     def ok(status: int, body: Any) -> Response:
         return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
-
-    regions = parts.settings.regions or ((parts.settings.this_region or os.environ.get("AWS_REGION", "")),)
 
     def job_body(job, calendars: CalendarCache | None = None) -> dict:
         # Exclusion calendars: nextFireAt skips excluded instants by the hand-off's own rule; the
