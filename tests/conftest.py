@@ -53,7 +53,7 @@ def _template_inputs_digest() -> str:
         for path in sorted(base.rglob("*")):
             if path.is_file() and path.suffix in (".py", ".json", ".toml") and "__pycache__" not in path.parts:
                 digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
-    for path in (ROOT / "cdk.json", ROOT / "pyproject.toml"):
+    for path in (ROOT / "cdk.json", ROOT / "pyproject.toml", ROOT / "layers" / "requirements.txt"):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:24]
 

@@ -588,6 +588,19 @@ def test_no_bytecode_ships_in_the_layer_or_the_code(template, cdk_out):
         assert any(folder.rglob("*.py"))
 
 
+def test_the_layer_bundles_the_pinned_boto3_and_botocore(template, cdk_out):
+    """The functions build requests with botocore's parameter validation off (store/aws.py): the
+    SDK they run is the layer's pinned one (before /var/runtime's on Lambda's sys.path), not the
+    runtime's, whatever version the runtime carries that day."""
+    from importlib.metadata import version
+    text = json.dumps(template)
+    [layer] = [p for p in cdk_out.glob("asset.*") if p.is_dir() and p.name.split(".", 1)[1] in text
+               and (p / "python").is_dir()]
+    for name in ("boto3", "botocore"):
+        assert (layer / "python" / f"{name}-{version(name)}.dist-info").is_dir(), (name, version(name))
+        assert (layer / "python" / name / "__init__.py").is_file()
+
+
 def test_the_api_encrypts_only_signing_secrets_and_the_worker_decrypts_them(template):
     by_name = {function_name(r["Properties"]["Handler"]): k for k, r in resources(template, "AWS::Lambda::Function").items()}
 
