@@ -67,7 +67,7 @@ from jobsched.service.jobs import JobsService, Quotas, body_hash
 from jobsched.service.outcomes import Outcomes
 from jobsched.service.signing import SigningSecrets
 from jobsched.store.aws import is_throttle
-from jobsched.store.region_apis import FORWARDED_BY, RegionApis, RegionUnreachable
+from jobsched.store.region_apis import FORWARDED_BY, RegionApis, RegionUnreachable, job_change_event
 
 logger = Logger(service="jobsched-api")
 
@@ -342,7 +342,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         wanted = body.filter.tag if isinstance(body.filter.tag, list) else [body.filter.tag] if body.filter.tag else []
         answer, done = service.bulk(tenant_id, body.action, [_tag(t, "filter.tag") for t in wanted],
                                     _state(body.filter.state), body.filter.namePrefix, body.dryRun, body.reason,
-                                    body.bulkId, body.all)
+                                    body.bulkId, body.all,
+                                    change_elsewhere if parts.ownership.multi_region else None)
         return ok(200 if done else 202, answer)
 
     def backfill_job(jobId: str):  # noqa: N803
@@ -531,6 +532,26 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         if route_name not in CALLBACK_ROUTES:
             tenant()  # a request without a valid key is answered here, not carried to another region
         return holder
+
+    def change_elsewhere(job_id: str, action: str, reason: str | None) -> bool | None:
+        """Regions: a bulk action's change of a job another region holds, made there through its
+        single-job route (service/jobs.py ChangeElsewhere). None: this region holds the job."""
+        holder = holder_elsewhere("bulk_jobs", job_id)
+        if holder is None:
+            return None
+        method, path, body = {"PAUSE": ("POST", f"/v1/jobs/{job_id}/pause", {"reason": reason} if reason else {}),
+                              "RESUME": ("POST", f"/v1/jobs/{job_id}/resume", None),
+                              "CANCEL": ("DELETE", f"/v1/jobs/{job_id}", None)}[action]
+        try:
+            status = int(region_apis.call(holder, job_change_event(app.current_event.raw_event, method, path,
+                                                                   body))["statusCode"])
+        except RegionUnreachable:
+            status = 0
+        logger.info("bulk change forwarded", extra={"holder": holder, "status": status})
+        if status in (200, 404, 409):
+            return status == 200
+        raise WrongRegion(f"the region that schedules job {job_id} now ({holder}) did not take the change; "
+                          "retry shortly (the same request does this page again)")
 
     def forward(holder: str) -> Response:
         """The holder region's answer to this same request (store/region_apis.py)."""
