@@ -673,8 +673,12 @@ def test_container_tasks_are_granted_only_what_the_operator_lists(template):
     passing = by_action["iam:PassRole"]
     assert _as_list(passing["Resource"]) == list(LOCAL_CONTAINER_GRANTS["ecs_task_roles"])
     assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
-    for action in ("ecs:DescribeTasks", "ecs:StopTask", "ecs:ListTasks"):
-        assert by_action[action]["Condition"] == clusters, action
+    # A running task carries its tenant's tag (propagated from its task definition): another
+    # tenant's session may not describe or stop it; a stopped one has lost its tags (IfExists).
+    for action in ("ecs:DescribeTasks", "ecs:StopTask"):
+        assert by_action[action]["Condition"] == {**clusters, "StringEqualsIfExists": {
+            "aws:ResourceTag/jobsched:tenant": "${aws:PrincipalTag/jobsched:tenant}"}}, action
+    assert by_action["ecs:ListTasks"]["Condition"] == clusters  # IAM offers no tag key for ListTasks
     assert all(s["Effect"] == "Allow" and "*" not in _as_list(s["Resource"]) for s in by_action.values())
     # The task events rule hears only stopped tasks of the granted clusters, and its function may
     # make no ECS call at all (the event says everything).

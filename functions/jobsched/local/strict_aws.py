@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator
 
 from botocore.exceptions import ClientError
 
-from jobsched.local import strict_kms
+from jobsched.local import strict_ecs, strict_kms
 from jobsched.local.emulator import REPORT_HEADER
 from jobsched.local.stack import role_arn
 
@@ -716,6 +716,8 @@ class StrictAws:
             return
         if call.service == "sts" and call.operation == "AssumeRole" and http_response.status_code < 300:
             self._remember_session(call, parsed)
+        if call.service == "ecs" and http_response.status_code < 300:  # tasks' tags as ECS keeps them
+            strict_ecs.after_call(self._tag_client("ecs"), call.operation, call.params, parsed, _internal)
         if self._reports and call.service == "dynamodb":
             self._take_report(call, http_response)
         bill = getattr(self, f"_bill_{call.service}", None)
@@ -894,10 +896,8 @@ class StrictAws:
 
     def _read_tags(self, service: str, resource: str, params: dict) -> dict[str, str]:
         client = self._tag_client(service)
-        if service == "ecs":
-            if ":task-definition/" not in resource:
-                return {}  # tasks' tags are named by no statement's condition
-            return {t["key"]: t["value"] for t in client.list_tags_for_resource(resourceArn=resource).get("tags", [])}
+        if service == "ecs":  # a task definition's or a task's (strict_ecs.py: as ECS keeps them)
+            return strict_ecs.tags_of(client, resource)
         if service == "sqs":
             return client.list_queue_tags(QueueUrl=params["QueueUrl"]).get("Tags") or {}
         if service == "sns":
