@@ -84,10 +84,11 @@ def task_definition(harness, family="local-report", tenant=TENANT_A, role="local
         tags=tags)["taskDefinition"]["taskDefinitionArn"]
 
 
-def ecs_job(harness, definition, key=None, **extra):
+def ecs_job(harness, definition, key=None, target_changes=None, **extra):
     target = {"type": "ECS_TASK", "cluster": CLUSTER, "taskDefinition": definition, "subnets": [harness.subnet],
               "securityGroups": [harness.group], "container": "main",
-              "command": ["python3", "-c", "print('report')"], "environment": {"MODE": "full"}}
+              "command": ["python3", "-c", "print('report')"], "environment": {"MODE": "full"},
+              **(target_changes or {})}
     body = {"name": "report", "type": "DELAYED", "delaySeconds": 5, "target": target, "payload": {"day": "monday"},
             **extra}
     status, answer = harness.request("POST", "/v1/jobs", body, **({"key": key} if key else {}))
@@ -427,3 +428,16 @@ def test_a_tenants_session_may_describe_or_stop_only_its_own_tenants_running_tas
     [stopped] = session_of(TENANT_A).describe_tasks(cluster=CLUSTER, tasks=[task["taskArn"]],
                                                     include=["TAGS"])["tasks"]
     assert stopped["lastStatus"] == "STOPPED" and not stopped.get("tags")
+
+
+def test_a_job_with_its_payload_by_reference_keeps_it_out_of_runtasks_overrides(ecs_harness):
+    harness = ecs_harness
+    job = ecs_job(harness, task_definition(harness), timeoutSec=7200, payload={"token": "s3cr3t"},
+                  target_changes={"payloadByReference": True})
+    harness.advance(6)
+    [task] = tasks_of(harness)
+    env = environment(task)
+    assert "JOBSCHED_PAYLOAD" not in env and env["JOBSCHED_PAYLOAD_REF"] == f"/v1/jobs/{job['jobId']}"
+    assert "s3cr3t" not in json.dumps(task, default=str)  # DescribeTasks (and the task events) show none of it
+    status, read = harness.request("GET", env["JOBSCHED_PAYLOAD_REF"])  # what the task reads, with the key
+    assert status == 200 and read["payload"] == {"token": "s3cr3t"}
