@@ -517,6 +517,7 @@ class Ledger:
         self.kms_peak = 0
         self.kms_total = 0
         self.denied: list[str] = []
+        self.allowed: set[tuple[str, str]] = set()  # (caller, IAM action) allowed at least once (grant_report.py)
         self.assumed_roles = 0
         self.buckets: dict[str, tuple[float, int]] = {}  # token buckets: name → (tokens, when)
         self.throttled_calls = 0
@@ -764,6 +765,7 @@ class StrictAws:
                 raise refuse(message)
             code, status = ACCESS_DENIED.get(call.service, ("AccessDeniedException", 400))
             raise _error(client, call.operation, code, message, status)
+        self.ledger.allowed.add((who, action))
 
     def _authorize_assume_role(self, client, who: str, statements: list[Statement], call: _Call,
                                principal: str | None, context: dict) -> None:
