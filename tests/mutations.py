@@ -631,7 +631,7 @@ MUTATIONS = [
   "    if zone.key == \"UTC\" or spec.fixed_time:", "    if True:",
   "tests/unit/test_cron_dst_oracle.py"),
  ("health: the region and held segments only with a valid key", "functions/jobsched/handlers/api.py",
-  "        if header(\"Authorization\") is not None:\n            tenant()\n",
+  "        if header(\"Authorization\") is not None and _valid_key():\n",
   "        if True:\n",
   "tests/integration/test_api_contract.py::test_health_needs_no_key_and_tells_the_layout_only_to_a_key"),
  ("container tasks: a task definition of another region than the deployment's is refused at creation",

@@ -164,7 +164,7 @@ ROUTES: tuple[Route, ...] = (
     Route("health", "GET", "/v1/health",
           "Liveness: the status alone; with a valid key also the region and the segments it holds; in a multi-region "
           "deployment 503 (status degraded) while this region holds no segment",
-          200, schemas.Health, auth=False, errors=(401,)),
+          200, schemas.Health, auth=False, errors=()),
 )
 
 # The web console's files (handlers/api.py): no key to load them; the console asks for one.

@@ -492,14 +492,21 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
 
     def health():
         """Public: the status alone. The region and the segments it holds are the deployment's
-        layout: answered only to a request with a valid key (a bad one is 401)."""
+        layout: added only for a request with a valid key (without one, or with a bad one, a
+        health check still gets its status)."""
         owned = parts.ownership.held()
         status = "ok" if owned or not parts.ownership.multi_region else "degraded"
         body: dict[str, Any] = {"status": status}
-        if header("Authorization") is not None:
-            tenant()
+        if header("Authorization") is not None and _valid_key():
             body.update(region=parts.settings.this_region or os.environ.get("AWS_REGION", ""), ownedSegments=owned)
         return ok(200 if status == "ok" else 503, body)
+
+    def _valid_key() -> bool:
+        try:
+            tenant()
+        except Unauthorized:
+            return False
+        return True
 
     functions = locals()
     matched = {"route": "unmatched"}
