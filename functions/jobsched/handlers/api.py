@@ -67,7 +67,8 @@ from jobsched.service.jobs import JobsService, Quotas, body_hash
 from jobsched.service.outcomes import Outcomes
 from jobsched.service.signing import SigningSecrets
 from jobsched.store.aws import is_throttle
-from jobsched.store.region_apis import FORWARDED_BY, RegionApis, RegionUnreachable, job_change_event
+from jobsched.handlers.forwarding import Forwarding
+from jobsched.store.region_apis import RegionApis
 
 logger = Logger(service="jobsched-api")
 
@@ -126,10 +127,6 @@ _ASCII_INT = re.compile(r"-?[0-9]{1,18}", re.ASCII)
 MAX_ID_BYTES = 256
 MAX_QUERY_CHARS = 256
 INTERNAL_MESSAGE = "the request failed inside the scheduler; it was logged"
-# A long-running target's reports: authorized by its callback token, which only the execution's
-# record holds (written by the region that ran the attempt, perhaps not replicated here yet), so
-# they are forwarded unchecked; every other change is a tenant's, whose key is checked first.
-CALLBACK_ROUTES = frozenset({"heartbeat_execution", "complete_execution", "fail_execution"})
 
 
 def _limit(value: str | None) -> int:
@@ -231,6 +228,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
     def header(name: str) -> str | None:
         # Any case (the HTTP API may lower-case names): Powertools 3's headers ignore case.
         return app.current_event.headers.get(name)
+
+    forwarding = Forwarding(parts, region_apis, lambda: app.current_event.raw_event, header, tenant, logger)
 
     def now() -> int:
         return parts.clock.now_ms()
@@ -343,7 +342,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         answer, done = service.bulk(tenant_id, body.action, [_tag(t, "filter.tag") for t in wanted],
                                     _state(body.filter.state), body.filter.namePrefix, body.dryRun, body.reason,
                                     body.bulkId, body.all,
-                                    change_elsewhere if parts.ownership.multi_region else None)
+                                    forwarding.change_elsewhere if parts.ownership.multi_region else None)
         return ok(200 if done else 202, answer)
 
     def backfill_job(jobId: str):  # noqa: N803
@@ -518,61 +517,12 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
                 if len(value.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
                     raise NotFound(f"no such {'job' if name == 'jobId' else 'calendar' if name == 'name' else 'execution'}")
             if method != "GET" and parts.ownership.multi_region:
-                holder = holder_elsewhere(route_name, path_parameters.get("jobId")
-                                          or job_id_of(path_parameters.get("executionId") or ""))
+                holder = forwarding.holder_elsewhere(route_name, path_parameters.get("jobId")
+                                                     or job_id_of(path_parameters.get("executionId") or ""))
                 if holder is not None:
-                    return forward(holder)
+                    return forwarding.forward(holder)
             return function(**path_parameters)
         return call
-
-    def holder_elsewhere(route_name: str, job_id: str | None) -> str | None:
-        """Regions: a change to a job or an execution is decided in the region that holds the job's
-        segment now (its claims, timers and dispatches are that region's); any region reads. The
-        region this request is forwarded to, or None: this region decides it."""
-        if not job_id or parts.ownership.epoch_for(parts.handoff.segment_of(job_id)) is not None:
-            return None
-        this = parts.settings.this_region
-        holder = parts.ownership.holder(parts.handoff.segment_of(job_id))
-        if holder is None or holder == this or header(FORWARDED_BY) or not region_apis.configured:
-            raise WrongRegion(f"this region ({this}) does not schedule this job now and no region can take the "
-                              "change at this moment (its segment is moving between regions); retry shortly")
-        if route_name not in CALLBACK_ROUTES:
-            tenant()  # a request without a valid key is answered here, not carried to another region
-        return holder
-
-    def change_elsewhere(job_id: str, action: str, reason: str | None) -> bool | None:
-        """Regions: a bulk action's change of a job another region holds, made there through its
-        single-job route (service/jobs.py ChangeElsewhere). None: this region holds the job."""
-        holder = holder_elsewhere("bulk_jobs", job_id)
-        if holder is None:
-            return None
-        method, path, body = {"PAUSE": ("POST", f"/v1/jobs/{job_id}/pause", {"reason": reason} if reason else {}),
-                              "RESUME": ("POST", f"/v1/jobs/{job_id}/resume", None),
-                              "CANCEL": ("DELETE", f"/v1/jobs/{job_id}", None)}[action]
-        try:
-            status = int(region_apis.call(holder, job_change_event(app.current_event.raw_event, method, path,
-                                                                   body))["statusCode"])
-        except RegionUnreachable:
-            status = 0
-        logger.info("bulk change forwarded", extra={"holder": holder, "status": status})
-        if status in (200, 404, 409):
-            return status == 200
-        raise WrongRegion(f"the region that schedules job {job_id} now ({holder}) did not take the change; "
-                          "retry shortly (the same request does this page again)")
-
-    def forward(holder: str) -> Response:
-        """The holder region's answer to this same request (store/region_apis.py)."""
-        try:
-            answer = region_apis.call(holder, app.current_event.raw_event)
-        except RegionUnreachable:
-            logger.warning("the region that schedules this job did not answer", extra={"holder": holder},
-                           exc_info=True)
-            raise WrongRegion(f"the region that schedules this job now ({holder}) did not answer; retry shortly") \
-                from None
-        headers = {name: values for name, values in (answer.get("multiValueHeaders") or {}).items()}
-        headers.update(answer.get("headers") or {})
-        logger.info("forwarded", extra={"holder": holder, "status": answer["statusCode"]})
-        return Response(status_code=int(answer["statusCode"]), body=answer.get("body"), headers=headers)
 
     for route in ROUTES:
         app.route(route.resolver_path, route.method)(named(route.name, functions[route.name], route.method))
