@@ -328,8 +328,8 @@ class JobschedStack(Stack):
                     resources=[storage.key_arn_in(r) for r in plan.regions if r != self.region]))
 
     def _api(self, config: StackConfig, api_fn, authorizer_fn=None) -> tuple:
-        """Every path to the function, through the keys' Lambda authorizer on the HTTP API (the function
-        checks callback tokens, and keys on the REST API) and validates bodies itself. `-c api=http` (default): API Gateway's HTTP
+        """Every path to the function, through the keys' Lambda authorizer on either API type (the
+        function checks callback tokens) and validates bodies itself. `-c api=http` (default): API Gateway's HTTP
         API, $1.00 a million requests; `-c api=rest`: the REST API, $3.50, which adds X-Ray on the
         API hop, a WAF web ACL to attach and execution logs (docs/architecture.md, "The API type")."""
         self._http_stage = None

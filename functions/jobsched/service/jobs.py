@@ -40,11 +40,11 @@ from jobsched.store.queues import Outgoing
 # writes and their index entries: a few seconds, far inside the API's 20 s); the rest is done by
 # the same request repeated with the answer's bulkId. Its record is kept a week.
 BULK_PAGE_MATCHES = 100
+BULK_RETENTION_S = 7 * 86_400
 # Regions: a bulk action's change of one job in the region that holds it (job id, action, reason)
 # -> None: this region holds it (change it here); True: changed there; False: its region answered
 # that it changed meanwhile or does not apply. Raises WrongRegion when no region can take it now.
 ChangeElsewhere = Callable[[str, str, "str | None"], "bool | None"]
-BULK_RETENTION_S = 7 * 86_400
 # A trigger's or redrive's PENDING execution that no worker has claimed after this long lost its
 # message (or waited behind a backlog): the SWEEP timer armed with it runs it then.
 SWEEP_AFTER_MS = 5 * 60_000
@@ -164,7 +164,7 @@ class JobsService:
         only when asked for explicitly (`all_jobs`).
 
         Regions (`elsewhere`): a job whose segment another region holds is changed there, as its
-        single-job route is (handlers/api.py); one that no region can change now raises WrongRegion
+        single-job route is (handlers/forwarding.py); one that no region can change now raises WrongRegion
         (503): the same request repeated does the page again, passing over what it changed."""
         if not tags and state is None and not name_prefix and not all_jobs:
             raise UnprocessableRequest.for_field(
