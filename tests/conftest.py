@@ -53,7 +53,7 @@ def _template_inputs_digest() -> str:
         for path in sorted(base.rglob("*")):
             if path.is_file() and path.suffix in (".py", ".json", ".toml") and "__pycache__" not in path.parts:
                 digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
-    for path in (ROOT / "cdk.json", ROOT / "pyproject.toml"):
+    for path in (ROOT / "cdk.json", ROOT / "pyproject.toml", ROOT / "layers" / "requirements.txt"):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:24]
 
@@ -119,22 +119,47 @@ def _strict_rows() -> list[dict]:
 
 
 _WORKER_ROWS: list[dict] = []
+_WORKER_ALLOWED: list[list[str]] = []
+
+
+def _allowed_grants() -> list[list[str]]:
+    import sys
+
+    return [list(pair) for pair in getattr(sys.modules.get("tests.integration.conftest"), "ALLOWED_GRANTS", ())]
 
 
 def pytest_sessionfinish(session):
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # a parallel worker: its figures go to the controller
         workeroutput["strict_rows"] = json.dumps(_strict_rows())
+        workeroutput["allowed_grants"] = json.dumps(_allowed_grants())
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     _WORKER_ROWS.extend(json.loads(getattr(node, "workeroutput", {}).get("strict_rows", "[]")))
+    _WORKER_ALLOWED.extend(json.loads(getattr(node, "workeroutput", {}).get("allowed_grants", "[]")))
+
+
+def _write_grant_report(terminalreporter) -> None:
+    """JOBSCHED_GRANT_REPORT=<file>: the template's grants that no call of the session's tests used
+    (local/grant_report.py), for the principals that made a call."""
+    target = os.environ.get("JOBSCHED_GRANT_REPORT")
+    saved = ROOT / ".build" / "test-template" / f"pytest-{_template_inputs_digest()}.json"
+    if not target or not saved.is_file():
+        return
+    from jobsched.local.grant_report import granted, text, unused
+
+    pairs = {tuple(p) for p in _allowed_grants() + _WORKER_ALLOWED}
+    report = text(unused(granted(json.loads(saved.read_text())), pairs))
+    Path(target).write_text(report + "\n")
+    terminalreporter.write_line(f"grants no call used: {len(report.splitlines())} principals, written to {target}")
 
 
 def pytest_terminal_summary(terminalreporter):
     """The strict AWS layer's figures of the session: the tests with the hottest partition keys
     (share of a key's per-second limit) and the highest KMS rates."""
+    _write_grant_report(terminalreporter)
     rows = _strict_rows() + _WORKER_ROWS
     if not rows:
         return

@@ -87,8 +87,8 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
         ("AwsSolutions-APIG4", "Tenants' Bearer API keys (stored hashed) are checked by the HTTP API's Lambda "
                                "authorizer on every route that takes one; the routes without it take no key: "
                                "/v1/health, /v1/openapi.json, the console's files, and the callbacks of long-running "
-                               "targets, which carry per-attempt callback tokens checked by the API function. On the "
-                               "REST API (-c api=rest) the API function checks the keys."),
+                               "targets, which carry per-attempt callback tokens checked by the API function. The "
+                               "REST API (-c api=rest) has the same authorizer (REQUEST type) on every other method."),
         ("AwsSolutions-COG4", "Tenants authenticate with API keys, not Cognito users (see AwsSolutions-APIG4)."),
         ("AwsSolutions-APIG2", "Bodies and parameters are validated by the function against the API's models, with "
                                "errors that name the field. The HTTP API (default) has no request validator; on the "

@@ -81,7 +81,8 @@ class StackConfig:
     # execution record keeps every attempt). 1 by default: a line per success was about $0.29 of a
     # million recurring executions' cost (docs/performance.md); 100 logs every attempt.
     attempt_log_percent: int = 1
-    # "http": API Gateway's HTTP API ($1.00 a million requests; the function checks the keys);
+    # "http": API Gateway's HTTP API ($1.00 a million requests); either type checks tenant keys
+    # with the same Lambda authorizer before the function (stack.py);
     # "rest": the REST API ($3.50), for X-Ray on the API hop, a WAF web ACL or request validators.
     api: str = "http"
     # Lambda's active tracing on every function ("active", or "on") or none ("off", the default:

@@ -36,7 +36,7 @@ class FunctionFactory(Construct):
             code=lambda_.Code.from_asset(str(layer_dir), exclude=["**/__pycache__", "**/*.pyc", ".built-*"]),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
-            description="Powertools, pydantic, tzdata (layers/requirements.txt)",
+            description="boto3 and botocore (pinned), Powertools, pydantic, tzdata (layers/requirements.txt)",
         )
 
     def create(self, name: str, handler: str, env: dict[str, str], timeout: Duration, memory_mb: int,

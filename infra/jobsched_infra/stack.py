@@ -143,13 +143,12 @@ class JobschedStack(Stack):
         }, timeout=API_TIMEOUT, memory_mb=512,
             reserved_concurrent_executions=config.reserved(config.api_reserved_concurrency),
             **({"function_name": api_function_name(self.region)} if plan else {}))
-        # The API's Lambda authorizer: tenant keys are checked before the API function (HTTP API).
+        # The API's Lambda authorizer: tenant keys are checked before the API function (either API type).
         authorizer_fn = factory.create("Authorizer", "jobsched.handlers.authorizer.handler", {
             Env.API_KEYS_TABLE: storage.api_keys.table_name,
             Env.SERVICE_NAME: "jobsched-authorizer",
         }, timeout=AUTHORIZER_TIMEOUT, memory_mb=256,
-            reserved_concurrent_executions=config.reserved(config.authorizer_reserved_concurrency)) \
-            if config.api == "http" else None
+            reserved_concurrent_executions=config.reserved(config.authorizer_reserved_concurrency))
         tick_fn = factory.create("Tick", "jobsched.handlers.tick.handler", {
             Env.SERVICE_NAME: "jobsched-tick",
         }, timeout=Duration.seconds(60), memory_mb=TICK_MEMORY_MB,
@@ -344,8 +343,8 @@ class JobschedStack(Stack):
                     resources=[storage.key_arn_in(r) for r in plan.regions if r != self.region]))
 
     def _api(self, config: StackConfig, api_fn, authorizer_fn=None) -> tuple:
-        """Every path to the function, through the keys' Lambda authorizer on the HTTP API (the function
-        checks callback tokens, and keys on the REST API) and validates bodies itself. `-c api=http` (default): API Gateway's HTTP
+        """Every path to the function, through the keys' Lambda authorizer on either API type (the
+        function checks callback tokens) and validates bodies itself. `-c api=http` (default): API Gateway's HTTP
         API, $1.00 a million requests; `-c api=rest`: the REST API, $3.50, which adds X-Ray on the
         API hop, a WAF web ACL to attach and execution logs (docs/architecture.md, "The API type")."""
         self._http_stage = None
@@ -421,13 +420,45 @@ class JobschedStack(Stack):
         # parameters, the function validates bodies and answers in the API's own error shape.
         validator = api.add_request_validator("Parameters", validate_request_parameters=True)
         integration = apigw.LambdaIntegration(api_fn)
-        api.root.add_method("ANY", integration, request_validator=validator)
-        proxy = api.root.add_resource("{proxy+}")
-        proxy.add_method("ANY", integration, request_validator=validator)
+        # The same key check as the HTTP API's, before the function: a REQUEST authorizer (the REST
+        # API's takes an IAM policy as the answer: handlers/authorizer.py), cached per header value.
+        authorizer = apigw.RequestAuthorizer(
+            self, "ApiKeysRest", handler=authorizer_fn, authorizer_name="api-keys",
+            identity_sources=[apigw.IdentitySource.header("Authorization")],
+            results_cache_ttl=Duration.seconds(API_AUTHORIZER_CACHE_SECONDS))
+        _rest_routes(api, integration, validator, authorizer)
         # The execution log group API Gateway would create without a retention.
         logs.LogGroup(self, "ApiExecutionLogs", retention=logs.RetentionDays.ONE_MONTH,
                       log_group_name=f"API-Gateway-Execution-Logs_{api.rest_api_id}/{API_STAGE}")
         # No usage plan: it applies only to requests made with API Gateway API keys, which this API
-        # does not use (tenants send their own keys, checked by the function). The stage throttle
+        # does not use (tenants send their own keys, checked by the authorizer). The stage throttle
         # above and the per-tenant quotas bound the load.
         return api, api.url
+
+
+def _rest_routes(api, integration, validator, authorizer) -> None:
+    """The REST API's methods: every path through the keys' authorizer (ANY on / and on a greedy
+    {proxy+}), except the routes that take no key (api/routes.py public_routes), which get their
+    own resources and methods without it. A resource made for them also passes every other method
+    and every deeper path (its own {proxy+}, where no path variable is its child) through the
+    authorizer, so that no path reaches the function without it: API Gateway takes the most
+    specific resource, and a method's own verb before ANY."""
+    keyed = {"authorizer": authorizer, "authorization_type": apigw.AuthorizationType.CUSTOM,
+             "request_validator": validator}
+    api.root.add_method("ANY", integration, **keyed)
+    api.root.add_resource("{proxy+}").add_method("ANY", integration, **keyed)
+    made: dict[str, apigw.IResource] = {"": api.root}
+    public = public_routes()
+    for method, path in public:
+        resource, prefix = api.root, ""
+        for part in path.strip("/").split("/"):
+            prefix += "/" + part
+            if prefix not in made:
+                made[prefix] = resource = resource.add_resource(part)
+                resource.add_method("ANY", integration, **keyed)
+                variable_child = any(p.startswith(prefix + "/{") for _, p in public)
+                if not variable_child:
+                    resource.add_resource("{proxy+}").add_method("ANY", integration, **keyed)
+            resource = made[prefix]
+        resource.add_method(method, integration, authorization_type=apigw.AuthorizationType.NONE,
+                            request_validator=validator)

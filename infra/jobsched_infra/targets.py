@@ -107,9 +107,14 @@ class TargetAccess(Construct):
         self.role.add_to_policy(iam.PolicyStatement(
             actions=["ecs:TagResource"], resources=[f"arn:{partition}:ecs:*:{account}:task/*"],
             conditions={"StringEquals": created_by_run_task}))
+        # A running task carries its tenant's tag (propagated from its task definition, which RunTask
+        # requires tagged for the tenant): another tenant's session may neither describe nor stop
+        # it. IfExists: ECS deletes a task's tags when it is stopped (StopTask's API reference), and
+        # the worker still describes its own stopped tasks (and may stop one again); an untagged task
+        # of a granted cluster stays reachable (docs/reliability.md, "Tenant isolation").
         self.role.add_to_policy(iam.PolicyStatement(
             actions=["ecs:DescribeTasks", "ecs:StopTask"], resources=[f"arn:{partition}:ecs:*:{account}:task/*"],
-            conditions=in_clusters))
+            conditions={**in_clusters, "StringEqualsIfExists": tagged_for_the_tenant}))
         self.role.add_to_policy(iam.PolicyStatement(
             actions=["ecs:ListTasks"], resources=[f"arn:{partition}:ecs:*:{account}:container-instance/*"],
             conditions=in_clusters))

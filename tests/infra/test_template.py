@@ -603,6 +603,19 @@ def test_no_bytecode_ships_in_the_layer_or_the_code(template, cdk_out):
         assert any(folder.rglob("*.py"))
 
 
+def test_the_layer_bundles_the_pinned_boto3_and_botocore(template, cdk_out):
+    """The functions build requests with botocore's parameter validation off (store/aws.py): the
+    SDK they run is the layer's pinned one (before /var/runtime's on Lambda's sys.path), not the
+    runtime's, whatever version the runtime carries that day."""
+    from importlib.metadata import version
+    text = json.dumps(template)
+    [layer] = [p for p in cdk_out.glob("asset.*") if p.is_dir() and p.name.split(".", 1)[1] in text
+               and (p / "python").is_dir()]
+    for name in ("boto3", "botocore"):
+        assert (layer / "python" / f"{name}-{version(name)}.dist-info").is_dir(), (name, version(name))
+        assert (layer / "python" / name / "__init__.py").is_file()
+
+
 def test_the_api_encrypts_only_signing_secrets_and_the_worker_decrypts_them(template):
     by_name = {function_name(r["Properties"]["Handler"]): k for k, r in resources(template, "AWS::Lambda::Function").items()}
 
@@ -675,8 +688,12 @@ def test_container_tasks_are_granted_only_what_the_operator_lists(template):
     passing = by_action["iam:PassRole"]
     assert _as_list(passing["Resource"]) == list(LOCAL_CONTAINER_GRANTS["ecs_task_roles"])
     assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
-    for action in ("ecs:DescribeTasks", "ecs:StopTask", "ecs:ListTasks"):
-        assert by_action[action]["Condition"] == clusters, action
+    # A running task carries its tenant's tag (propagated from its task definition): another
+    # tenant's session may not describe or stop it; a stopped one has lost its tags (IfExists).
+    for action in ("ecs:DescribeTasks", "ecs:StopTask"):
+        assert by_action[action]["Condition"] == {**clusters, "StringEqualsIfExists": {
+            "aws:ResourceTag/jobsched:tenant": "${aws:PrincipalTag/jobsched:tenant}"}}, action
+    assert by_action["ecs:ListTasks"]["Condition"] == clusters  # IAM offers no tag key for ListTasks
     assert all(s["Effect"] == "Allow" and "*" not in _as_list(s["Resource"]) for s in by_action.values())
     # The task events rule hears only stopped tasks of the granted clusters, and its function may
     # make no ECS call at all (the event says everything).

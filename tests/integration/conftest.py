@@ -9,6 +9,7 @@ from jobsched.local.emulator import emulator_time, serialized_in_process
 from .harness import Harness
 
 STRICT_REPORTS: list = []  # (test id, strict_aws.Report) of each test that ran a stack
+ALLOWED_GRANTS: set = set()  # (caller, IAM action) the strict layer allowed in any test (grant_report.py)
 
 # 2030-01-01T00:00:05Z: a few seconds past a minute boundary, as a real deployment would be.
 START_MS = parse_instant("2030-01-01T00:00:05Z", "start")
@@ -33,3 +34,4 @@ def harness(template, clock, monkeypatch, request):
             strict_aws.activate(None)
             if stack is not None:
                 STRICT_REPORTS.append((request.node.nodeid, stack.strict.report()))
+                ALLOWED_GRANTS.update(stack.strict.ledger.allowed)

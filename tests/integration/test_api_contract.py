@@ -12,11 +12,16 @@ def with_(**changes):
     return {k: v for k, v in body.items() if v is not None}
 
 
-def test_health_needs_no_key(harness):
-    # API.md, "Regions": the region and the segments it owns (a single region owns them all).
+def test_health_needs_no_key_and_tells_the_layout_only_to_a_key(harness):
+    # Public: the status alone (no region, no segments: the deployment's layout is not public).
     status, body = harness.request("GET", "/v1/health", key=None)
+    assert (status, body) == (200, {"status": "ok"})
+    # API.md, "Regions": with a valid key, the region and the segments it owns (a single region
+    # owns them all); a bad key gets the public answer.
+    status, body = harness.request("GET", "/v1/health")
     assert (status, body["status"], body["region"]) == (200, "ok", "us-east-1")
     assert body["ownedSegments"] == list(range(harness.settings.segments))
+    assert harness.request("GET", "/v1/health", key="wrong-key") == (200, {"status": "ok"})
 
 
 @pytest.mark.parametrize("key", [None, "wrong-key"])

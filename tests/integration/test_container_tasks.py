@@ -84,10 +84,11 @@ def task_definition(harness, family="local-report", tenant=TENANT_A, role="local
         tags=tags)["taskDefinition"]["taskDefinitionArn"]
 
 
-def ecs_job(harness, definition, key=None, **extra):
+def ecs_job(harness, definition, key=None, target_changes=None, **extra):
     target = {"type": "ECS_TASK", "cluster": CLUSTER, "taskDefinition": definition, "subnets": [harness.subnet],
               "securityGroups": [harness.group], "container": "main",
-              "command": ["python3", "-c", "print('report')"], "environment": {"MODE": "full"}}
+              "command": ["python3", "-c", "print('report')"], "environment": {"MODE": "full"},
+              **(target_changes or {})}
     body = {"name": "report", "type": "DELAYED", "delaySeconds": 5, "target": target, "payload": {"day": "monday"},
             **extra}
     status, answer = harness.request("POST", "/v1/jobs", body, **({"key": key} if key else {}))
@@ -131,7 +132,9 @@ def test_a_task_that_exits_0_succeeds_with_its_task_exit_code_and_log_link(ecs_h
     assert json.loads(env["JOBSCHED_PAYLOAD"]) == {"day": "monday"} and env["MODE"] == "full"
     assert task["overrides"]["containerOverrides"][0]["command"] == ["python3", "-c", "print('report')"]
     tags = {t["key"]: t["value"] for t in task["tags"]}
-    assert tags == {"jobsched:executionId": execution["executionId"], "jobsched:attempt": "1"}
+    # RunTask's own, and its task definition's tenant tag (propagateTags=TASK_DEFINITION)
+    assert tags == {"jobsched:executionId": execution["executionId"], "jobsched:attempt": "1",
+                    TENANT_TAG_KEY: TENANT_A}
     harness.advance(3600)  # an hour of running: no heartbeat asked of it, it stays RUNNING
     assert only_execution(harness, job)["status"] == "RUNNING"
     assert end_task(harness, task, 0) == {"outcome": "SUCCEEDED"}
@@ -373,3 +376,68 @@ def test_a_task_not_described_yet_is_looked_at_again_not_failed(ecs_harness):
     stopped = next(t for t in tasks_of(harness) if t["taskArn"] == task["taskArn"])
     assert stopped["desiredStatus"] == "STOPPED"
     assert only_execution(harness, job)["attempts"][0]["status"] == "TIMED_OUT"
+
+
+def test_a_task_definition_or_cluster_of_another_region_is_refused_at_creation(ecs_harness):
+    # Before: granted by the region-wildcard pattern, accepted, and its task's end (heard by an
+    # EventBridge rule in its own region only) was found only by the worker's 15-minute look.
+    harness = ecs_harness
+    here = task_definition(harness)
+    elsewhere = here.replace(":us-east-1:", ":eu-west-1:")
+    body = {"name": "x", "type": "DELAYED", "delaySeconds": 5, "target": {
+        "type": "ECS_TASK", "cluster": CLUSTER, "container": "main", "subnets": [harness.subnet],
+        "securityGroups": [harness.group], "taskDefinition": elsewhere}}
+    status, answer = harness.request("POST", "/v1/jobs", body)
+    assert status == 422 and answer["error"]["details"][0]["field"] == "target.taskDefinition", answer
+    assert "eu-west-1" in answer["error"]["message"] and "us-east-1" in answer["error"]["message"]
+    body["target"].update(taskDefinition=here, cluster=f"arn:aws:ecs:eu-west-1:{ACCOUNT}:cluster/{CLUSTER}")
+    status, answer = harness.request("POST", "/v1/jobs", body)
+    assert status == 422 and answer["error"]["details"][0]["field"] == "target.cluster", answer
+    body["target"].update(cluster=f"arn:aws:ecs:us-east-1:{ACCOUNT}:cluster/{CLUSTER}")
+    assert harness.request("POST", "/v1/jobs", body)[0] == 201
+
+
+def test_a_tenants_session_may_describe_or_stop_only_its_own_tenants_running_tasks(ecs_harness):
+    # Before: DescribeTasks and StopTask were granted on every task of a granted cluster, so any
+    # tenant's session could read another tenant's task (its overrides: command, environment,
+    # payload) or stop it. Now the task's tenant tag (propagated from its task definition) decides.
+    from botocore.exceptions import ClientError
+
+    harness = ecs_harness
+    definition = task_definition(harness)
+    ecs_job(harness, definition, timeoutSec=7200)
+    harness.advance(6)
+    [task] = tasks_of(harness)
+    assert {t["key"]: t["value"] for t in task["tags"]}[TENANT_TAG_KEY] == TENANT_A  # propagated
+    aws = harness.router._aws
+
+    def session_of(tenant):
+        return aws._client("ecs", definition, 30, tenant)
+
+    for call in (lambda ecs: ecs.describe_tasks(cluster=CLUSTER, tasks=[task["taskArn"]]),
+                 lambda ecs: ecs.stop_task(cluster=CLUSTER, task=task["taskArn"], reason="not yours")):
+        with pytest.raises(ClientError) as denied:
+            call(session_of(TENANT_B))
+        assert denied.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert tasks_of(harness)[0]["lastStatus"] == "RUNNING"
+    # Its own tenant's session (the worker's look, its stop at a cancel or the deadline) may, and
+    # still describes the task once stopped (ECS deleted its tags then).
+    [described] = session_of(TENANT_A).describe_tasks(cluster=CLUSTER, tasks=[task["taskArn"]])["tasks"]
+    assert described["taskArn"] == task["taskArn"]
+    session_of(TENANT_A).stop_task(cluster=CLUSTER, task=task["taskArn"], reason="mine")
+    [stopped] = session_of(TENANT_A).describe_tasks(cluster=CLUSTER, tasks=[task["taskArn"]],
+                                                    include=["TAGS"])["tasks"]
+    assert stopped["lastStatus"] == "STOPPED" and not stopped.get("tags")
+
+
+def test_a_job_with_its_payload_by_reference_keeps_it_out_of_runtasks_overrides(ecs_harness):
+    harness = ecs_harness
+    job = ecs_job(harness, task_definition(harness), timeoutSec=7200, payload={"token": "s3cr3t"},
+                  target_changes={"payloadByReference": True})
+    harness.advance(6)
+    [task] = tasks_of(harness)
+    env = environment(task)
+    assert "JOBSCHED_PAYLOAD" not in env and env["JOBSCHED_PAYLOAD_REF"] == f"/v1/jobs/{job['jobId']}"
+    assert "s3cr3t" not in json.dumps(task, default=str)  # DescribeTasks (and the task events) show none of it
+    status, read = harness.request("GET", env["JOBSCHED_PAYLOAD_REF"])  # what the task reads, with the key
+    assert status == 200 and read["payload"] == {"token": "s3cr3t"}

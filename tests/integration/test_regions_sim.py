@@ -382,3 +382,38 @@ def test_a_change_whose_region_does_not_answer_is_refused_for_a_retry_not_misrou
     status, body = sim.request(C, "POST", f"/v1/jobs/{job['jobId']}/pause", {})
     assert status == 200 and body["state"] == "PAUSED", body
     assert [(src, dst) for src, dst, _, _ in sim.forwarded] == [(C, B)]
+
+
+def test_a_bulk_action_changes_each_job_in_the_region_that_holds_it_or_answers_503(make_sim):
+    # Before: the region the bulk request landed in changed every matching job itself, also those
+    # whose segment another region held (whose claims and timers are that region's).
+    sim = make_sim(lag_ms=1_000)
+    sim.advance(70)  # every home takes its block
+    jobs = {}
+    for region in (A, B):
+        status, job = sim.request(region, "POST", "/v1/jobs", {"name": f"bulk-{region}", "type": "RATE",
+                                                               "schedule": "PT1H", "target": HOOK})
+        assert status == 201 and job["region"] == region
+        jobs[region] = job["jobId"]
+    sim.advance(3)  # replicated
+    status, answer = sim.request(B, "POST", "/v1/jobs/bulk", {"action": "PAUSE", "filter": {"namePrefix": "bulk-"},
+                                                              "reason": "maintenance"})
+    assert status == 200 and (answer["matched"], answer["applied"]) == (2, 2), answer
+    # A's job was paused by A (its single-job route), B's by B: nothing crossed the other way.
+    assert [(src, dst, path, code) for src, dst, path, code in sim.forwarded] == \
+        [(B, A, f"/v1/jobs/{jobs[A]}/pause", 200)]
+    sim.advance(3)
+    for job_id in jobs.values():
+        status, job = sim.request(C, "GET", f"/v1/jobs/{job_id}")
+        assert (job["state"], job.get("pausedReason")) == ("PAUSED", "maintenance"), job
+    # A gone while it still holds its segments: B cannot decide A's job, and says so (retry), rather
+    # than changing it in the wrong region.
+    sim.kill(A)
+    status, answer = sim.request(B, "POST", "/v1/jobs/bulk", {"action": "RESUME", "filter": {"namePrefix": "bulk-"}})
+    assert status == 503 and answer["error"]["code"] == "REGION_UNAVAILABLE", answer
+    sim.advance(400)  # B takes A's segments: the same request now does it all in B
+    status, answer = sim.request(B, "POST", "/v1/jobs/bulk", {"action": "RESUME", "filter": {"namePrefix": "bulk-"}})
+    assert status == 200 and answer["matched"] == 2, answer
+    assert len(sim.forwarded) == 1  # A did not answer the refused one; the retry needed none
+    for job_id in jobs.values():
+        assert sim.request(B, "GET", f"/v1/jobs/{job_id}")[1]["state"] == "ACTIVE"

@@ -193,3 +193,14 @@ def test_a_task_started_by_an_attempt_that_was_taken_over_is_stopped_unless_it_w
     assert started(None) == ["arn:task/jobs/mine"]  # nobody's task: stopped
     assert started({"taskArn": "arn:task/jobs/other"}) == ["arn:task/jobs/mine"]
     assert started({"taskArn": "arn:task/jobs/mine"}) == []  # the takeover adopted it: it runs on
+
+
+def test_payload_by_reference_never_puts_the_payload_in_the_overrides():
+    # RunTask's overrides are recorded by CloudTrail and shown in task events: the reference form
+    # keeps a small payload out of them too.
+    config = {**TARGET, "payloadByReference": True}
+    overrides = tasks.container_overrides(config, "job_a", "job_a.0000000000001", 1, {"secret": "s3cr3t"})
+    env = {e["name"]: e["value"] for e in overrides["containerOverrides"][0]["environment"]}
+    assert "JOBSCHED_PAYLOAD" not in env and env["JOBSCHED_PAYLOAD_REF"] == "/v1/jobs/job_a"
+    assert "s3cr3t" not in json.dumps(overrides)
+    assert to_spec(request(target={"payloadByReference": True}), NOW).target.config["payloadByReference"] is True

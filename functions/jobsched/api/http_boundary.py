@@ -64,10 +64,6 @@ _ASCII_INT = re.compile(r"-?[0-9]{1,18}", re.ASCII)
 MAX_ID_BYTES = 256
 MAX_QUERY_CHARS = 256
 INTERNAL_MESSAGE = "the request failed inside the scheduler; it was logged"
-# A long-running target's reports: authorized by its callback token, which only the execution's
-# record holds (written by the region that ran the attempt, perhaps not replicated here yet), so
-# they are forwarded unchecked; every other change is a tenant's, whose key is checked first.
-CALLBACK_ROUTES = frozenset({"heartbeat_execution", "complete_execution", "fail_execution"})
 
 
 def _limit(value: str | None) -> int:

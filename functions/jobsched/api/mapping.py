@@ -51,6 +51,23 @@ class TargetScope:
     # check (tests of mapping); empty: nothing granted, every container job is refused.
     task_definitions: tuple[str, ...] | None = None
     clusters: tuple[str, ...] | None = None
+    # The deployment's regions: a task runs in its task definition's region, and only there does
+    # an EventBridge rule of ours hear its end. Empty: no check (tests of mapping).
+    regions: tuple[str, ...] = ()
+
+    def task_region_problem(self, config: dict) -> tuple[str, str] | None:
+        """(field, reason) when the task would run where the deployment hears no task end (it would
+        end only by the worker's 15-minute look) or where its cluster is not; None: fine."""
+        definition, cluster = (_arn_region(str(config.get(k, ""))) for k in ("taskDefinition", "cluster"))
+        if self.regions and definition and definition not in self.regions:
+            return "taskDefinition", (f"is in {definition}, not in the deployment's region"
+                                      f"{'s' if len(self.regions) > 1 else ''} ({', '.join(self.regions)}): "
+                                      "the scheduler would not hear the task end")
+        # A task definition named by family runs in this region (the first of the deployment's).
+        runs_in = definition or (self.regions[0] if self.regions else None)
+        if cluster and runs_in and cluster != runs_in:
+            return "cluster", f"is in {cluster}, not in the task definition's region ({runs_in})"
+        return None
 
     def grants_task_definition(self, arn: str) -> bool:
         return self.task_definitions is None or any(_arn_glob(p).fullmatch(arn) for p in self.task_definitions)
@@ -69,6 +86,11 @@ class TargetScope:
         if arn is None or arn.split(":")[4] == self.account:
             return True
         return any(_arn_glob(pattern).fullmatch(arn) for pattern in self.patterns)
+
+
+def _arn_region(value: str) -> str | None:
+    parts = value.split(":")
+    return parts[3] or None if value.startswith("arn:") and len(parts) > 3 else None
 
 
 def target_arn(target_type: TargetType, address: str, account: str) -> str | None:
@@ -352,6 +374,9 @@ def _check_task(target: Target, field: str, scope: "TargetScope") -> None:
     if not scope.grants_cluster(str(config["cluster"])):
         raise UnprocessableRequest.for_field(f"{field}.cluster", "is not among the clusters this deployment "
                                                                  "grants (ecsClusters)")
+    region_problem = scope.task_region_problem(config)
+    if region_problem is not None:
+        raise UnprocessableRequest.for_field(f"{field}.{region_problem[0]}", region_problem[1])
     fixed = largest_fixed_overrides(config, "job_" + "x" * 32)
     if fixed > MAX_OVERRIDES_CHARS:
         raise InvalidRequest(f"{field}: command and environment take {fixed} characters of RunTask's "

@@ -164,6 +164,15 @@ class EcsTaskTarget(_Model):
     container: str
     command: list[str] = Field(default_factory=list, max_length=tasks.MAX_COMMAND_ITEMS)
     environment: dict[str, str] = Field(default_factory=dict)
+    # The payload rides in RunTask's container overrides (JOBSCHED_PAYLOAD), which CloudTrail records
+    # and ECS's task events and DescribeTasks show to whoever may read them. True: never there; the
+    # task gets JOBSCHED_PAYLOAD_REF (/v1/jobs/{jobId}) and reads the job's payload with an API key.
+    payloadByReference: bool = Field(False, description=(
+        "true: the payload is never put in RunTask's container overrides (recorded by CloudTrail, shown in "
+        "ECS task events and DescribeTasks); the task gets JOBSCHED_PAYLOAD_REF (/v1/jobs/{jobId}) and reads "
+        "the job's `payload` there with the tenant's API key (give the task the key through its task "
+        "definition's `secrets`). false (default): inline in JOBSCHED_PAYLOAD when it fits RunTask's 8,192 "
+        "characters of overrides, else by reference"))
 
     @field_validator("cluster")
     @classmethod

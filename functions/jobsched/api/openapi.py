@@ -13,6 +13,18 @@ ERROR_TEXT = {400: "Malformed request", 401: "No or bad API key", 404: "Not foun
               409: "State conflict or version mismatch", 413: "Payload over 256 KB",
               422: "Well-formed but invalid (bad cron, unknown time zone, ...)",
               429: "Tenant quota exceeded (active jobs, creates per second)"}
+# 503, with Retry-After: every route that reads or writes the tables may be over a rate (THROTTLED);
+# in a multi-region deployment a change is decided by the region that holds its job: a change that
+# lands elsewhere is forwarded there and answered with that region's answer (any status above),
+# and one that no region can take now is REGION_UNAVAILABLE (handlers/api.py holder_elsewhere).
+THROTTLED_TEXT = "THROTTLED: over a rate for this tenant; retry after Retry-After seconds"
+REGION_TEXT = ("; or, with regions, REGION_UNAVAILABLE: no region can take this change now (its job's segment "
+               "is moving between regions, or the region that holds it did not answer). A change that lands in "
+               "a region that does not hold its job is forwarded to the one that does and answered with that "
+               "region's answer")
+# The routes that change a job, create one or act on several in a multi-region deployment.
+REGION_ROUTES = frozenset({"create_job", "create_jobs", "bulk_jobs"})
+RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}
 
 
 @lru_cache(maxsize=1)
@@ -58,5 +70,19 @@ def _operation(route: Route, ref, error_ref: dict) -> dict:
     operation["responses"] = {str(route.status): ok, **{
         str(code): {"description": ERROR_TEXT[code], "content": {"application/json": {"schema": error_ref}}}
         for code in route.errors}}
+    unavailable = _unavailable(route)
+    if unavailable is not None:
+        operation["responses"]["503"] = {"description": unavailable, "headers": RETRY_AFTER,
+                                         "content": {"application/json": {"schema": error_ref}}}
+    elif route.name == "health":  # its own body, status "degraded": a DNS health check's answer
+        operation["responses"]["503"] = {**ok, "description": "This region holds no segment (regions)"}
     operation["security"] = [{"apiKey": []}] if route.auth else []
     return operation
+
+
+def _unavailable(route: Route) -> str | None:
+    """What a 503 of this route means (None: it answers none in the error envelope)."""
+    if route.name in ("openapi", "health"):
+        return None
+    changes_a_job = route.method != "GET" and ("{jobId}" in route.path or "{executionId}" in route.path)
+    return THROTTLED_TEXT + (REGION_TEXT if changes_a_job or route.name in REGION_ROUTES else "")

@@ -162,7 +162,8 @@ ROUTES: tuple[Route, ...] = (
           schemas.SigningSecret, RotateSigningSecretRequest, errors=(400, 401, 422), body_required=False),
     Route("openapi", "GET", "/v1/openapi.json", "This document", 200, None, auth=False, errors=()),
     Route("health", "GET", "/v1/health",
-          "Liveness; in a multi-region deployment 503 (the same body, status degraded) while this region holds no segment",
+          "Liveness: the status alone; with a valid key also the region and the segments it holds; in a multi-region "
+          "deployment 503 (status degraded) while this region holds no segment",
           200, schemas.Health, auth=False, errors=()),
 )
 

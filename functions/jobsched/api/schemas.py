@@ -242,8 +242,9 @@ class Health(_Out):
     # Regions (API.md): "degraded" (503) when this region holds no segment of a multi-region
     # deployment, so that DNS health checks send clients to a region that does.
     status: Literal["ok", "degraded"]
-    region: str
-    ownedSegments: list[int]
+    # With a valid key only (without one, the public answer is the status alone).
+    region: str | None = None
+    ownedSegments: list[int] | None = None
 
 
 class ErrorDetail(_Out):

@@ -129,15 +129,22 @@ function niceMax(value) {
 }
 
 // A time axis of `from..to` under a chart area `left..left+width`, with ticks on round instants
-// labelled in `zone` (the viewer's unless given).
-function timeAxis(group, from, to, left, width, y, zone) {
+// labelled in `zone` (the viewer's unless given). A label is centred on its tick, except where
+// that would cross the drawing's edge (0 or `edge`, its viewBox width): a tick at the end of the
+// window has its label end at the edge instead of being cut off.
+const TICK_CHAR_WIDTH = 6.2;  // the widest digit of the 10px .tick font, with room to spare
+function timeAxis(group, from, to, left, width, y, zone, edge) {
   const spans = [5 * MINUTE, 10 * MINUTE, 15 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR, DAY];
   const tick = spans.find((s) => (to - from) / s <= 8) || DAY;
   const x = (t) => left + (t - from) / (to - from) * width;
+  const right = edge || left + width;
   group.appendChild(svg("line", { x1: left, x2: left + width, y1: y, y2: y, class: "axis" }));
   for (let t = Math.ceil(from / tick) * tick; t <= to; t += tick) {
     group.appendChild(svg("line", { x1: x(t), x2: x(t), y1: y, y2: y + 4, class: "axis" }));
-    group.appendChild(svg("text", { x: x(t), y: y + 16, class: "tick", "text-anchor": "middle" }, clockIn(t, zone || VIEWER_ZONE)));
+    const text = clockIn(t, zone || VIEWER_ZONE), half = TICK_CHAR_WIDTH * text.length / 2;
+    const place = x(t) + half > right - 1 ? { x: right - 1, "text-anchor": "end" }
+      : x(t) - half < 1 ? { x: 1, "text-anchor": "start" } : { x: x(t), "text-anchor": "middle" };
+    group.appendChild(svg("text", Object.assign(place, { y: y + 16, class: "tick" }), text));
   }
   return x;
 }
@@ -160,7 +167,7 @@ function drawChart(container, from, to, bucketMs, series) {
     root.appendChild(svg("text", { x: left - 4, y: y(v) + 4, class: "tick", "text-anchor": "end" },
       labels[i]));
   }
-  const x = timeAxis(root, from, to, left, plotW, top + plotH);
+  const x = timeAxis(root, from, to, left, plotW, top + plotH, undefined, width);
   const bars = series.filter((s) => s.kind === "bar");
   const slot = bucketMs / (to - from) * plotW;
   const barW = Math.max(1, slot * 0.8 / Math.max(1, bars.length));
@@ -538,7 +545,7 @@ async function loadTimeline(job) {
     root.appendChild(svg("line", { x1: left, x2: width - right, y1: top + i * lane + 12, y2: top + i * lane + 12,
       class: "grid" }));
   });
-  const x = timeAxis(root, from, to, left, width - left - right, top + 3 * lane + 4, job.timezone);
+  const x = timeAxis(root, from, to, left, width - left - right, top + 3 * lane + 4, job.timezone, width);
   root.appendChild(svg("text", { x: width - right, y: height - 8, class: "tick", "text-anchor": "end" },
     "times in " + job.timezone));
   root.appendChild(svg("line", { x1: x(now), x2: x(now), y1: top, y2: top + 3 * lane, class: "now" }));

@@ -107,7 +107,8 @@ def payload_ref(job_id: str) -> str:
 def container_overrides(config: dict, job_id: str, execution_id: str, attempt: int, payload: Any) -> dict:
     """RunTask's `overrides` for the job's container: its command, its environment, and the
     execution's variables. The payload rides in JOBSCHED_PAYLOAD when the whole fits ECS's 8,192
-    characters, else JOBSCHED_PAYLOAD_REF names where to read it."""
+    characters, else JOBSCHED_PAYLOAD_REF names where to read it; with `payloadByReference` it is
+    never inline (the overrides are recorded by CloudTrail and shown in ECS's task events)."""
     base = [{"name": k, "value": v} for k, v in sorted((config.get("environment") or {}).items())]
     base += [{"name": ENV_EXECUTION_ID, "value": execution_id}, {"name": ENV_ATTEMPT, "value": str(attempt)}]
 
@@ -117,8 +118,8 @@ def container_overrides(config: dict, job_id: str, execution_id: str, attempt: i
             container["command"] = list(config["command"])
         return {"containerOverrides": [container]}
 
-    inline = build({"name": ENV_PAYLOAD, "value": compact(payload)})
-    if overrides_chars(inline) <= MAX_OVERRIDES_CHARS:
+    inline = None if config.get("payloadByReference") else build({"name": ENV_PAYLOAD, "value": compact(payload)})
+    if inline is not None and overrides_chars(inline) <= MAX_OVERRIDES_CHARS:
         return inline
     return build({"name": ENV_PAYLOAD_REF, "value": payload_ref(job_id)})
 

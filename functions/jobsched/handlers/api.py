@@ -37,7 +37,7 @@ from jobsched.api.models import (
     parse_body,
     parse_data,
 )
-from jobsched.api.http_boundary import (CALLBACK_ROUTES, INTERNAL_MESSAGE, MAX_ID_BYTES, MAX_PAGE_BYTES,
+from jobsched.api.http_boundary import (INTERNAL_MESSAGE, MAX_ID_BYTES, MAX_PAGE_BYTES,
                                         MAX_QUERY_CHARS, _bounded_int_param, _idempotency_key, _int_param,
                                         _limit, _state, _tag, error_body, error_response, http_status)
 from jobsched.api.openapi import openapi_document
@@ -45,7 +45,7 @@ from jobsched.api.routes import ROUTES
 from jobsched.domain.stats import WINDOWS_MS
 from jobsched.domain.jobs import JobSpec
 from jobsched.domain.schedule import format_instant, parse_instant
-from jobsched.domain.errors import WrongRegion, DomainError, FieldProblem, InvalidRequest, NotFound, PayloadTooLarge
+from jobsched.domain.errors import DomainError, FieldProblem, InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
 from jobsched import console
 from jobsched.handlers.authorizer import TENANT_CONTEXT_KEY
 from jobsched.handlers.wiring import build, lazy, metrics_for
@@ -56,7 +56,8 @@ from jobsched.service.jobs import JobsService, Quotas, body_hash
 from jobsched.service.outcomes import Outcomes
 from jobsched.service.signing import SigningSecrets
 from jobsched.store.aws import is_throttle
-from jobsched.store.region_apis import FORWARDED_BY, RegionApis, RegionUnreachable
+from jobsched.handlers.forwarding import Forwarding
+from jobsched.store.region_apis import RegionApis
 
 logger = Logger(service="jobsched-api")
 
@@ -88,11 +89,12 @@ def authorized_tenant(event: dict) -> str | None:
 def make_handler(env: Mapping[str, str], clock=None, session=None):
     parts = build(env, "api", clock, session)
     metrics = metrics_for(env, "jobsched-api")
+    regions = parts.settings.regions or ((parts.settings.this_region or os.environ.get("AWS_REGION", "")),)
     own = OwnResources(f"{parts.settings.stack_name}-" if parts.settings.stack_name else "",
                        frozenset(url for _, url in parts.settings.lane_urls),
                        OwnEndpoints.parse(parts.settings.own_endpoints),
                        TargetScope(parts.settings.target_account, parts.settings.target_arn_patterns,
-                                   parts.settings.ecs_task_definitions, parts.settings.ecs_clusters),
+                                   parts.settings.ecs_task_definitions, parts.settings.ecs_clusters, regions),
                        parts.settings.allow_private_targets)
     service = JobsService(parts.stores, parts.handoff, parts.clock,
                           Quotas(parts.settings.max_active_jobs, parts.settings.max_creates_per_second))
@@ -122,13 +124,13 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         # Any case (the HTTP API may lower-case names): Powertools 3's headers ignore case.
         return app.current_event.headers.get(name)
 
+    forwarding = Forwarding(parts, region_apis, lambda: app.current_event.raw_event, header, tenant, logger)
+
     def now() -> int:
         return parts.clock.now_ms()
 
     def ok(status: int, body: Any) -> Response:
         return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
-
-    regions = parts.settings.regions or ((parts.settings.this_region or os.environ.get("AWS_REGION", "")),)
 
     def job_body(job, calendars: CalendarCache | None = None) -> dict:
         # Exclusion calendars: nextFireAt skips excluded instants by the hand-off's own rule; the
@@ -234,7 +236,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         wanted = body.filter.tag if isinstance(body.filter.tag, list) else [body.filter.tag] if body.filter.tag else []
         answer, done = service.bulk(tenant_id, body.action, [_tag(t, "filter.tag") for t in wanted],
                                     _state(body.filter.state), body.filter.namePrefix, body.dryRun, body.reason,
-                                    body.bulkId, body.all)
+                                    body.bulkId, body.all,
+                                    forwarding.change_elsewhere if parts.ownership.multi_region else None)
         return ok(200 if done else 202, answer)
 
     def backfill_job(jobId: str):  # noqa: N803
@@ -382,10 +385,22 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         return ok(200, openapi_document())
 
     def health():
+        """Public: the status alone. The region and the segments it holds are the deployment's
+        layout: added only for a request with a valid key (without one, or with a bad one, a
+        health check still gets its status)."""
         owned = parts.ownership.held()
         status = "ok" if owned or not parts.ownership.multi_region else "degraded"
-        region = parts.settings.this_region or os.environ.get("AWS_REGION", "")
-        return ok(200 if status == "ok" else 503, {"status": status, "region": region, "ownedSegments": owned})
+        body: dict[str, Any] = {"status": status}
+        if header("Authorization") is not None and _valid_key():
+            body.update(region=parts.settings.this_region or os.environ.get("AWS_REGION", ""), ownedSegments=owned)
+        return ok(200 if status == "ok" else 503, body)
+
+    def _valid_key() -> bool:
+        try:
+            tenant()
+        except Unauthorized:
+            return False
+        return True
 
     functions = locals()
     matched = {"route": "unmatched"}
@@ -397,41 +412,12 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
                 if len(value.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
                     raise NotFound(f"no such {'job' if name == 'jobId' else 'calendar' if name == 'name' else 'execution'}")
             if method != "GET" and parts.ownership.multi_region:
-                holder = holder_elsewhere(route_name, path_parameters.get("jobId")
-                                          or job_id_of(path_parameters.get("executionId") or ""))
+                holder = forwarding.holder_elsewhere(route_name, path_parameters.get("jobId")
+                                                     or job_id_of(path_parameters.get("executionId") or ""))
                 if holder is not None:
-                    return forward(holder)
+                    return forwarding.forward(holder)
             return function(**path_parameters)
         return call
-
-    def holder_elsewhere(route_name: str, job_id: str | None) -> str | None:
-        """Regions: a change to a job or an execution is decided in the region that holds the job's
-        segment now (its claims, timers and dispatches are that region's); any region reads. The
-        region this request is forwarded to, or None: this region decides it."""
-        if not job_id or parts.ownership.epoch_for(parts.handoff.segment_of(job_id)) is not None:
-            return None
-        this = parts.settings.this_region
-        holder = parts.ownership.holder(parts.handoff.segment_of(job_id))
-        if holder is None or holder == this or header(FORWARDED_BY) or not region_apis.configured:
-            raise WrongRegion(f"this region ({this}) does not schedule this job now and no region can take the "
-                              "change at this moment (its segment is moving between regions); retry shortly")
-        if route_name not in CALLBACK_ROUTES:
-            tenant()  # a request without a valid key is answered here, not carried to another region
-        return holder
-
-    def forward(holder: str) -> Response:
-        """The holder region's answer to this same request (store/region_apis.py)."""
-        try:
-            answer = region_apis.call(holder, app.current_event.raw_event)
-        except RegionUnreachable:
-            logger.warning("the region that schedules this job did not answer", extra={"holder": holder},
-                           exc_info=True)
-            raise WrongRegion(f"the region that schedules this job now ({holder}) did not answer; retry shortly") \
-                from None
-        headers = {name: values for name, values in (answer.get("multiValueHeaders") or {}).items()}
-        headers.update(answer.get("headers") or {})
-        logger.info("forwarded", extra={"holder": holder, "status": answer["statusCode"]})
-        return Response(status_code=int(answer["statusCode"]), body=answer.get("body"), headers=headers)
 
     for route in ROUTES:
         app.route(route.resolver_path, route.method)(named(route.name, functions[route.name], route.method))

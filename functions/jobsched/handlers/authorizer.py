@@ -1,4 +1,5 @@
-"""The API's Lambda authorizer (API Gateway's HTTP API, REQUEST type, payload 2.0, simple responses).
+"""The API's Lambda authorizer (REQUEST type): the HTTP API's (payload 2.0, simple responses) and
+the REST API's (`-c api=rest`: an IAM policy as the answer).
 
 API Gateway calls it before the API function for every route that needs a tenant's key, with the
 Authorization header as its identity source, and caches its answer per header value
@@ -33,10 +34,28 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
         try:
             tenant_id = auth.tenant_for(authorization_of(event))
         except Unauthorized:
+            tenant_id = None
+        if "methodArn" in event:  # the REST API's authorizer event
+            return rest_answer(event["methodArn"], tenant_id)
+        if tenant_id is None:
             return {"isAuthorized": False}
         return {"isAuthorized": True, "context": {TENANT_CONTEXT_KEY: tenant_id}}
 
     return handle
+
+
+def rest_answer(method_arn: str, tenant_id: str | None) -> dict:
+    """The REST API's answer: a policy that allows (a valid key) or denies (403) invoking the API.
+    API Gateway caches it per Authorization header value for every method and path of the stage,
+    so it names them all (`<api>/<stage>/*`), not only the method that asked; the tenant rides in
+    the context (requestContext.authorizer.tenantId in the function's event)."""
+    api_and_stage = "/".join(method_arn.split("/", 2)[:2])  # arn:...:execute-api:<region>:<account>:<api>/<stage>
+    answer = {"principalId": tenant_id or "unknown", "policyDocument": {"Version": "2012-10-17", "Statement": [{
+        "Action": "execute-api:Invoke", "Effect": "Allow" if tenant_id else "Deny",
+        "Resource": f"{api_and_stage}/*"}]}}
+    if tenant_id:
+        answer["context"] = {TENANT_CONTEXT_KEY: tenant_id}
+    return answer
 
 
 def authorization_of(event: dict) -> str | None:

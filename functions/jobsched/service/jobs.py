@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Callable
 from dataclasses import replace as replaced_with
 
 from jobsched.domain.clock import Clock
@@ -40,6 +41,10 @@ from jobsched.store.queues import Outgoing
 # the same request repeated with the answer's bulkId. Its record is kept a week.
 BULK_PAGE_MATCHES = 100
 BULK_RETENTION_S = 7 * 86_400
+# Regions: a bulk action's change of one job in the region that holds it (job id, action, reason)
+# -> None: this region holds it (change it here); True: changed there; False: its region answered
+# that it changed meanwhile or does not apply. Raises WrongRegion when no region can take it now.
+ChangeElsewhere = Callable[[str, str, "str | None"], "bool | None"]
 # A trigger's or redrive's PENDING execution that no worker has claimed after this long lost its
 # message (or waited behind a backlog): the SWEEP timer armed with it runs it then.
 SWEEP_AFTER_MS = 5 * 60_000
@@ -142,7 +147,8 @@ class JobsService:
 
     def bulk(self, tenant_id: str, action: str, tags: list[tuple[str, str]], state: JobState | None,
              name_prefix: str | None, dry_run: bool, reason: str | None = None,
-             bulk_id: str | None = None, all_jobs: bool = False) -> tuple[dict, bool]:
+             bulk_id: str | None = None, all_jobs: bool = False,
+             elsewhere: "ChangeElsewhere | None" = None) -> tuple[dict, bool]:
         """One action on every matching job, a bounded page per request (BULK_PAGE_MATCHES): the
         API's reserved concurrency, which heartbeats and completions share, is never held for a
         tenant's whole job list. Returns the answer and whether the operation is done. A bulk that
@@ -155,7 +161,11 @@ class JobsService:
         the position moved) changes nothing twice, and only the request whose conditional write
         moves the position counts it. A dry run's `applied` counts the jobs the action would change
         (a pause does not change a COMPLETED job). An empty filter acts on every job of the tenant:
-        only when asked for explicitly (`all_jobs`)."""
+        only when asked for explicitly (`all_jobs`).
+
+        Regions (`elsewhere`): a job whose segment another region holds is changed there, as its
+        single-job route is (handlers/forwarding.py); one that no region can change now raises WrongRegion
+        (503): the same request repeated does the page again, passing over what it changed."""
         if not tags and state is None and not name_prefix and not all_jobs:
             raise UnprocessableRequest.for_field(
                 "filter", 'is empty: it would match every job of the tenant; give a filter, or "all": true')
@@ -173,7 +183,7 @@ class JobsService:
             if progress["done"]:
                 return self._bulk_answer(progress, bulk_id), True
         matched, applied, ids = self._bulk_page(tenant_id, action, tags, state, name_prefix, dry_run, reason,
-                                                progress["cursor"])
+                                                progress["cursor"], elsewhere)
         cursor = matched.next_cursor
         fields = {"matched": progress["matched"] + len(matched.items), "applied": progress["applied"] + applied,
                   "jobIds": (progress["jobIds"] + ids)[:100], "cursor": cursor, "done": cursor is None,
@@ -189,7 +199,7 @@ class JobsService:
             fields = self._jobs.get_bulk(tenant_id, bulk_id) or fields  # another request did this page
         return self._bulk_answer(fields, bulk_id), bool(fields["done"])
 
-    def _bulk_page(self, tenant_id, action, tags, state, name_prefix, dry_run, reason, cursor):
+    def _bulk_page(self, tenant_id, action, tags, state, name_prefix, dry_run, reason, cursor, elsewhere=None):
         change = {"PAUSE": lambda job_id: self.pause(tenant_id, job_id, reason),
                   "RESUME": lambda job_id: self.resume(tenant_id, job_id),
                   "CANCEL": lambda job_id: self.cancel(tenant_id, job_id)}[action]
@@ -206,7 +216,11 @@ class JobsService:
                 ids.append(job.job_id)  # and which: not every match
                 continue
             try:
-                change(job.job_id)
+                decided = elsewhere(job.job_id, action, reason) if elsewhere is not None else None
+                if decided is None:  # this region holds the job: changed here
+                    change(job.job_id)
+                elif not decided:  # its region answered that it changed meanwhile (or not applicable)
+                    continue
                 applied += 1
             except Conflict:
                 pass  # changed meanwhile (or not applicable): left as it is

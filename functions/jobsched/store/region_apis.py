@@ -65,3 +65,23 @@ def forwarded_event(event: dict, by_region: str) -> dict:
     if event.get("multiValueHeaders") is not None:
         forwarded["multiValueHeaders"] = {**event["multiValueHeaders"], FORWARDED_BY: [by_region]}
     return forwarded
+
+
+def job_change_event(event: dict, method: str, path: str, body: dict | None) -> dict:
+    """`event` (API Gateway's proxy event, payload 1.0, of either API type) made into the request
+    `method path` with `body`, with the same key and authorizer context: a bulk action's change of
+    one job, sent to the region that holds the job (handlers/api.py)."""
+    changed = dict(event)
+    context = dict(event.get("requestContext") or {})
+    old_path, stage_path = event.get("path") or "", context.get("path") or ""
+    stage = stage_path[:len(stage_path) - len(old_path)] if old_path and stage_path.endswith(old_path) else ""
+    context.update(httpMethod=method, path=stage + path)
+    changed.update(path=path, httpMethod=method, requestContext=context, isBase64Encoded=False,
+                   body=json.dumps(body) if body is not None else None,
+                   queryStringParameters=None, multiValueQueryStringParameters=None)
+    if (event.get("pathParameters") or {}).get("proxy") is not None:  # the REST API's {proxy+}
+        changed["pathParameters"] = {"proxy": path.lstrip("/")}
+    for name in ("headers", "multiValueHeaders"):  # the new body's length is not the old one's
+        if event.get(name) is not None:
+            changed[name] = {k: v for k, v in event[name].items() if k.lower() != "content-length"}
+    return changed

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 
+from jobsched.local import strict_ecs
 from jobsched.local.strict_aws.base import ACCESS_DENIED, ACCOUNT, REGION, _Call, _error, _internal
 from jobsched.local.strict_aws.ecs import _cluster_name
 from jobsched.local.strict_aws.iam import Statement
@@ -62,6 +63,7 @@ class Authorization:
                 raise refuse(message)
             code, status = ACCESS_DENIED.get(call.service, ("AccessDeniedException", 400))
             raise _error(client, call.operation, code, message, status)
+        self.ledger.allowed.add((who, action))
 
     def _actions_on(self, call: _Call, action: str) -> list[tuple[str, str]]:
         """(IAM action, resource) pairs a call needs. A transaction has no action of its own: IAM
@@ -121,10 +123,8 @@ class Authorization:
 
     def _read_tags(self, service: str, resource: str, params: dict) -> dict[str, str]:
         client = self._tag_client(service)
-        if service == "ecs":
-            if ":task-definition/" not in resource:
-                return {}  # tasks' tags are named by no statement's condition
-            return {t["key"]: t["value"] for t in client.list_tags_for_resource(resourceArn=resource).get("tags", [])}
+        if service == "ecs":  # a task definition's or a task's (strict_ecs.py: as ECS keeps them)
+            return strict_ecs.tags_of(client, resource)
         if service == "sqs":
             return client.list_queue_tags(QueueUrl=params["QueueUrl"]).get("Tags") or {}
         if service == "sns":

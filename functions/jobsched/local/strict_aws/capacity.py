@@ -52,6 +52,7 @@ class Ledger:
         self.kms_peak = 0
         self.kms_total = 0
         self.denied: list[str] = []
+        self.allowed: set[tuple[str, str]] = set()  # (caller, IAM action) allowed at least once (grant_report.py)
         self.assumed_roles = 0
         self.buckets: dict[str, tuple[float, int]] = {}  # token buckets: name → (tokens, when)
         self.throttled_calls = 0

@@ -6,6 +6,7 @@ import json
 import time
 from typing import Any, Callable
 
+from jobsched.local import strict_ecs
 from jobsched.local.strict_aws import sse_kms
 from jobsched.local.strict_aws.authorize import Authorization
 from jobsched.local.strict_aws.base import (REGION, StrictLayerError, _Call, _access_key, _error, _internal,
@@ -111,6 +112,8 @@ class StrictAws(Authorization, RoleSessions, DynamoDbChecks, DynamoDbBilling, Me
             return
         if call.service == "sts" and call.operation == "AssumeRole" and http_response.status_code < 300:
             self._remember_session(call, parsed)
+        if call.service == "ecs" and http_response.status_code < 300:  # tasks' tags as ECS keeps them
+            strict_ecs.after_call(self._tag_client("ecs"), call.operation, call.params, parsed, _internal)
         if self._reports and call.service == "dynamodb":
             self._take_report(call, http_response)
         bill = getattr(self, f"_bill_{call.service}", None)
