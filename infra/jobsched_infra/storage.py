@@ -8,7 +8,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from jobsched.sizing import PROVISIONED_TARGET_UTILIZATION, TableSizing
-from jobsched.store.executions import DEAD_LETTERS_INDEX
+from jobsched.store.dead_letters import DEAD_LETTERS_INDEX
 from jobsched.store.jobs import JOBS_BY_STATE_INDEX
 from jobsched_infra.config import ConfigError
 from jobsched_infra.regions import OWNERSHIP_TABLE, RegionPlan, table_name

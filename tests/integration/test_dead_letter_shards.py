@@ -2,7 +2,7 @@
 endpoint is down cannot make one index partition hot; the list route merges the shards newest
 first, pages without gaps or repeats, still lists dead letters written before sharding, and
 never another tenant's."""
-from jobsched.store.executions import DEAD_LETTERS_INDEX, DEAD_LETTER_SHARDS, dead_letter_partition
+from jobsched.store.dead_letters import DEAD_LETTERS_INDEX, DEAD_LETTER_SHARDS, dead_letter_partition
 from .harness import FAIL, KEY_B
 
 HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/hook"}
