@@ -388,7 +388,7 @@ def test_console_nits_actions_a_job_takes_a_kept_redrive_message_axis_labels_and
     fits = browser.execute_script("""
         const box = document.createElement('div'); document.body.appendChild(box);
         drawChart(box, 0, 3600000, 600000, [{name: 'p99', kind: 'line', points: new Map([[0, 1294063]])}]);
-        const labels = [...box.querySelectorAll('text.tick[text-anchor=end]')];
+        const labels = [...box.querySelectorAll('text.tick[text-anchor=end]')].filter((t) => !t.textContent.includes(':'));  // the value axis (a time label at the edge also ends there)
         const out = labels.map((t) => [t.textContent, t.getBBox().x]); box.remove(); return out;""")
     assert fits[-1][0] == "2M" and all(x >= 0 for _, x in fits), fits
     # A redrive's message stays after the list is read again
