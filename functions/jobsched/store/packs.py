@@ -1,0 +1,141 @@
+"""Pack items in the Executions table: a pack's claim, its checkpoints and the outcomes the API reads
+(docs/architecture.md, "Packs"). Partition `pack#<segment>#<due-second>`, sort key `<lane>#<digest>`."""
+from __future__ import annotations
+
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Iterable
+
+from boto3.dynamodb.conditions import Key
+from botocore.exceptions import ClientError
+
+from jobsched.domain.errors import ConditionLost
+from jobsched.domain.packs import PackKey, PackOutcome, PackStatus, partition_of
+from jobsched.store.dynamo import _condition_lost, plain
+
+# Reads of many pack partitions (a job's page of occurrences) go out this many at once.
+READ_PARALLELISM = 8
+# When several items of a partition hold one execution (it left a pack and was re-sent), the one
+# that says where it ended wins: a recorded end over a hand-off.
+_RANK = {PackStatus.SUCCEEDED: 3, PackStatus.STALE: 2, PackStatus.MOVED: 1, PackStatus.BACK: 0}
+
+
+class PackLeased(Exception):
+    """Another delivery of the pack holds it under a live lease."""
+
+    def __init__(self, lease_until_ms: int | None, recorded: frozenset = frozenset()) -> None:
+        super().__init__(f"pack leased until {lease_until_ms}")
+        self.lease_until_ms = lease_until_ms
+        self.recorded = recorded  # the execution ids its holder has recorded so far
+
+
+@dataclass(frozen=True)
+class PackClaim:
+    attempt: int  # the pack's fencing token: every checkpoint is conditional on it
+    outcomes: dict[str, PackOutcome]  # what earlier deliveries recorded
+
+
+class PacksStore:
+    def __init__(self, dynamodb, table_name: str, retention_days: int = 30) -> None:
+        self._table = dynamodb.Table(table_name)
+        self._retention_s = retention_days * 86_400
+        self._pool: ThreadPoolExecutor | None = None
+
+    def claim(self, key: PackKey, now_ms: int, lease_until_ms: int) -> PackClaim:
+        """One conditional UpdateItem: the pack is new, or its last holder's lease has ended. Sets
+        the next attempt and the lease, and returns the outcomes recorded so far. PackLeased
+        otherwise (a botocore retry of our own applied claim is recognised by its token)."""
+        token = secrets.token_hex(8)
+        try:
+            answer = self._table.update_item(
+                Key={"jobId": key.partition, "executionId": key.sort_key},
+                UpdateExpression=("SET attempt = if_not_exists(attempt, :zero) + :one, leaseUntilMs = :lease, "
+                                  "claimToken = :token, outcomes = if_not_exists(outcomes, :empty), "
+                                  "expiresAt = :expires"),
+                ConditionExpression="attribute_not_exists(attempt) OR leaseUntilMs < :now",
+                ExpressionAttributeValues={":zero": 0, ":one": 1, ":lease": lease_until_ms, ":token": token,
+                                           ":empty": {}, ":now": now_ms,
+                                           ":expires": key.due_second + self._retention_s},
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            lost = _condition_lost(exc, "pack claimed")
+            if lost is None:
+                raise
+            current = lost.current or {}
+            if current.get("claimToken") == token:
+                return _claim_of(current)
+            lease = current.get("leaseUntilMs")
+            raise PackLeased(int(lease) if lease is not None else None,
+                             frozenset((current.get("outcomes") or {}).keys())) from exc
+        return _claim_of(plain(answer["Attributes"]))
+
+    def checkpoint(self, key: PackKey, attempt: int, outcomes: dict[str, PackOutcome], release: bool = False) -> None:
+        """Record these entries' outcomes, conditional on the pack's attempt still being ours:
+        ConditionLost when a later delivery took the pack over (nothing is applied). `release`:
+        the last checkpoint, every entry recorded: the lease ends now, so that a duplicate of the
+        message is claimed at once (and finds nothing left to run) instead of waiting for it."""
+        if not outcomes and not release:
+            return
+        names: dict = {}
+        values: dict = {":mine": attempt}
+        sets = ["leaseUntilMs = :ended"] if release else []
+        if release:
+            values[":ended"] = 0
+        for i, (execution_id, outcome) in enumerate(outcomes.items()):
+            names["#m"] = "outcomes"
+            names[f"#e{i}"] = execution_id
+            values[f":v{i}"] = outcome.to_item()
+            sets.append(f"#m.#e{i} = :v{i}")
+        try:
+            self._table.update_item(
+                Key={"jobId": key.partition, "executionId": key.sort_key},
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression="attempt = :mine",
+                **({"ExpressionAttributeNames": names} if names else {}),
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            lost = _condition_lost(exc, "pack checkpoint")
+            raise (lost or exc) from exc
+
+    def outcomes(self, segment: int, due_second: int, consistent: bool = False) -> dict[str, PackOutcome]:
+        """Every entry outcome recorded in one pack partition (a segment's packs of one second),
+        the one that says where it ended when several items hold an execution."""
+        kwargs = {"KeyConditionExpression": Key("jobId").eq(partition_of(segment, due_second)),
+                  "ProjectionExpression": "outcomes", "ConsistentRead": consistent}
+        found: dict[str, PackOutcome] = {}
+        while True:
+            answer = self._table.query(**kwargs)
+            for item in answer.get("Items", []):
+                for execution_id, raw in (plain(item).get("outcomes") or {}).items():
+                    outcome = PackOutcome.from_item(raw)
+                    if execution_id not in found or _RANK[outcome.status] > _RANK[found[execution_id].status]:
+                        found[execution_id] = outcome
+            if "LastEvaluatedKey" not in answer:
+                return found
+            kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+    def outcomes_of(self, segment: int, due_seconds: Iterable[int]) -> dict[str, PackOutcome]:
+        """The outcomes of several pack partitions of one segment (a job's occurrences), read at once."""
+        seconds = sorted(set(due_seconds))
+        found: dict[str, PackOutcome] = {}
+        if len(seconds) <= 1:
+            for second in seconds:
+                found.update(self.outcomes(segment, second))
+            return found
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=READ_PARALLELISM, thread_name_prefix="packs")
+        for part in self._pool.map(lambda s: self.outcomes(segment, s), seconds):
+            found.update(part)
+        return found
+
+
+def _claim_of(item: dict) -> PackClaim:
+    return PackClaim(int(item["attempt"]), {k: PackOutcome.from_item(v)
+                                            for k, v in (item.get("outcomes") or {}).items()})
+
+
+__all__ = ["ConditionLost", "PackClaim", "PackLeased", "PacksStore"]
