@@ -278,6 +278,7 @@ class Measured:
     stored_bytes: dict[str, float]  # table → bytes stored per execution (items + 100 B each)
     metrics: set
     template: dict
+    pack_fill: float = 0.0  # entries per pack item (the pack path's fill in this scenario)
 
     @property
     def attempt_log_percent(self) -> int:
@@ -338,7 +339,8 @@ def measure(scenario: Scenario, idle_minutes: int = IDLE_MINUTES) -> Measured:
         stack.advance(scenario.fire_minutes * 60)
         meter.take_logs()
         meter.phase = "after"
-        executions = stack.stores.executions._table.scan(Select="COUNT")["Count"]
+        executions, packs, filled = count_executions(stack.stores.executions._table)
+        meter.pack_fill = filled / packs if packs else 0.0
         stored: dict[str, float] = {}
         for physical, logical in meter.tables.items():
             if logical not in RETENTION_DAYS:
@@ -348,7 +350,32 @@ def measure(scenario: Scenario, idle_minutes: int = IDLE_MINUTES) -> Measured:
     idle = meter.phases["idle"]
     return Measured(scenario, executions, idle, idle.invocations["tick"], meter.phases["create"],
                     meter.phases["fire"], {t: b / max(executions, 1) for t, b in stored.items()},
-                    set(meter.log.metrics) if meter.log else set(), tpl)
+                    set(meter.log.metrics) if meter.log else set(), tpl, meter.pack_fill)
+
+
+def count_executions(table) -> tuple[int, int, int]:
+    """Executions recorded (their own items, and the entries of pack items that never left their
+    pack), pack items, and the entries those packs carried (their fill)."""
+    own = packs = filled = 0
+    for item in scan_all(table):
+        if str(item["jobId"]).startswith("pack#"):
+            packs += 1
+            outcomes = item.get("outcomes") or {}
+            filled += len(outcomes)
+            own += sum(1 for o in outcomes.values() if o.get("s") == "SUCCEEDED")
+        else:
+            own += 1
+    return own, packs, filled
+
+
+def scan_all(table) -> list[dict]:
+    items, kwargs = [], {}
+    while True:
+        page = table.scan(**kwargs)
+        items += page.get("Items", [])
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 class capture_logs:
@@ -575,7 +602,7 @@ def main(argv: list[str] | None = None) -> None:
         units = Counter()
         for (f, t, k), v in m.fire.units.items():
             units[(t, k)] += v
-        rows.append((name, m.executions, f"{n / max(m.fire.invocations['worker'], 1):.1f}",
+        rows.append((name, m.executions, f"{m.pack_fill:.1f}", f"{n / max(m.fire.invocations['worker'], 1):.1f}",
                      f"{calls['worker'] / n:.2f}", f"{calls['tick'] / n:.2f}", f"{calls['esm'] / n:.2f}",
                      f"{sum(v for (t, k), v in units.items() if k == 'write') / n:.2f}",
                      f"{sum(v for (t, k), v in units.items() if k == 'read') / n:.2f}",
@@ -585,7 +612,7 @@ def main(argv: list[str] | None = None) -> None:
                      f"{m.create.log_bytes['api'] / m.scenario.jobs:.0f}",
                      " ".join(f"{t}:{b:.0f}" for t, b in m.stored_bytes.items())))
     print_table("Measured per execution (fire: ticks and worker; create: per created job)", rows,
-                ("scenario", "executions", "records/batch", "worker calls", "tick calls", "ESM calls",
+                ("scenario", "executions", "pack fill", "executions/invocation", "worker calls", "tick calls", "ESM calls",
                  "fire WU", "fire RU", "worker log B (as deployed)", "create calls", "create WU", "create log B",
                  "stored B per execution"))
     idle = first.idle

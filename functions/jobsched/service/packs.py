@@ -43,14 +43,16 @@ class PackResult:
 
 
 class PackRunner:
-    def __init__(self, worker: Worker, stores, outcomes: Outcomes, clock: Clock, calls: int = PACK_CALLS) -> None:
+    def __init__(self, worker: Worker, stores, outcomes: Outcomes, clock: Clock, calls: int = PACK_CALLS,
+                 pool=None) -> None:
         self._worker = worker
         self._packs = stores.packs
         self._jobs = stores.jobs
         self._executions = stores.executions
         self._outcomes = outcomes
         self._clock = clock
-        self._pool = ThreadPoolExecutor(max_workers=calls, thread_name_prefix="call")
+        # `pool`: an executor of the caller's (bench/e2e.py runs the calls on its simulated clock).
+        self._pool = pool or ThreadPoolExecutor(max_workers=calls, thread_name_prefix="call")
         self.metric_of: Callable[[Outcome], str] = lambda outcome: outcome.value  # the handler's names
 
     def renew_pool(self, calls: int = PACK_CALLS) -> None:
@@ -117,14 +119,17 @@ class PackRunner:
             self._outcomes.flow.hold_back(job, dispatch)
             result.entries.append((False, "LaneShareHeld", None))
         later: list[Future] = [self._pool.submit(per_execution, d, job) for d, job in moved]
-        pending = {self._pool.submit(self._call, d, job, admission) for d, job, admission in calls}
+        pending = {self._pool.submit(self._call, d, job, admission, key, claim.attempt, result)
+                   for d, job, admission in calls}
         stale = False
         while pending:
             done, pending = wait(pending, timeout=CHECKPOINT_SECONDS, return_when=ALL_COMPLETED)
             if stale:
                 result.entries.extend((False, "StalePackCheckpoints", None) for _ in done)
                 continue
-            stale = not self._record(key, claim.attempt, [f.result() for f in done], later, result,
+            finished = [f.result() for f in done]
+            result.entries.extend(r for r in finished if len(r) == 3)  # accepted calls, adopted at once
+            stale = not self._record(key, claim.attempt, [r for r in finished if len(r) != 3], later, result,
                                      release=not pending)
         for future in later:
             result.entries.append(future.result())
@@ -159,13 +164,25 @@ class PackRunner:
             return
         result.entries.append((False, "DuplicatesDropped", None))
 
-    def _call(self, dispatch: Dispatch, job: Job, admission) -> tuple:
+    def _call(self, dispatch: Dispatch, job: Job, admission, key: PackKey, attempt: int,
+              result: PackResult) -> tuple:
         token = secrets.token_urlsafe(24)
+        # A pack's entries share a second, not an instant: each call waits for its own (never early).
+        early = dispatch.due_ms - self._clock.now_ms()
+        if early > 0:
+            self._clock.sleep(early / 1000)
         started = self._clock.now_ms()
         try:
             outcome = self._worker.call(job, dispatch, token)
         finally:
             self._worker.release(admission)
+        if outcome.accepted:
+            # A long-running (202) call reports back with its callback token, which its own item
+            # must hold: it is checkpointed MOVED and adopted now, not at the next checkpoint.
+            if not self._checkpoint(key, attempt, {dispatch.execution_id: PackOutcome(
+                    PackStatus.MOVED, dispatch.tenant_id, started)}, result, counted=False):
+                return False, "StalePackCheckpoints", None
+            return self._adopted(job, dispatch, outcome, started, token)
         return dispatch, job, outcome, started, self._clock.now_ms(), token
 
     def _record(self, key: PackKey, attempt: int, finished: list[tuple], later: list[Future],
@@ -202,13 +219,15 @@ class PackRunner:
         return False, self.metric_of(done.outcome), done.late_ms
 
     def _checkpoint(self, key: PackKey, attempt: int, outcomes: dict[str, PackOutcome], result: PackResult,
-                    stale_count: int = 0, release: bool = False) -> bool:
+                    stale_count: int = 0, release: bool = False, counted: bool = True) -> bool:
         try:
             self._packs.checkpoint(key, attempt, outcomes, release)
         except ConditionLost:
             # A later delivery took the pack over: this one's outcomes are not applied, counted.
             result.stale_checkpoints += 1
-            result.entries.extend((False, "StalePackCheckpoints", None) for _ in range(stale_count or len(outcomes)))
+            if counted:
+                result.entries.extend((False, "StalePackCheckpoints", None)
+                                      for _ in range(stale_count or len(outcomes)))
             return False
         return True
 

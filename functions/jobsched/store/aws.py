@@ -138,7 +138,7 @@ def build_stores(settings: Settings, session: boto3.session.Session | None = Non
                                    client=client),
         api_keys=ApiKeysStore(dynamodb, settings.api_keys_table),
         lanes=lanes,
-        packs=PacksStore(dynamodb, settings.executions_table, settings.execution_retention_days),
+        packs=PacksStore(dynamodb, settings.executions_table, settings.execution_retention_days, client=client),
         signing=SigningSecretsStore(dynamodb, settings.jobs_table,
                                     session.client("kms", config=config) if settings.signing_key_id else None,
                                     settings.signing_key_id),

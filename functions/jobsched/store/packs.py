@@ -7,12 +7,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable
 
-from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
 from jobsched.domain.errors import ConditionLost
 from jobsched.domain.packs import PackKey, PackOutcome, PackStatus, partition_of
-from jobsched.store.dynamo import _condition_lost, plain
+from jobsched.store.dynamo import _condition_lost, raw_client
+from jobsched.store.wire import item_from_wire, values_to_wire
 
 # Reads of many pack partitions (a job's page of occurrences) go out this many at once.
 READ_PARALLELISM = 8
@@ -37,8 +37,10 @@ class PackClaim:
 
 
 class PacksStore:
-    def __init__(self, dynamodb, table_name: str, retention_days: int = 30) -> None:
-        self._table = dynamodb.Table(table_name)
+    def __init__(self, dynamodb, table_name: str, retention_days: int = 30, client=None) -> None:
+        # The low-level client (wire format), as the other hot calls of the Executions table.
+        self._client = client or raw_client(dynamodb)
+        self._name = table_name
         self._retention_s = retention_days * 86_400
         self._pool: ThreadPoolExecutor | None = None
 
@@ -48,15 +50,15 @@ class PacksStore:
         otherwise (a botocore retry of our own applied claim is recognised by its token)."""
         token = secrets.token_hex(8)
         try:
-            answer = self._table.update_item(
-                Key={"jobId": key.partition, "executionId": key.sort_key},
+            answer = self._client.update_item(
+                TableName=self._name, Key=_key(key),
                 UpdateExpression=("SET attempt = if_not_exists(attempt, :zero) + :one, leaseUntilMs = :lease, "
                                   "claimToken = :token, outcomes = if_not_exists(outcomes, :empty), "
                                   "expiresAt = :expires"),
                 ConditionExpression="attribute_not_exists(attempt) OR leaseUntilMs < :now",
-                ExpressionAttributeValues={":zero": 0, ":one": 1, ":lease": lease_until_ms, ":token": token,
-                                           ":empty": {}, ":now": now_ms,
-                                           ":expires": key.due_second + self._retention_s},
+                ExpressionAttributeValues=values_to_wire({
+                    ":zero": 0, ":one": 1, ":lease": lease_until_ms, ":token": token, ":empty": {}, ":now": now_ms,
+                    ":expires": key.due_second + self._retention_s}),
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -70,7 +72,7 @@ class PacksStore:
             lease = current.get("leaseUntilMs")
             raise PackLeased(int(lease) if lease is not None else None,
                              frozenset((current.get("outcomes") or {}).keys())) from exc
-        return _claim_of(plain(answer["Attributes"]))
+        return _claim_of(item_from_wire(answer["Attributes"]))
 
     def checkpoint(self, key: PackKey, attempt: int, outcomes: dict[str, PackOutcome], release: bool = False) -> None:
         """Record these entries' outcomes, conditional on the pack's attempt still being ours:
@@ -90,12 +92,12 @@ class PacksStore:
             values[f":v{i}"] = outcome.to_item()
             sets.append(f"#m.#e{i} = :v{i}")
         try:
-            self._table.update_item(
-                Key={"jobId": key.partition, "executionId": key.sort_key},
+            self._client.update_item(
+                TableName=self._name, Key=_key(key),
                 UpdateExpression="SET " + ", ".join(sets),
                 ConditionExpression="attempt = :mine",
                 **({"ExpressionAttributeNames": names} if names else {}),
-                ExpressionAttributeValues=values,
+                ExpressionAttributeValues=values_to_wire(values),
             )
         except ClientError as exc:
             lost = _condition_lost(exc, "pack checkpoint")
@@ -104,13 +106,14 @@ class PacksStore:
     def outcomes(self, segment: int, due_second: int, consistent: bool = False) -> dict[str, PackOutcome]:
         """Every entry outcome recorded in one pack partition (a segment's packs of one second),
         the one that says where it ended when several items hold an execution."""
-        kwargs = {"KeyConditionExpression": Key("jobId").eq(partition_of(segment, due_second)),
+        kwargs = {"TableName": self._name, "KeyConditionExpression": "jobId = :p",
+                  "ExpressionAttributeValues": {":p": {"S": partition_of(segment, due_second)}},
                   "ProjectionExpression": "outcomes", "ConsistentRead": consistent}
         found: dict[str, PackOutcome] = {}
         while True:
-            answer = self._table.query(**kwargs)
+            answer = self._client.query(**kwargs)
             for item in answer.get("Items", []):
-                for execution_id, raw in (plain(item).get("outcomes") or {}).items():
+                for execution_id, raw in (item_from_wire(item).get("outcomes") or {}).items():
                     outcome = PackOutcome.from_item(raw)
                     if execution_id not in found or _RANK[outcome.status] > _RANK[found[execution_id].status]:
                         found[execution_id] = outcome
@@ -131,6 +134,10 @@ class PacksStore:
         for part in self._pool.map(lambda s: self.outcomes(segment, s), seconds):
             found.update(part)
         return found
+
+
+def _key(key: PackKey) -> dict:
+    return {"jobId": {"S": key.partition}, "executionId": {"S": key.sort_key}}
 
 
 def _claim_of(item: dict) -> PackClaim:
