@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Iterable
 
@@ -154,12 +154,13 @@ class PackOutcome:
     generation: int | None = None
     to: str | None = None
     output: Any = None
-    extra: dict = field(default_factory=dict)
+    at: int = 1  # the pack's attempt that recorded it: the earlier ones were lost (crashed or taken over)
 
     def to_item(self) -> dict:
         item: dict[str, Any] = {"s": self.status.value}
         for name, value in (("t", self.tenant_id), ("b", self.started_ms), ("f", self.finished_ms),
-                            ("r", self.run), ("g", self.generation), ("to", self.to)):
+                            ("r", self.run), ("g", self.generation), ("to", self.to),
+                            ("a", self.at if self.at != 1 else None)):
             if value not in (None, ""):
                 item[name] = value
         if self.output is not None:
@@ -172,7 +173,7 @@ class PackOutcome:
             return int(item[name]) if item.get(name) is not None else None
 
         return cls(PackStatus(item["s"]), str(item.get("t") or ""), opt("b"), opt("f"), opt("r"), opt("g"),
-                   item.get("to"), json.loads(item["o"]) if item.get("o") else None)
+                   item.get("to"), json.loads(item["o"]) if item.get("o") else None, opt("a") or 1)
 
 
 # A plain success keeps its output in the pack when it is this small; a larger one moves out.
@@ -194,13 +195,38 @@ def runs_in_pack(job, dispatch: Dispatch) -> bool:
             and spec.target is not None and spec.target.type is not TargetType.ECS_TASK)
 
 
-def as_execution(job_id: str, execution_id: str, outcome: PackOutcome):
-    """What the API shows of an execution recorded in its pack (SUCCEEDED there): its one attempt."""
+TAG_CHARS = 8
+
+
+def entry_tag(execution_id: str) -> str:
+    """An entry's short tag: the pack item lists its entries as these (800 B for 100, not 4.5 KB of
+    ids), so that a read finds an execution its pack is running."""
+    return hashlib.sha256(execution_id.encode()).hexdigest()[:TAG_CHARS]
+
+
+def carries(tags: str, execution_id: str) -> bool:
+    tag = entry_tag(execution_id)
+    return any(tags[i:i + TAG_CHARS] == tag for i in range(0, len(tags), TAG_CHARS))
+
+
+def as_execution(job_id: str, execution_id: str, outcome: PackOutcome | None, tenant_id: str = "",
+                 running: tuple[int, int] | None = None):
+    """What the API shows of an execution its pack holds: recorded SUCCEEDED there (its earlier pack
+    attempts LOST: a crash or a takeover), or still running under the pack's attempt and lease
+    (`running`: (attempt, lease end))."""
     from jobsched.domain.executions import AttemptRecord, Execution, ExecutionStatus, scheduled_ms_of
 
+    due = scheduled_ms_of(execution_id)
+    if outcome is None:
+        attempt, lease = running
+        lost = [AttemptRecord(n, ExecutionStatus.LOST, due, None) for n in range(1, attempt)]
+        return Execution(job_id=job_id, execution_id=execution_id, tenant_id=tenant_id, scheduled_ms=due,
+                         status=ExecutionStatus.RUNNING, attempt=attempt, lease_until_ms=lease, attempts=lost)
     started = outcome.started_ms
+    lost = [AttemptRecord(n, ExecutionStatus.LOST, started or due, started) for n in range(1, outcome.at)]
     return Execution(job_id=job_id, execution_id=execution_id, tenant_id=outcome.tenant_id,
-                     scheduled_ms=scheduled_ms_of(execution_id), status=ExecutionStatus.SUCCEEDED, attempt=1,
+                     scheduled_ms=due, status=ExecutionStatus.SUCCEEDED, attempt=outcome.at,
                      started_ms=started, finished_ms=outcome.finished_ms, attempt_started_ms=started,
-                     attempts=[AttemptRecord(1, ExecutionStatus.SUCCEEDED, started or 0, outcome.finished_ms)],
+                     attempts=lost + [AttemptRecord(outcome.at, ExecutionStatus.SUCCEEDED, started or 0,
+                                                    outcome.finished_ms)],
                      output=outcome.output, run=outcome.run, generation=outcome.generation)

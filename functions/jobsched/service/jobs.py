@@ -362,6 +362,8 @@ class JobsService:
         own = {r.scheduled_ms for r in records if not r.manual}
         records += [r for r in self._packs.summaries(job, now - WINDOWS_MS[window], now + 1, MAX_RECORDS)
                     if r.scheduled_ms not in own]
+        if len(records) > MAX_RECORDS:  # the bound holds over both: the newest are kept
+            records, complete = sorted(records, key=lambda r: r.scheduled_ms, reverse=True)[:MAX_RECORDS], False
         return job_stats(records, window, now, complete)
 
     def now_ms(self) -> int:

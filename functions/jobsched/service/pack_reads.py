@@ -6,10 +6,10 @@ outcome gives its record. An execution that left its pack (MOVED) has its own it
 where both exist the execution's own item wins."""
 from __future__ import annotations
 
-from jobsched.domain.executions import Execution, ExecutionStatus, execution_id_for, scheduled_ms_of
+from jobsched.domain.executions import Execution, execution_id_for, scheduled_ms_of
 from jobsched.domain.jobs import Job
 from jobsched.domain.occurrences import occurrence_times
-from jobsched.domain.packs import PackStatus, as_execution
+from jobsched.domain.packs import PackStatus, as_execution, carries
 from jobsched.domain.stats import ExecutionSummary
 from jobsched.store.dynamo import Page, decode_cursor, encode_cursor
 
@@ -33,20 +33,17 @@ class PackReads:
         if self._packs is None or not _scheduled_id(job.job_id, execution_id):
             return None
         due = scheduled_ms_of(execution_id)
-        outcome = self._packs.outcomes(self._segment_of(job.job_id), due // 1000, consistent=True).get(execution_id)
-        if outcome is None or outcome.status is not PackStatus.SUCCEEDED:
-            return None
-        return as_execution(job.job_id, execution_id, outcome)
+        outcomes, packs = self._packs.partition(self._segment_of(job.job_id), due // 1000, consistent=True)
+        return _shown(job, execution_id, outcomes, packs)
 
     def recorded(self, job: Job, times: list[int]) -> dict[str, Execution]:
         """The executions of these occurrences recorded in their packs: one Query per distinct
         second, at most READ_PARALLELISM at once."""
         if self._packs is None or not times:
             return {}
-        ids = {execution_id_for(job.job_id, t) for t in times}
-        outcomes = self._packs.outcomes_of(self._segment_of(job.job_id), (t // 1000 for t in times))
-        return {i: as_execution(job.job_id, i, o) for i, o in outcomes.items()
-                if i in ids and o.status is PackStatus.SUCCEEDED}
+        outcomes, packs = self._packs.partitions(self._segment_of(job.job_id), (t // 1000 for t in times))
+        shown = {i: _shown(job, i, outcomes, packs) for i in {execution_id_for(job.job_id, t) for t in times}}
+        return {i: e for i, e in shown.items() if e is not None}
 
     def page(self, job: Job, limit: int, cursor: str | None) -> Page:
         """GET /v1/jobs/{id}/executions, newest first: the page of the job's own items merged with
@@ -73,8 +70,9 @@ class PackReads:
     def summaries(self, job: Job, from_ms: int, to_ms: int, max_records: int) -> list[ExecutionSummary]:
         """The job's stats: its successes recorded in packs in [from_ms, to_ms), as summaries."""
         now = self._clock.now_ms()
-        times = occurrence_times(job, max(from_ms, self._since(job, now)), min(to_ms, now + 1), max_records)
-        return [ExecutionSummary(ExecutionStatus.SUCCEEDED, e.scheduled_ms, e.late_ms, False)
+        # The newest, one past the bound: the caller says the read is incomplete when it is passed.
+        times = self._newest_times(job, max(from_ms, self._since(job, now)), min(to_ms, now + 1), max_records + 1)
+        return [ExecutionSummary(e.status, e.scheduled_ms, e.late_ms, False)
                 for e in self.recorded(job, times).values()]
 
     def _since(self, job: Job, now: int) -> int:
@@ -92,6 +90,16 @@ class PackReads:
                 return times[-limit:]
             span *= 2
         return occurrence_times(job, max(lower, upper - span), upper, 1_000_000)[-limit:]
+
+
+def _shown(job: Job, execution_id: str, outcomes: dict, packs: list) -> Execution | None:
+    """An execution as its pack holds it: SUCCEEDED there, or running (its pack claimed, no outcome
+    yet); None when it left the pack (its own item shows it), was stale, or no pack carries it."""
+    outcome = outcomes.get(execution_id)
+    if outcome is not None:
+        return as_execution(job.job_id, execution_id, outcome) if outcome.status is PackStatus.SUCCEEDED else None
+    holding = [(attempt, lease) for tags, attempt, lease in packs if attempt and carries(tags, execution_id)]
+    return as_execution(job.job_id, execution_id, None, job.tenant_id, max(holding)) if holding else None
 
 
 def _scheduled_id(job_id: str, execution_id: str) -> bool:

@@ -17,7 +17,8 @@ from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
-from jobsched.domain.packs import MAX_PACK_OUTPUT_BYTES, Pack, PackKey, PackOutcome, PackStatus, runs_in_pack
+from jobsched.domain.packs import (MAX_PACK_OUTPUT_BYTES, Pack, PackKey, PackOutcome, PackStatus, entry_tag,
+                                   runs_in_pack)
 from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.worker import (LEASE_MARGIN_MS, MAX_PRECISION_WAIT_MS, UNREAD, ArrivedEarly, RedeliverLater,
                                      Worker, still_wanted)
@@ -77,7 +78,8 @@ class PackRunner:
         started = self._clock.now_ms()
         longest = max((j.spec.timeout_sec for j in jobs.values() if isinstance(j, Job)), default=60)
         try:
-            claim = self._packs.claim(key, started, started + longest * 1000 + LEASE_MARGIN_MS)
+            claim = self._packs.claim(key, started, started + longest * 1000 + LEASE_MARGIN_MS,
+                                      "".join(entry_tag(d.execution_id) for d in pack.entries))
         except PackLeased as leased:
             if all(d.execution_id in leased.recorded for d in pack.entries):
                 # A duplicate of a message whose holder has recorded every entry: nothing is left
@@ -96,7 +98,9 @@ class PackRunner:
             if recorded is not None:
                 self._recorded_before(dispatch, job, recorded, redelivery, moved, held, result)
             elif not still_wanted(job, dispatch):
-                result.entries.append((False, "StaleMessages", None))  # as a stale message: no record
+                # As a stale message: no execution; recorded so that reads never take it for running.
+                first[dispatch.execution_id] = PackOutcome(PackStatus.STALE, dispatch.tenant_id)
+                result.entries.append((False, "StaleMessages", None))
             elif multi_region or not runs_in_pack(job, dispatch):
                 first[dispatch.execution_id] = PackOutcome(PackStatus.MOVED, dispatch.tenant_id)
                 moved.append((dispatch, job))
@@ -150,13 +154,14 @@ class PackRunner:
     def _recorded_before(self, dispatch: Dispatch, job, recorded: PackOutcome, redelivery: bool, moved: list,
                          held: list, result: PackResult) -> None:
         """An entry an earlier delivery of this pack recorded. A success: what follows its end is done
-        again (a crash may have come between; each step is conditional). MOVED: its per-execution
-        item owns it; if there is none (a crash between the checkpoint and the hand-over), it is
-        handed over now. BACK: sent again (the send may not have happened; a duplicate is absorbed)."""
+        again (a crash may have come between; each step is conditional). MOVED: handed over to the
+        per-execution path again (its claim absorbs the duplicate, or makes the hand-over a crash
+        interrupted). BACK: sent again (the send may not have happened; a duplicate is absorbed)."""
         if recorded.status is PackStatus.SUCCEEDED and isinstance(job, Job):
             self._outcomes.after_end(job, dispatch, ExecutionStatus.SUCCEEDED, self._clock.now_ms())
-        elif recorded.status is PackStatus.MOVED and redelivery and \
-                self._executions.get(dispatch.job_id, dispatch.execution_id) is None:
+        elif recorded.status is PackStatus.MOVED and redelivery:
+            # Handed over again, as a redelivered message of one would be: its claim absorbs a
+            # duplicate, and what follows an end that a crash interrupted is done again.
             moved.append((dispatch, job))
             return
         elif recorded.status is PackStatus.BACK and redelivery and isinstance(job, Job):
@@ -196,7 +201,7 @@ class PackRunner:
             if _stays(outcome):
                 outcomes[dispatch.execution_id] = PackOutcome(
                     PackStatus.SUCCEEDED, dispatch.tenant_id, started, finished_ms, dispatch.run,
-                    dispatch.generation, output=outcome.output)
+                    dispatch.generation, output=outcome.output, at=attempt)
             else:
                 outcomes[dispatch.execution_id] = PackOutcome(PackStatus.MOVED, dispatch.tenant_id, started)
             ended.append((dispatch, job, outcome, started, token))

@@ -44,20 +44,22 @@ class PacksStore:
         self._retention_s = retention_days * 86_400
         self._pool: ThreadPoolExecutor | None = None
 
-    def claim(self, key: PackKey, now_ms: int, lease_until_ms: int) -> PackClaim:
+    def claim(self, key: PackKey, now_ms: int, lease_until_ms: int, tags: str = "") -> PackClaim:
         """One conditional UpdateItem: the pack is new, or its last holder's lease has ended. Sets
         the next attempt and the lease, and returns the outcomes recorded so far. PackLeased
-        otherwise (a botocore retry of our own applied claim is recognised by its token)."""
+        otherwise (a botocore retry of our own applied claim is recognised by its token). `tags`: the
+        entries' tags (domain/packs.py entry_tag), written by the first claim, for the reads."""
         token = secrets.token_hex(8)
         try:
             answer = self._client.update_item(
                 TableName=self._name, Key=_key(key),
                 UpdateExpression=("SET attempt = if_not_exists(attempt, :zero) + :one, leaseUntilMs = :lease, "
                                   "claimToken = :token, outcomes = if_not_exists(outcomes, :empty), "
-                                  "expiresAt = :expires"),
+                                  "entries = if_not_exists(entries, :tags), expiresAt = :expires"),
                 ConditionExpression="attribute_not_exists(attempt) OR leaseUntilMs < :now",
                 ExpressionAttributeValues=values_to_wire({
                     ":zero": 0, ":one": 1, ":lease": lease_until_ms, ":token": token, ":empty": {}, ":now": now_ms,
+                    ":tags": tags,
                     ":expires": key.due_second + self._retention_s}),
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -106,34 +108,44 @@ class PacksStore:
     def outcomes(self, segment: int, due_second: int, consistent: bool = False) -> dict[str, PackOutcome]:
         """Every entry outcome recorded in one pack partition (a segment's packs of one second),
         the one that says where it ended when several items hold an execution."""
+        return self.partition(segment, due_second, consistent)[0]
+
+    def partition(self, segment: int, due_second: int,
+                  consistent: bool = False) -> tuple[dict[str, PackOutcome], list[tuple[str, int, int]]]:
+        """One pack partition: the outcomes recorded (as `outcomes`), and each pack's entry tags,
+        attempt and lease end (an entry without an outcome is running under them)."""
         kwargs = {"TableName": self._name, "KeyConditionExpression": "jobId = :p",
                   "ExpressionAttributeValues": {":p": {"S": partition_of(segment, due_second)}},
-                  "ProjectionExpression": "outcomes", "ConsistentRead": consistent}
+                  "ProjectionExpression": "outcomes, entries, attempt, leaseUntilMs", "ConsistentRead": consistent}
         found: dict[str, PackOutcome] = {}
+        packs: list[tuple[str, int, int]] = []
         while True:
             answer = self._client.query(**kwargs)
             for item in answer.get("Items", []):
-                for execution_id, raw in (item_from_wire(item).get("outcomes") or {}).items():
+                item = item_from_wire(item)
+                packs.append((str(item.get("entries") or ""), int(item.get("attempt") or 0),
+                              int(item.get("leaseUntilMs") or 0)))
+                for execution_id, raw in (item.get("outcomes") or {}).items():
                     outcome = PackOutcome.from_item(raw)
                     if execution_id not in found or _RANK[outcome.status] > _RANK[found[execution_id].status]:
                         found[execution_id] = outcome
             if "LastEvaluatedKey" not in answer:
-                return found
+                return found, packs
             kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
-    def outcomes_of(self, segment: int, due_seconds: Iterable[int]) -> dict[str, PackOutcome]:
-        """The outcomes of several pack partitions of one segment (a job's occurrences), read at once."""
+    def partitions(self, segment: int, due_seconds: Iterable[int]) -> tuple[dict, list]:
+        """Several partitions of one segment (a job's occurrences), read at once."""
         seconds = sorted(set(due_seconds))
         found: dict[str, PackOutcome] = {}
-        if len(seconds) <= 1:
-            for second in seconds:
-                found.update(self.outcomes(segment, second))
-            return found
-        if self._pool is None:
+        packs: list = []
+        if self._pool is None and len(seconds) > 1:
             self._pool = ThreadPoolExecutor(max_workers=READ_PARALLELISM, thread_name_prefix="packs")
-        for part in self._pool.map(lambda s: self.outcomes(segment, s), seconds):
-            found.update(part)
-        return found
+        parts = self._pool.map(lambda s: self.partition(segment, s), seconds) if len(seconds) > 1 \
+            else (self.partition(segment, s) for s in seconds)
+        for outcomes, items in parts:
+            found.update(outcomes)
+            packs += items
+        return found, packs
 
 
 def _key(key: PackKey) -> dict:
