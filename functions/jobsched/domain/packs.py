@@ -138,7 +138,8 @@ def back_pack_id(pack_id: str, execution_id: str, round_: int) -> str:
 
 def packable(dispatch: Dispatch) -> bool:
     """Only an occurrence's first attempt rides in a pack; everything else is a message of one."""
-    return dispatch.kind is DispatchKind.FIRE and dispatch.attempt == 1 and dispatch.throttled_from_ms is None
+    return (dispatch.kind is DispatchKind.FIRE and dispatch.attempt == 1 and dispatch.throttled_from_ms is None
+            and not dispatch.own)
 
 
 @dataclass
