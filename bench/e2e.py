@@ -729,7 +729,9 @@ class Simulation:
             job_id = f"job_{self.start_ms - 86_400_000:012x}{ids.getrandbits(80):020x}"
             spec = JobSpec(name=f"e2e-{n}", schedule=schedule, payload=payload, jitter_sec=jitter,
                            target=JobTarget(TargetType.HTTP, {"url": f"https://t{n % 97}.example.com/hook"}))
-            job = Job(f"tenant-{tenant:05d}", job_id, spec, JobState.ACTIVE, 1, 1, self.start_ms, self.start_ms)
+            # Registered a day before (as its id says): not a job its writer may have just sent (packs).
+            job = Job(f"tenant-{tenant:05d}", job_id, spec, JobState.ACTIVE, 1, 1, self.start_ms - 86_400_000,
+                      self.start_ms - 86_400_000)
             self.dynamo.put_wire("jobs", values_to_wire(job.to_item()))
             due = job.fire_at(first_ms)
             timer = Timer(due, TimerKind.FIRE, job.tenant_id, job_id, 1, segment_of(job_id, self.deployment.segments))
