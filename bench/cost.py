@@ -589,13 +589,13 @@ def quiet_month(m_rec: Measured, what_if: WhatIf = WhatIf()) -> dict[str, float]
 # second in each of the template's segments, as 10,000 a second fill them (bench e2e): the pack
 # path priced at that fill, not at an assumed one.
 PACKED = "recurring, packs filled as at 10,000/s"
-SCENARIOS_FULL = [Scenario(PACKED, "recurring", 400, 1, 4, create_batch=100, settle_minutes=4),
+SCENARIOS_FULL = [Scenario(PACKED, "recurring", 400, 1, 4, create_batch=100, settle_minutes=5),
                   Scenario("recurring, full batches", "recurring", 100, 20, 10),
                   Scenario("one-time, full batches", "one-time", 400, 20, 6),
                   Scenario("recurring, 1 a second", "recurring", 60, 1000, 5),
                   Scenario("one-time, 1 a second", "one-time", 120, 1000, 6),
                   Scenario("one-time, created in batches of 100", "one-time", 400, 20, 6, create_batch=100)]
-SCENARIOS_QUICK = [Scenario(PACKED, "recurring", 400, 1, 2, create_batch=100, settle_minutes=4),
+SCENARIOS_QUICK = [Scenario(PACKED, "recurring", 400, 1, 2, create_batch=100, settle_minutes=5),
                    Scenario("recurring, full batches", "recurring", 20, 20, 2),
                    Scenario("one-time, full batches", "one-time", 20, 20, 5),
                    Scenario("recurring, 1 a second", "recurring", 5, 1000, 1),

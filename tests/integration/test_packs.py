@@ -42,8 +42,8 @@ def event(messages: list[dict]) -> dict:
 
 
 def a_pack(harness, count: int) -> tuple[list[dict], list[dict]]:
-    """`count` every-minute jobs of one segment, their next fires sent as one pack (the writers'
-    own direct dispatches taken off the lanes first), the clock at their due second: the jobs
+    """`count` every-minute jobs of one segment, their fires six minutes on sent as one pack (the
+    writers' own direct dispatches taken off the lanes), the clock at their due second: the jobs
     and the pack's message, received."""
     segment_of = harness.stores.lanes.segment_of
     jobs: list[dict] = []
@@ -54,7 +54,8 @@ def a_pack(harness, count: int) -> tuple[list[dict], list[dict]]:
             jobs.append(job)
         else:
             assert harness.request("DELETE", f"/v1/jobs/{job['jobId']}")[0] in (200, 204)
-    due = (harness.clock.now_ms() // 60_000 + 1) * 60_000
+    # Their fires six minutes on: a job written just before its fire leaves its pack (YOUNG_JOB_MS).
+    due = (harness.clock.now_ms() // 60_000 + 6) * 60_000
     dispatches = []
     for job in jobs:
         stored = harness.stores.jobs.get(TENANT_A, job["jobId"])

@@ -79,9 +79,6 @@ class Dispatch:
     # record, which a hand-back sends again as a new message (SQS's own count starts anew with it);
     # the worker's transient backoff and its dead-letter rule count them with the message's own.
     receives: int = 0
-    # Packs: its writer may have sent this occurrence too (a direct dispatch racing the tick's claim
-    # of its bucket): it runs the per-execution path, whose claim absorbs the other copy.
-    own: bool = False
 
     def to_json(self) -> str:
         body = {
@@ -104,8 +101,6 @@ class Dispatch:
             body["epoch"] = self.epoch
         if self.receives:
             body["receives"] = self.receives
-        if self.own:
-            body["own"] = True
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -124,7 +119,6 @@ class Dispatch:
             catch_up=data.get("catchUp") is True,
             epoch=int(data.get("epoch") or 0),
             receives=int(data.get("receives") or 0),
-            own=data.get("own") is True,
         )
 
 

@@ -439,8 +439,7 @@ class Job:
             expect=Expectation.from_item(_parsed(item["expect"])) if "expect" in item else None,
         )
         return cls(tenant_id=item["tenantId"], job_id=item["jobId"], spec=spec, state=JobState(item["state"]),
-                   generation=int(item["generation"]), version=0, created_ms=0,
-                   updated_ms=int(item.get("updatedMs") or 0))  # packs: a writer's recent fire is its own
+                   generation=int(item["generation"]), version=0, created_ms=0, updated_ms=0)
 
 
 # A job item's largest size as DynamoDB counts it (attribute names included): its 400 KB less room

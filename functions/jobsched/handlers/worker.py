@@ -238,24 +238,11 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
             (dispatch,) = pack.entries
             return [attempt(record, dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD),
                             read_at_ms, backs, whole=True)]
-        try:
-            result = packs.run(pack, jobs, read_at_ms,
-                               lambda d, job: attempt(record, d, job, pack.due_ms, backs, whole=False),
-                               multi_region=parts.handoff.multi_region)
-        except ArrivedEarly as early:
-            return [(come_back(record, pack, min(MAX_VISIBILITY_SECONDS, early.early_ms // 1000), "early",
-                               backs, False, at_ms=pack.due_ms), "RedeliveredEarly", None)]
-        except RedeliverLater as later:
-            # Another delivery holds the pack under a live lease: come back when it ends.
-            remaining_ms = (later.lease_until_ms or parts.clock.now_ms()) - parts.clock.now_ms()
-            return [(come_back(record, pack, math.ceil(max(0, remaining_ms) / 1000) + 1, "live lease",
-                               backs, False), "RedeliveredLater", None)]
-        except Exception as exc:
-            logger.exception("pack failed", extra={"messageId": record.message_id, "pack": pack.pack_id})
-            receives = receives_of(pack) + int(record.attributes.approximate_receive_count or 1)
-            return [(come_back(record, pack, min(MAX_TRANSIENT_RETRY_SECONDS,
-                                                 TRANSIENT_RETRY_SECONDS * 2 ** (receives - 1)),
-                               type(exc).__name__, backs, True), "WorkerRecordErrors", None)]
+        result = guarded(record, pack, pack.due_ms, backs, True, lambda: packs.run(
+            pack, jobs, read_at_ms, lambda d, job: attempt(record, d, job, pack.due_ms, backs, whole=False),
+            multi_region=parts.handoff.multi_region))
+        if isinstance(result, list):  # it comes back whole
+            return result
         for dispatch, outcome, number, late_ms in result.recorded:
             log_attempt(dispatch, outcome, number, late_ms)
         if result.stale_checkpoints:
@@ -274,26 +261,36 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
                 whole: bool) -> tuple[bool, str, int | None]:
         """One dispatch on the per-execution path: (failed, the metric to count, lateness).
         `whole`: the record carries it alone (else it left a pack, and comes back on its own)."""
-        try:
-            result = worker.process(dispatch, job, read_at_ms)
-        except ArrivedEarly as early:
-            # Visible again when at most a second is left, which the next delivery waits out.
-            return come_back(record, dispatch, min(MAX_VISIBILITY_SECONDS, early.early_ms // 1000), "early",
-                             backs, False, at_ms=dispatch.due_ms, whole=whole), "RedeliveredEarly", None
-        except RedeliverLater as later:
-            # Another delivery runs this execution under a live lease: come back when it ends.
-            remaining_ms = (later.lease_until_ms or parts.clock.now_ms()) - parts.clock.now_ms()
-            return come_back(record, dispatch, math.ceil(max(0, remaining_ms) / 1000) + 1, "live lease",
-                             backs, False, whole=whole), "RedeliveredLater", None
-        except Exception as exc:
-            logger.exception("attempt failed", extra={"messageId": record.message_id, "jobId": dispatch.job_id,
-                                                      "executionId": dispatch.execution_id})
-            receives = dispatch.receives + int(record.attributes.approximate_receive_count or 1)
-            return come_back(record, dispatch, min(MAX_TRANSIENT_RETRY_SECONDS,
-                                                   TRANSIENT_RETRY_SECONDS * 2 ** (receives - 1)),
-                             type(exc).__name__, backs, True, whole=whole), "WorkerRecordErrors", None
+        result = guarded(record, dispatch, dispatch.due_ms, backs, whole,
+                         lambda: worker.process(dispatch, job, read_at_ms))
+        if isinstance(result, list):
+            return result[0]
         log_attempt(dispatch, result.outcome, result.attempt, result.late_ms)
         return False, OUTCOME_METRIC[result.outcome], result.late_ms
+
+    def guarded(record: SQSRecord, message, due_ms: int, backs: list, whole: bool, run):
+        """`run()`'s result, or, when it cannot make progress now, [(failed, metric, None)] after
+        `message` (the record's pack, or one dispatch) was handed back: early, to its due second; a
+        live lease, to its end; any other error, after the transient backoff."""
+        try:
+            return run()
+        except ArrivedEarly as early:
+            # Visible again when at most a second is left, which the next delivery waits out.
+            return [(come_back(record, message, min(MAX_VISIBILITY_SECONDS, early.early_ms // 1000), "early",
+                               backs, False, at_ms=due_ms, whole=whole), "RedeliveredEarly", None)]
+        except RedeliverLater as later:
+            # Another delivery holds it under a live lease: come back when it ends.
+            remaining_ms = (later.lease_until_ms or parts.clock.now_ms()) - parts.clock.now_ms()
+            return [(come_back(record, message, math.ceil(max(0, remaining_ms) / 1000) + 1, "live lease",
+                               backs, False, whole=whole), "RedeliveredLater", None)]
+        except Exception as exc:
+            logger.exception("attempt failed", extra={"messageId": record.message_id,
+                                                      "pack": getattr(message, "pack_id", None),
+                                                      "executionId": getattr(message, "execution_id", None)})
+            receives = receives_of(message) + int(record.attributes.approximate_receive_count or 1)
+            return [(come_back(record, message, min(MAX_TRANSIENT_RETRY_SECONDS,
+                                                    TRANSIENT_RETRY_SECONDS * 2 ** (receives - 1)),
+                               type(exc).__name__, backs, True, whole=whole), "WorkerRecordErrors", None)]
 
     def shorten_visibility(records: list[SQSRecord], opened: dict, jobs: dict, remaining_ms: int) -> None:
         """What crashes with this invocation comes back when its attempts' leases end, not after

@@ -34,12 +34,6 @@ LOOK_AHEAD_MINUTES = 2
 # Ticks claim at most LOOK_AHEAD_MINUTES ahead; a writer whose bucket lies beyond this skips the
 # watermark read (clock skew between writer and tick is assumed below a minute).
 DIRECT_DISPATCH_HORIZON_MINUTES = LOOK_AHEAD_MINUTES + 1
-# Packs: a writer (the API: a create, an update, a resume) writes its job, then its timer, then reads
-# the watermark within its function's time-out (30 s), and the clocks of the writer and the tick
-# differ by less than a minute: a job written more than this before a tick's claim had its writer's
-# read before the claim, so the writer did not send its fire. Younger ones may have: the tick sends
-# their fires for the per-execution path (Dispatch.own), whose claim absorbs the writer's copy.
-WRITER_BOUND_MS = 90_000
 
 
 @dataclass
@@ -129,18 +123,14 @@ class HandOff:
         if not claimed:
             return HandOffReport()
         jobs = {(job.tenant_id, job.job_id): job} if job else {}
-        # A tick may have read this timer too (it claimed between the write and the read above):
-        # the fires sent here run the per-execution path, whose claim absorbs the tick's copy.
-        return self.hand_off(claimed, jobs, watermark.claimed_through, own_after_ms=0)
+        return self.hand_off(claimed, jobs, watermark.claimed_through)
 
     def hand_off(self, timers: list[Timer], jobs: dict[tuple[str, str], Job], claimed_through: int,
-                 calendars: CalendarCache | None = None, own_after_ms: int | None = None) -> HandOffReport:
+                 calendars: CalendarCache | None = None) -> HandOffReport:
         """Dispatch these due timers. For recurring jobs, write the next FIRE timer (computed
         from the due instant, never from now); occurrences that fall in already-claimed buckets
         are dispatched here too, since no tick will read them. `calendars`: the run's cache of
-        exclusion calendars (a new one, read only if a job names one, when not given).
-        `own_after_ms`: the fires of jobs written since then run the per-execution path (packs: a
-        writer may have sent them too; the tick passes its claim less WRITER_BOUND_MS)."""
+        exclusion calendars (a new one, read only if a job names one, when not given)."""
         report = HandOffReport()
         calendars = calendars if calendars is not None else self.calendar_cache()
         # Exclusion calendars: one read for the calendars this page's firing jobs name, if not read yet.
@@ -155,7 +145,7 @@ class HandOff:
                 next_timers: list[Timer] = []
                 for timer in pending:
                     following = self._dispatch(timer, jobs.get((timer.tenant_id, timer.job_id)), claimed, now,
-                                               outgoing, report, calendars, own_after_ms)
+                                               outgoing, report, calendars)
                     if following is not None:
                         next_timers.append(following)
                 pending = []
@@ -181,7 +171,6 @@ class HandOff:
                         if mine:
                             claimed = max(claimed, watermark.claimed_through)
                             pending.extend(mine)
-                            own_after_ms = 0  # a tick may read these too: as place() does
             if report.catch_up_timers:
                 # Due more than 14 minutes ahead: far beyond any claimed bucket, so no watermark read.
                 self._timers.put_many(report.catch_up_timers)
@@ -225,8 +214,7 @@ class HandOff:
             list(self._recorder.map(record, excluded))
 
     def _dispatch(self, timer: Timer, job: Job | None, claimed: int, now: int, outgoing: list[Outgoing],
-                  report: HandOffReport, calendars: CalendarCache | None = None,
-                  own_after_ms: int | None = None) -> Timer | None:
+                  report: HandOffReport, calendars: CalendarCache | None = None) -> Timer | None:
         """Add what this due timer asks for to `outgoing`; return the job's next timer, if any."""
         if timer.kind is TimerKind.CHECK:
             # Absence alerts: checked whatever became of the job (service/expectations.py decides);
@@ -264,12 +252,11 @@ class HandOff:
                                 run=timer.runs or None)
             outgoing.append(Outgoing(job.spec.priority, dispatch, timer.due_ms))
             return None
-        own = own_after_ms is not None and job.updated_ms >= own_after_ms
-        return self._fire_chain(timer, job, claimed, now, outgoing, report, calendars, own)
+        return self._fire_chain(timer, job, claimed, now, outgoing, report, calendars)
 
     def _fire_chain(self, timer: Timer, job: Job, claimed: int, now: int,
                     outgoing: list[Outgoing], report: HandOffReport,
-                    calendars: CalendarCache | None = None, own: bool = False) -> Timer | None:
+                    calendars: CalendarCache | None = None) -> Timer | None:
         """Dispatch this occurrence and any later ones inside claimed buckets; return the timer
         of the first occurrence beyond them (None when the schedule has ended)."""
         schedule = job.spec.schedule
@@ -309,7 +296,7 @@ class HandOff:
             runs += 1
             dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id,
                                 execution_id_for(job.job_id, occurrence), occurrence, job.generation,
-                                run=runs if schedule.recurring else None, own=own)
+                                run=runs if schedule.recurring else None)
             # A tenant's herd enters the lane at its fair share a second (service/fairness.py).
             outgoing.append(Outgoing(job.spec.priority, dispatch, self._fair.visible_at(job.tenant_id, occurrence)))
             if job.spec.expect is not None and not (timer.kind is TimerKind.FIRE and occurrence == timer.due_ms):

@@ -8,7 +8,7 @@ from typing import Callable, Iterator
 
 from jobsched.domain.clock import Clock
 from jobsched.domain.timers import TimerKind, TIMER_SLICES, Watermark, bucket_key, minute_of, parse_position, position_key
-from jobsched.service.handoff import LOOK_AHEAD_MINUTES, WRITER_BOUND_MS, HandOff, HandOffReport
+from jobsched.service.handoff import LOOK_AHEAD_MINUTES, HandOff, HandOffReport
 
 # Look-ahead (service/handoff.py): the tick of minute m hands off bucket m + LOOK_AHEAD_MINUTES,
 # so SQS delays make each message visible at its due second although the tick runs once a minute.
@@ -81,7 +81,6 @@ class Ticker:
             # wrote before it is seen by the consistent query below. (Timers written into the
             # bucket after the claim are therefore never needed from the query: resuming after
             # a saved position skips nothing.)
-            claimed_at = self._clock.now_ms()
             self._stores.watermarks.claim(segment, minute)
             pages = self._pages(segment, minute, watermark, time_left)
             unsaved: str | None = None  # the position after a slice's end, saved only if the run stops
@@ -99,11 +98,8 @@ class Ticker:
                 # A CHECK (absence alerts) needs no job here (its lane's priority at most): not read for it.
                 jobs = self._stores.jobs.get_many([(t.tenant_id, t.job_id) for t in page.timers
                                                    if t.kind is not TimerKind.CHECK])
-                # Packs: a job written within WRITER_BOUND_MS of the claim may have had its writer
-                # send this fire too (it read the claim): its fire runs the per-execution path.
                 report.handoff.add(self._handoff.hand_off(page.timers, jobs, claimed_through=minute,
-                                                          calendars=calendars,
-                                                          own_after_ms=claimed_at - WRITER_BOUND_MS))
+                                                          calendars=calendars))
                 # Crash before this write: the next run hands this page off again (idempotent).
                 slowest_page_ms = max(slowest_page_ms, self._clock.now_ms() - started)
                 if page.ends_slice:

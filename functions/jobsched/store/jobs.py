@@ -45,8 +45,7 @@ BULK_PREFIX = "bulk#"
 HAND_OFF_ATTRIBUTES = ("tenantId", "jobId", "schedule", "priority", "misfirePolicy", "jitterSec", "state", "generation",
                        "maxRuns", "catchUp",  # catchUp: catch-up that does not flood
                        "excludeCalendars",
-                       "expect",  # absence alerts: a CHECK timer beside each FIRE timer
-                       "updatedMs")  # packs: a fire its writer may also have sent runs on its own
+                       "expect")  # absence alerts: a CHECK timer beside each FIRE timer
 
 
 def active_counter(shard: int) -> str:
