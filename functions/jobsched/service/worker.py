@@ -107,6 +107,7 @@ class Worker:
         self._invoker = invoker
         self._clock = clock
         self._expectations = Expectations(stores, clock)  # absence alerts
+        self._packs = getattr(stores, "packs", None)  # a backfill checks its occurrence's pack
 
     regions = None  # the HandOff whose ownership decides, in a multi-region deployment
 
@@ -179,7 +180,18 @@ class Worker:
                     self._outcomes.after_end(job, dispatch, ExecutionStatus.SKIPPED, self._clock.now_ms())
                 return WorkResult(Outcome.SKIPPED if recorded else Outcome.DUPLICATE)
 
+        if dispatch.kind is DispatchKind.BACKFILL and self._ran_in_pack(dispatch):
+            return WorkResult(Outcome.DUPLICATE)  # it ran on time in its pack: no item of its own
         return self._attempt(job, dispatch)
+
+    def _ran_in_pack(self, dispatch: Dispatch) -> bool:
+        """A backfill of an occurrence that succeeded in its pack (one consistent Query of the pack
+        partition; a backfill's occurrences are past, so their packs have recorded them)."""
+        if self._packs is None or self.regions is None:
+            return False
+        outcome = self._packs.outcomes(self.regions.segment_of(dispatch.job_id), dispatch.due_ms // 1000,
+                                       consistent=True).get(dispatch.execution_id)
+        return outcome is not None and outcome.status.value == "SUCCEEDED"
 
     def _attempt(self, job: Job, dispatch: Dispatch) -> WorkResult:
         """Claim the execution, call the target (a job with steps: start its run), record the end."""
