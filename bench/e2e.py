@@ -362,6 +362,8 @@ class BilledDynamo:
         _apply(after, UpdateExpression, ExpressionAttributeNames or {}, ExpressionAttributeValues or {})
         self._write(TableName, after, Key, before)
         self._latency()
+        if ReturnValues == "ALL_NEW":
+            return {"Attributes": after}
         return {"Attributes": before} if ReturnValues == "ALL_OLD" and before else {}
 
 
@@ -376,6 +378,10 @@ def _apply(item: dict, expression: str, names: dict, values: dict) -> None:
     if steps is None:
         steps = _COMPILED[expression] = _compile(expression)
     for verb, name, evaluate in steps:
+        if verb == "SET" and "." in name:  # a map's entry (store/packs.py's checkpoints)
+            top, entry = (names.get(n, n) for n in name.split(".", 1))
+            item.setdefault(top, {"M": {}})["M"][entry] = evaluate(item, names, values)
+            continue
         name = names.get(name, name)
         if verb == "REMOVE":
             item.pop(name, None)
@@ -492,6 +498,8 @@ class Lane:
     environments: int = 0
     waiting: list = field(default_factory=list)  # heap of Message
     peak: float = 0.0
+    in_flight: int = 0  # messages received and not yet deleted (sampled)
+    in_flight_peak: float = 0.0  # its peak, scaled to the whole deployment
     capped_s: int = 0  # seconds with messages waiting at the cap
     ramping_s: int = 0  # seconds with messages waiting below the cap (the pollers still scaling)
 
@@ -636,6 +644,9 @@ class Simulation:
         from jobsched.store.jobs import JobsStore
         from jobsched.store.queues import LaneQueues
         from jobsched.store.timers import TimersStore
+        from jobsched.domain.timers import segment_of
+        from jobsched.service.packs import PackRunner
+        from jobsched.store.packs import PacksStore
 
         self.scenario = scenario
         self.deployment = deployment_of(template)
@@ -658,12 +669,14 @@ class Simulation:
         urls = {p: f"https://sqs.local/{p.value}" for p in Priority}
         self.lanes = {p.value: Lane(p.value, *self.deployment.lanes.get(p.value, (STANDARD_MAX, None))) for p in Priority}
         lanes = LaneQueues(LaneSqs(self), urls, self.clock, lambda: b"e2e-dispatch-key-".ljust(32, b"."), parallelism=1)
+        lanes.segment_of = lambda job_id: segment_of(job_id, self.deployment.segments)  # packs' key
         self.stores = SimpleNamespace(
             jobs=JobsStore(resource, "jobs", sleep=self.clock.sleep, client=self.dynamo),
             timers=TimersStore(resource, "timers", sleep=self.clock.sleep, client=self.dynamo, parallelism=1),
             executions=ExecutionsStore(resource, "executions", 30, client=self.dynamo),
             watermarks=BilledWatermarks(self.billing, self.clock, "segments"),
-            lanes=lanes, calendars=None, flow=None, alerts=None)
+            lanes=lanes, calendars=None, flow=None, alerts=None,
+            packs=PacksStore(resource, "executions", 30, client=self.dynamo))
         # A page stands for as many timers as a real one (500): its next timers' writes then come
         # in bursts of a real page's size, not of 1/sample pages at once.
         self.stores.timers.page_size = max(1, round(self.stores.timers.page_size * scenario.sample))
@@ -671,6 +684,9 @@ class Simulation:
         self.ticker = Ticker(self.stores, self.handoff, self.clock)
         self.outcomes = Outcomes(self.stores, self.handoff, self.clock, self.rng.random)
         self.worker = Worker(self.stores, self.outcomes, Target(self, random.Random(seed + 1)), self.clock, None)
+        self.side_by_side = SideBySide(self.clock)
+        self.packs = PackRunner(self.worker, self.stores, self.outcomes, self.clock, pool=self.side_by_side)
+        self.pack_sizes: list[int] = []  # entries per pack message received (the pack fill)
         self.events: list = []
         self.seq = 0
         self.pending = 0  # events other than the pollers' scaling
@@ -715,7 +731,9 @@ class Simulation:
             job_id = f"job_{self.start_ms - 86_400_000:012x}{ids.getrandbits(80):020x}"
             spec = JobSpec(name=f"e2e-{n}", schedule=schedule, payload=payload, jitter_sec=jitter,
                            target=JobTarget(TargetType.HTTP, {"url": f"https://t{n % 97}.example.com/hook"}))
-            job = Job(f"tenant-{tenant:05d}", job_id, spec, JobState.ACTIVE, 1, 1, self.start_ms, self.start_ms)
+            # Registered a day before (as its id says): not a job its writer may have just sent (packs).
+            job = Job(f"tenant-{tenant:05d}", job_id, spec, JobState.ACTIVE, 1, 1, self.start_ms - 86_400_000,
+                      self.start_ms - 86_400_000)
             self.dynamo.put_wire("jobs", values_to_wire(job.to_item()))
             due = job.fire_at(first_ms)
             timer = Timer(due, TimerKind.FIRE, job.tenant_id, job_id, 1, segment_of(job_id, self.deployment.segments))
@@ -792,8 +810,9 @@ class Simulation:
                 self.polls.discard((payload, at))
                 self.pump(self.lanes[payload], at)
             elif kind == "done":
-                lane = self.lanes[payload]
+                lane = self.lanes[payload[0]]
                 lane.active -= 1
+                lane.in_flight -= payload[1]
                 self.pump(lane, at)
             elif kind == "scale":
                 self.scale(at)
@@ -844,7 +863,9 @@ class Simulation:
             lane.peak = max(lane.peak, lane.active / self.scenario.sample)
             end = self.invoke(lane, batch, at + POLL_TO_INVOKE_MS + (COLD_START_MS if cold else 0))
             self.invocations.append((len(batch), end - at))
-            self.push(end, "done", lane.name)
+            lane.in_flight += len(batch)
+            lane.in_flight_peak = max(lane.in_flight_peak, lane.in_flight / self.scenario.sample)
+            self.push(end, "done", (lane.name, len(batch)))
 
     def invoke(self, lane: Lane, batch: list[Message], start: int) -> int:
         """One worker invocation, as handlers/worker.py runs it; returns when it ends."""
@@ -852,9 +873,9 @@ class Simulation:
 
         self.clock.set_ms(start + HANDLER_MS)
         self.dynamo.call_ms = DYNAMODB_MS
-        opened = [(m, self.stores.lanes.open(m.body)) for m in batch]
+        opened = [(m, self.stores.lanes.seal.open_pack(m.body)) for m in batch]
         now = self.clock.now_ms()
-        keys = batch_read_keys([d for _, d in opened], now)
+        keys = batch_read_keys([d for _, p in opened for d in p.entries], now)
         jobs: dict = {}
         if len(keys) >= 2:
             try:
@@ -873,9 +894,17 @@ class Simulation:
         from jobsched.service.worker import UNREAD, ArrivedEarly
 
         end = after_read
-        for message, dispatch in opened:
+        for message, pack in opened:
             self.clock.set_ms(after_read)  # the records run side by side, a thread each
+            self.pack_sizes.append(len(pack.entries))
             try:
+                if pack.pack_id is not None:  # the pack path (service/packs.py), its calls side by side
+                    self.side_by_side.end = 0
+                    self.packs.run(pack, jobs, read_at, lambda d, job: self.worker.process(d, job, read_at))
+                    self.clock.set_ms(max(self.clock.now_ms(), self.side_by_side.end))
+                    end = max(end, self.clock.now_ms())
+                    continue
+                (dispatch,) = pack.entries
                 self.worker.process(dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD), read_at)
             except ArrivedEarly as early:
                 self.requeue(lane, message, self.clock.now_ms() + early.early_ms // 1000 * 1000)
@@ -888,6 +917,28 @@ class Simulation:
 
     def requeue(self, lane: Lane, message: Message, visible_ms: int) -> None:
         self.enqueue(lane.name, visible_ms, message.body, message.receives + 1)
+
+
+class SideBySide:
+    """The pack path's executor in the simulation: each call runs at once from the same instant
+    (calls side by side, as the worker's pool runs them); `end` is when the last one ended."""
+
+    def __init__(self, clock) -> None:
+        self.clock = clock
+        self.end = 0
+
+    def submit(self, fn, *args, **kwargs):
+        from concurrent.futures import Future
+
+        future: Future = Future()
+        at = self.clock.now_ms()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as error:  # noqa: BLE001 - the future carries it, as a pool's does
+            future.set_exception(error)
+        self.end = max(self.end, self.clock.now_ms())
+        self.clock.set_ms(at)
+        return future
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1030,6 +1081,10 @@ def _print(rows: list, details: list) -> None:
             print(f"    {table}: {rcu:,.0f} RCU/s, {wcu:,.0f} WCU/s")
         print("  lanes: " + ", ".join(f"{lane.name} peak {lane.peak:,.0f} (reached {lane.limit:,.0f} of "
                                       f"{lane.ceiling():,})" for lane in sim.lanes.values() if lane.peak))
+        sizes = sim.pack_sizes
+        print(f"  pack fill: {sum(sizes) / max(len(sizes), 1):.1f} entries a message received "
+              f"({len(sizes):,} messages, largest {max(sizes, default=0)}); peak in flight: "
+              + ", ".join(f"{lane.name} {lane.in_flight_peak:,.0f}" for lane in sim.lanes.values() if lane.peak))
         collapsed = sim.expected - len(sim.late_ms)
         print(f"  due in the window: {sim.expected:,}; ran: {len(sim.late_ms):,}"
               + (f"; {collapsed:,} never ran: handed off over a minute late, a recurring job's missed fires "

@@ -17,6 +17,22 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("packs: a redelivered pack runs only the entries without a recorded outcome", "functions/jobsched/service/packs.py",
+  "            recorded = claim.outcomes.get(dispatch.execution_id)",
+  "            recorded = None",
+  "tests/integration/test_packs.py::test_a_crash_mid_pack_runs_again_only_the_entries_not_recorded_with_the_same_ids"),
+ ("packs: a checkpoint is fenced by the pack's attempt", "functions/jobsched/store/packs.py",
+  "                ConditionExpression=\"attempt = :mine\",",
+  "                ConditionExpression=\"attempt >= :mine\",",
+  "tests/integration/test_packs.py::test_a_stale_holders_checkpoint_loses_its_condition_and_is_never_applied"),
+ ("packs: a fire of a job written just before it leaves its pack", "functions/jobsched/domain/packs.py",
+  " and job.updated_ms < dispatch.due_ms - YOUNG_JOB_MS",
+  "",
+  "tests/integration/test_faults.py::test_6_the_api_writes_a_timer_into_a_bucket_a_tick_has_just_claimed"),
+ ("packs: a redelivered pack sends a BACK entry again", "functions/jobsched/service/packs.py",
+  "            held.append((dispatch, job))\n            return\n",
+  "            pass\n",
+  "tests/integration/test_packs.py::test_an_entry_handed_back_out_of_its_pack_runs_once_through_a_crash_and_a_duplicate"),
  ("infra: CloudWatch alarms may use the stack's key to publish to the encrypted alarm topic",
   "infra/jobsched_infra/storage.py",
   "            self.key.add_to_resource_policy(self._cloudwatch_alarms_statement())",

@@ -10,6 +10,7 @@ from botocore.exceptions import ClientError
 from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for
 from jobsched.domain.jobs import Priority
 from jobsched.domain.schedule import parse_instant
+from jobsched.service import packs as packs_service
 from jobsched.service import worker as worker_service
 from jobsched.settings import MAX_RECEIVE_COUNT
 from jobsched.store.queues import Outgoing
@@ -96,11 +97,11 @@ def test_a_record_that_fails_every_receive_rests_in_the_dlq_after_five_receives_
     [job] = jobs_due_in_two_minutes(harness, 1)
     tried = []
 
-    def broken(self, dispatch, *args):
-        tried.append(dispatch.receives)
+    def broken(self, pack, *args, **kwargs):  # the fire rides in a pack (service/packs.py)
+        tried.append(pack.entries[0].receives)
         raise ConnectionError("DynamoDB did not answer")
 
-    monkeypatch.setattr(worker_service.Worker, "process", broken)
+    monkeypatch.setattr(packs_service.PackRunner, "run", broken)
     harness.advance(125 + 30 + 60 + 120 + 240 + 60, step_ms=5_000)
     assert tried == list(range(MAX_RECEIVE_COUNT))  # each receive a new message carrying the count so far
     assert sum(lane_attributes(harness).values()) == 0

@@ -8,6 +8,7 @@ from jobsched.domain.jobs import Priority
 from jobsched.handlers import worker as worker_handler
 from jobsched.local.events import Function, LanePoller, sqs_event
 from jobsched.service import worker as worker_service
+from jobsched.store import packs as packs_store
 from jobsched.store.queues import Outgoing
 
 from .harness import TENANT_A
@@ -82,16 +83,17 @@ def test_a_delivery_handed_back_for_a_live_lease_returns_when_the_lease_ends(har
 
 def test_a_transient_error_is_retried_in_seconds_not_after_the_visibility_timeout(harness, monkeypatch):
     job = harness.create_job({"name": "t", "type": "DELAYED", "delaySeconds": 30, "target": HOOK})
-    real = worker_service.Worker.process
+    # The fire rides in a pack: its first write is the pack's claim (store/packs.py).
+    real = packs_store.PacksStore.claim
     failures = []
 
-    def flaky(self, dispatch, *args):
+    def flaky(self, key, *args):
         if not failures:
-            failures.append(dispatch.execution_id)
+            failures.append(key.pack_id)
             raise ConnectionError("DynamoDB did not answer")
-        return real(self, dispatch, *args)
+        return real(self, key, *args)
 
-    monkeypatch.setattr(worker_service.Worker, "process", flaky)
+    monkeypatch.setattr(packs_store.PacksStore, "claim", flaky)
     harness.advance(31)
     assert failures and harness.target.calls_for(job["jobId"]) == []
     harness.advance(35)  # back after 30 s (not after the lane's 90-minute visibility timeout)

@@ -82,7 +82,8 @@ def test_an_entry_sent_again_later_gets_its_delay_from_its_due_instant_at_that_t
     clock = FakeClock(1_700_000_000_000)
     queue = SlowPartlyFailingQueue(clock)
     due = clock.now_ms() + 60_000
-    sent = [Outgoing(Priority.NORMAL, Dispatch(DispatchKind.FIRE, "t", "job_x", f"job_x.{i}", i, 1), due)
+    # Two due seconds: two packs, two messages.
+    sent = [Outgoing(Priority.NORMAL, Dispatch(DispatchKind.FIRE, "t", "job_x", f"job_x.{i}", i * 1000, 1), due)
             for i in range(2)]
     lanes(queue, clock).send(sent)
     assert [e["DelaySeconds"] for e in queue.calls[0]] == [60, 60]

@@ -10,6 +10,7 @@ import hmac
 import json
 
 from jobsched.domain.executions import Dispatch
+from jobsched.domain.packs import Pack
 
 
 class ForgedDispatch(ValueError):
@@ -31,9 +32,19 @@ class DispatchSeal:
     def seal_text(self, body: str) -> str:
         return json.dumps({"d": body, "mac": self._mac(body)}, separators=(",", ":"))
 
+    def seal_pack(self, pack: Pack) -> str:
+        return self.seal_text(pack.to_json())
+
     def open(self, message: str) -> Dispatch:
-        """The dispatch of a message this scheduler sealed; ForgedDispatch for anything else.
-        Raises ValueError (not ForgedDispatch) only for what is not JSON at all."""
+        """The one dispatch of a message this scheduler sealed (a pack of several: ValueError)."""
+        pack = self.open_pack(message)
+        if len(pack.entries) != 1:
+            raise ValueError(f"a pack of {len(pack.entries)} entries")
+        return pack.entries[0]
+
+    def open_pack(self, message: str) -> Pack:
+        """The pack (or the one dispatch) of a message this scheduler sealed; ForgedDispatch for
+        anything else. Raises ValueError (not ForgedDispatch) only for what is not JSON at all."""
         envelope = json.loads(message)
         body = envelope.get("d") if isinstance(envelope, dict) else None
         mac = envelope.get("mac") if isinstance(envelope, dict) else None
@@ -41,4 +52,4 @@ class DispatchSeal:
             raise ForgedDispatch("no seal")
         if not hmac.compare_digest(mac, self._mac(body)):
             raise ForgedDispatch("a seal that does not match")
-        return Dispatch.from_json(body)
+        return Pack.from_json(body)

@@ -21,6 +21,8 @@ from jobsched.handlers.wiring import build, lazy, metrics_for
 from jobsched.service.container_tasks import ContainerTasks, task_log_url
 from jobsched.service.lane_shares import LaneGate
 from jobsched.service.outcomes import Outcome, Outcomes
+from jobsched.service.packs import PackRunner
+from jobsched.domain.packs import Pack
 from jobsched.service.signing import SigningSecrets
 from jobsched.domain.trace import trace_id_of
 from jobsched.service.worker import LEASE_MARGIN_MS, UNREAD, ArrivedEarly, RedeliverLater, Worker, batch_read_keys
@@ -123,6 +125,8 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
                                 log_url=task_log_url(env), networks=parts.settings.ecs_networks)
     worker = Worker(parts.stores, outcomes, invoker, parts.clock, lanes, containers)
     worker.regions = parts.handoff  # segment leases (service/ownership.py): single-region acts on all
+    packs = PackRunner(worker, parts.stores, outcomes, parts.clock)
+    packs.metric_of = OUTCOME_METRIC.__getitem__
     pools = [ThreadPoolExecutor(max_workers=BATCH_SIZE, thread_name_prefix="attempt")]
     hand_back_errors: list[str] = []  # message ids whose hand-back failed (list.append: thread-safe)
 
@@ -141,20 +145,23 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         logger.info("record handed back", extra={"messageId": record.message_id, "inSeconds": seconds,
                                                  "reason": reason})
 
-    def come_back(record: SQSRecord, dispatch, seconds: int, reason: str, backs: list, failure: bool,
-                  at_ms: int | None = None) -> bool:
+    def come_back(record: SQSRecord, message: Pack | object, seconds: int, reason: str, backs: list, failure: bool,
+                  at_ms: int | None = None, whole: bool = True) -> bool:
         """A record that cannot make progress now comes back in `seconds`; returns whether it is
         reported failed. Within IN_PLACE_HAND_BACK_SECONDS: in place. Later: queued in `backs`,
         sent again as a new message when the batch ends (send_backs), and the received one deleted
         (reported done). The new message carries the receives so far (Dispatch.receives): those
         of the earlier messages, and this message's own, less this one when it was no failure.
-        `at_ms`: the instant it is due back, when known exactly (its delay is taken when it is sent)."""
-        if seconds <= IN_PLACE_HAND_BACK_SECONDS:
+        `at_ms`: the instant it is due back, when known exactly (its delay is taken when it is sent).
+        `message`: the whole record's pack, or (`whole` False) one entry of a pack, which always
+        comes back as a message of its own (the rest of its pack is done)."""
+        if whole and seconds <= IN_PLACE_HAND_BACK_SECONDS:
             hand_back(record, seconds, reason)
             return True
-        receives = dispatch.receives + int(record.attributes.approximate_receive_count or 1) - (0 if failure else 1)
+        receives = receives_of(message) + int(record.attributes.approximate_receive_count or 1) - (0 if failure else 1)
         at = at_ms if at_ms is not None else parts.clock.now_ms() + seconds * 1000
-        backs.append((record, replace(dispatch, receives=receives), at, reason))
+        backs.append((record, message.with_receives(receives) if isinstance(message, Pack)
+                      else replace(message, receives=receives), at, reason))
         return False
 
     def send_backs(backs: list) -> set[str]:
@@ -167,7 +174,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         groups: dict[tuple[str, bool], list] = {}
         for back in backs:
             record, dispatch = back[0], back[1]
-            groups.setdefault((record.event_source_arn, dispatch.receives >= MAX_RECEIVE_COUNT), []).append(back)
+            groups.setdefault((record.event_source_arn, receives_of(dispatch) >= MAX_RECEIVE_COUNT), []).append(back)
         for (arn, dead), group in groups.items():
             try:
                 if dead:
@@ -184,7 +191,7 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
             for record, dispatch, at, reason in group:
                 logger.info("record handed back", extra={"messageId": record.message_id, "reason": reason,
                                                          "inSeconds": max(0, at - parts.clock.now_ms()) // 1000,
-                                                         "receives": dispatch.receives, "deadLettered": dead})
+                                                         "receives": receives_of(dispatch), "deadLettered": dead})
         return failed
 
     def read_jobs(records: list[SQSRecord]) -> tuple[dict, dict, int]:
@@ -195,11 +202,11 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         opened = {}
         for record in records:
             try:
-                opened[record.message_id] = parts.stores.lanes.open(record.body)
-            except Exception:  # noqa: BLE001 - attempt() opens it again and reports why
+                opened[record.message_id] = parts.stores.lanes.seal.open_pack(record.body)
+            except Exception:  # noqa: BLE001 - run_record() opens it again and reports why
                 continue
         now = parts.clock.now_ms()
-        keys = batch_read_keys(opened.values(), now)
+        keys = batch_read_keys([d for pack in opened.values() for d in pack.entries], now)
         if len(keys) < 2:
             return opened, {}, now
         try:
@@ -210,58 +217,93 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
         # A job the consistent read did not find does not exist: None, not a reason to read again.
         return opened, {key: jobs.get(key) for key in keys}, now
 
-    def attempt(record: SQSRecord, opened: dict, jobs: dict, read_at_ms: int,
-                backs: list) -> tuple[bool, str, int | None]:
-        """One record, in a thread of its own: (failed, the metric to count, lateness)."""
+    def run_record(record: SQSRecord, opened: dict, jobs: dict, read_at_ms: int, backs: list) -> list:
+        """One record, in a thread of its own: a message of one dispatch runs it on the
+        per-execution path; a pack runs on the pack path (service/packs.py). Returns each entry's
+        (failed, the metric to count, lateness)."""
         # A body that is not a dispatch raises: after maxReceiveCount it rests in the lane's
         # DLQ for inspection instead of being dropped. A well-formed one without the scheduler's
         # seal was put on the lane by someone else (for example a job's SQS target aimed at a
         # lane): it is dropped and counted, never run.
         try:
-            dispatch = opened.get(record.message_id) or parts.stores.lanes.open(record.body)
+            pack = opened.get(record.message_id) or parts.stores.lanes.seal.open_pack(record.body)
         except ForgedDispatch as forged:
             logger.warning("dropped a lane message without a valid seal", extra={"reason": str(forged),
                                                                                  "messageId": record.message_id})
-            return False, "ForgedDispatches", None
+            return [(False, "ForgedDispatches", None)]
         except Exception:
             logger.exception("a lane message that is not a dispatch", extra={"messageId": record.message_id})
-            return True, "WorkerRecordErrors", None
+            return [(True, "WorkerRecordErrors", None)]
+        if pack.pack_id is None:
+            (dispatch,) = pack.entries
+            return [attempt(record, dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD),
+                            read_at_ms, backs, whole=True)]
+        result = guarded(record, pack, pack.due_ms, backs, True, lambda: packs.run(
+            pack, jobs, read_at_ms, lambda d, job: attempt(record, d, job, pack.due_ms, backs, whole=False),
+            multi_region=parts.handoff.multi_region))
+        if isinstance(result, list):  # it comes back whole
+            return result
+        for dispatch, outcome, number, late_ms in result.recorded:
+            log_attempt(dispatch, outcome, number, late_ms)
+        if result.stale_checkpoints:
+            logger.warning("a pack checkpoint lost its condition: a later delivery holds the pack",
+                           extra={"pack": pack.pack_id})
+        return result.entries or [(False, "PacksEmpty", None)]
+
+    def log_attempt(dispatch, outcome: Outcome, number: int, late_ms: int | None) -> None:
+        if logs_attempt(outcome, dispatch.execution_id, late_ms, settings.attempt_log_percent):
+            logger.info("attempt", extra={"tenantId": dispatch.tenant_id, "jobId": dispatch.job_id,
+                                          "executionId": dispatch.execution_id, "attempt": number,
+                                          "traceId": trace_id_of(dispatch.execution_id),
+                                          "outcome": outcome.value, "lateMs": late_ms})
+
+    def attempt(record: SQSRecord, dispatch, job, read_at_ms: int | None, backs: list,
+                whole: bool) -> tuple[bool, str, int | None]:
+        """One dispatch on the per-execution path: (failed, the metric to count, lateness).
+        `whole`: the record carries it alone (else it left a pack, and comes back on its own)."""
+        result = guarded(record, dispatch, dispatch.due_ms, backs, whole,
+                         lambda: worker.process(dispatch, job, read_at_ms))
+        if isinstance(result, list):
+            return result[0]
+        log_attempt(dispatch, result.outcome, result.attempt, result.late_ms)
+        return False, OUTCOME_METRIC[result.outcome], result.late_ms
+
+    def guarded(record: SQSRecord, message, due_ms: int, backs: list, whole: bool, run):
+        """`run()`'s result, or, when it cannot make progress now, [(failed, metric, None)] after
+        `message` (the record's pack, or one dispatch) was handed back: early, to its due second; a
+        live lease, to its end; any other error, after the transient backoff."""
         try:
-            result = worker.process(dispatch, jobs.get((dispatch.tenant_id, dispatch.job_id), UNREAD), read_at_ms)
+            return run()
         except ArrivedEarly as early:
             # Visible again when at most a second is left, which the next delivery waits out.
-            return come_back(record, dispatch, min(MAX_VISIBILITY_SECONDS, early.early_ms // 1000), "early",
-                             backs, False, at_ms=dispatch.due_ms), "RedeliveredEarly", None
+            return [(come_back(record, message, min(MAX_VISIBILITY_SECONDS, early.early_ms // 1000), "early",
+                               backs, False, at_ms=due_ms, whole=whole), "RedeliveredEarly", None)]
         except RedeliverLater as later:
-            # Another delivery runs this execution under a live lease: come back when it ends.
+            # Another delivery holds it under a live lease: come back when it ends.
             remaining_ms = (later.lease_until_ms or parts.clock.now_ms()) - parts.clock.now_ms()
-            return come_back(record, dispatch, math.ceil(max(0, remaining_ms) / 1000) + 1, "live lease",
-                             backs, False), "RedeliveredLater", None
+            return [(come_back(record, message, math.ceil(max(0, remaining_ms) / 1000) + 1, "live lease",
+                               backs, False, whole=whole), "RedeliveredLater", None)]
         except Exception as exc:
-            logger.exception("attempt failed", extra={"messageId": record.message_id, "jobId": dispatch.job_id,
-                                                      "executionId": dispatch.execution_id})
-            receives = dispatch.receives + int(record.attributes.approximate_receive_count or 1)
-            return come_back(record, dispatch, min(MAX_TRANSIENT_RETRY_SECONDS,
-                                                   TRANSIENT_RETRY_SECONDS * 2 ** (receives - 1)),
-                             type(exc).__name__, backs, True), "WorkerRecordErrors", None
-        if logs_attempt(result.outcome, dispatch.execution_id, result.late_ms, settings.attempt_log_percent):
-            logger.info("attempt", extra={"tenantId": dispatch.tenant_id, "jobId": dispatch.job_id,
-                                          "executionId": dispatch.execution_id, "attempt": result.attempt,
-                                          "traceId": trace_id_of(dispatch.execution_id),
-                                          "outcome": result.outcome.value, "lateMs": result.late_ms})
-        return False, OUTCOME_METRIC[result.outcome], result.late_ms
+            logger.exception("attempt failed", extra={"messageId": record.message_id,
+                                                      "pack": getattr(message, "pack_id", None),
+                                                      "executionId": getattr(message, "execution_id", None)})
+            receives = receives_of(message) + int(record.attributes.approximate_receive_count or 1)
+            return [(come_back(record, message, min(MAX_TRANSIENT_RETRY_SECONDS,
+                                                    TRANSIENT_RETRY_SECONDS * 2 ** (receives - 1)),
+                               type(exc).__name__, backs, True, whole=whole), "WorkerRecordErrors", None)]
 
     def shorten_visibility(records: list[SQSRecord], opened: dict, jobs: dict, remaining_ms: int) -> None:
         """What crashes with this invocation comes back when its attempts' leases end, not after
         the lane's 90 minutes (see VISIBILITY_MARGIN_SECONDS). One call per ten records."""
         needs = []
         for record in records:
-            dispatch = opened.get(record.message_id)
-            job = jobs.get((dispatch.tenant_id, dispatch.job_id)) if dispatch is not None else None
-            if job is None:  # not read in the batch: what the invocation may still take
-                needs.append(remaining_ms)
-            else:
-                needs.append(job.spec.timeout_sec * 1000 + LEASE_MARGIN_MS)
+            pack = opened.get(record.message_id)
+            for dispatch in pack.entries if pack is not None else (None,):
+                job = jobs.get((dispatch.tenant_id, dispatch.job_id)) if dispatch is not None else None
+                if job is None:  # not read in the batch: what the invocation may still take
+                    needs.append(remaining_ms)
+                else:
+                    needs.append(job.spec.timeout_sec * 1000 + LEASE_MARGIN_MS)
         if not needs:
             return
         seconds = math.ceil(min(remaining_ms, max(needs)) / 1000) + VISIBILITY_MARGIN_SECONDS
@@ -272,13 +314,13 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
             parts.stores.lanes.redeliver_many_after(arn, receipts, seconds)
 
     def run_all(records: list[SQSRecord], opened: dict, jobs: dict, read_at_ms: int, context,
-                backs: list) -> list[tuple[bool, str, int | None]]:
+                backs: list) -> list[list[tuple[bool, str, int | None]]]:
         """Every record at once, a thread each, until they end or the invocation nears its limit:
         then the records still running are handed back and reported failed, and the container
         keeps a fresh pool (the old one's threads are still inside those attempts; whatever they
         write later is fenced by their attempt number)."""
         pool = pools[0]
-        futures = {pool.submit(attempt, record, opened, jobs, read_at_ms, backs): record for record in records}
+        futures = {pool.submit(run_record, record, opened, jobs, read_at_ms, backs): record for record in records}
         pending = set(futures)
         while pending:
             until_margin_s = (context.get_remaining_time_in_millis() - FINISH_MARGIN_MS) / 1000
@@ -291,10 +333,11 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
             record = futures[future]
             started = not future.cancel()
             hand_back(record, 1 if started else 0, "out of time" if started else "not started")
-            results[future] = (True, "WorkerRecordsOutOfTime", None)
+            results[future] = [(True, "WorkerRecordsOutOfTime", None)]
         if pending:
             pools[0] = ThreadPoolExecutor(max_workers=BATCH_SIZE, thread_name_prefix="attempt")
             pool.shutdown(wait=False, cancel_futures=True)
+            packs.renew_pool()
         # An exception that is not an Exception (the process dying) propagates, as it would.
         return [results[f] if f in results else f.result() for f in futures]
 
@@ -322,15 +365,21 @@ def make_handler(env: Mapping[str, str], clock=None, session=None, invoker=None)
             logger.error("a quota place could not be given back; the tenant's count stays one high",
                          extra={"error": repr(error)})
             metrics.add_metric(name="QuotaGiveBackErrors", unit=MetricUnit.Count, value=1)
-        for record, (failed, metric, late_ms) in zip(records, results):
-            metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
-            if late_ms is not None:
-                metrics.add_metric(name="FireLatenessMs", unit=MetricUnit.Milliseconds, value=late_ms)
-            if failed or record.message_id in not_sent:
+        for record, entries in zip(records, results):
+            for failed, metric, late_ms in entries:
+                metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+                if late_ms is not None:
+                    metrics.add_metric(name="FireLatenessMs", unit=MetricUnit.Milliseconds, value=late_ms)
+            if any(failed for failed, _, _ in entries) or record.message_id in not_sent:
                 failures.append({"itemIdentifier": record.message_id})
         return {"batchItemFailures": failures}
 
     return handler
+
+
+def receives_of(message) -> int:
+    """The receives a message's earlier messages carried (a pack's entries carry the same)."""
+    return message.entries[0].receives if isinstance(message, Pack) else message.receives
 
 
 handler = lazy(make_handler)

@@ -32,6 +32,7 @@ from jobsched.service.handoff import HandOff
 from jobsched.store.jobs import name_prefix as name_prefix_of
 from jobsched.store.jobs import tag_prefix
 from jobsched.service.outcomes import Outcomes
+from jobsched.service.pack_reads import PackReads
 from jobsched.store.dynamo import Page, decode_cursor, encode_cursor
 from jobsched.store.jobs import active_counter
 from jobsched.store.queues import Outgoing
@@ -93,6 +94,7 @@ class JobsService:
         self._stores_calendars = stores.calendars
         self._runs = self._outcomes.runs
         self._creation = JobCreation(stores.jobs, handoff, clock, quotas, self._place_first_timer)
+        self._packs = PackReads(stores, handoff.segment_of, clock)  # executions recorded in their packs
 
     # --- jobs ------------------------------------------------------------------------------
     def create(self, tenant_id: str, spec: JobSpec, request_hash: str,
@@ -364,14 +366,18 @@ class JobsService:
         return execution
 
     def executions(self, tenant_id: str, job_id: str, limit: int, cursor: str | None) -> Page:
-        self.get(tenant_id, job_id)
-        return self._executions.list_for_job(job_id, limit, cursor)
+        return self._packs.page(self.get(tenant_id, job_id), limit, cursor)
 
     def stats(self, tenant_id: str, job_id: str, window: str) -> dict:
         """Outcomes and lateness of the job's executions scheduled in the last `window`."""
-        self.get(tenant_id, job_id)
+        job = self.get(tenant_id, job_id)
         now = self._clock.now_ms()
         records, complete = self._executions.summaries_between(job_id, now - WINDOWS_MS[window], now + 1, MAX_RECORDS)
+        own = {r.scheduled_ms for r in records if not r.manual}
+        records += [r for r in self._packs.summaries(job, now - WINDOWS_MS[window], now + 1, MAX_RECORDS)
+                    if r.scheduled_ms not in own]
+        if len(records) > MAX_RECORDS:  # the bound holds over both: the newest are kept
+            records, complete = sorted(records, key=lambda r: r.scheduled_ms, reverse=True)[:MAX_RECORDS], False
         return job_stats(records, window, now, complete)
 
     def now_ms(self) -> int:
@@ -404,6 +410,9 @@ class JobsService:
         times = occurrence_times(job, max(start, since), to_ms, limit + 1 - len(rows)) if len(rows) <= limit else []
         if times:
             records = self._executions.scheduled_between(job_id, times[0], times[-1], 10 * len(times) + 100)
+            own = {r.execution_id for r in records}
+            records += [e for i, e in self._packs.recorded(job, times).items() if i not in own]
+            records.sort(key=lambda e: e.execution_id)
             # The few records just before: a MISSED_WINDOW record or a late RUN_ONCE run there may
             # explain the page's first occurrences.
             before = self._executions.scheduled_between(job_id, max(0, times[0] - MISSED_WINDOW_REACH_MS),
@@ -420,6 +429,8 @@ class JobsService:
         job_id = job_id_of(execution_id)
         job = self._jobs.get(tenant_id, job_id) if job_id is not None else None
         execution = self._executions.get(job_id, execution_id) if job is not None else None
+        if execution is None and job is not None:
+            execution = self._packs.execution(job, execution_id)
         if execution is None or execution.tenant_id != tenant_id:
             raise NotFound(f"no execution {execution_id}")
         return execution, job

@@ -28,7 +28,7 @@ LEASE_MARGIN_MS = 60_000
 MAX_PRECISION_WAIT_MS = 1_500
 
 __all__ = ["ArrivedEarly", "Outcome", "RedeliverLater", "UNREAD", "WorkResult", "Worker", "batch_read_keys",
-           "callback_token_hash", "early_ms", "reads_its_job"]
+           "callback_token_hash", "early_ms", "reads_its_job", "still_wanted"]
 
 # Worker.process's `job` when the caller did not read it.
 UNREAD = object()
@@ -107,6 +107,7 @@ class Worker:
         self._invoker = invoker
         self._clock = clock
         self._expectations = Expectations(stores, clock)  # absence alerts
+        self._packs = getattr(stores, "packs", None)  # a backfill checks its occurrence's pack
 
     regions = None  # the HandOff whose ownership decides, in a multi-region deployment
 
@@ -158,7 +159,7 @@ class Worker:
         hook_ref = hook_of(dispatch.execution_id)
         if hook_ref is not None:
             return self._run_hook(dispatch, job, *hook_ref)
-        if not _still_wanted(job, dispatch):
+        if not still_wanted(job, dispatch):
             # An execution waiting for this message (a trigger's or a redrive's PENDING, a FAILED
             # one waiting for this retry) ends CANCELLED: none is left waiting forever because its
             # job went away or changed. A FIRE has no record before its claim, so a stale FIRE
@@ -179,7 +180,18 @@ class Worker:
                     self._outcomes.after_end(job, dispatch, ExecutionStatus.SKIPPED, self._clock.now_ms())
                 return WorkResult(Outcome.SKIPPED if recorded else Outcome.DUPLICATE)
 
+        if dispatch.kind is DispatchKind.BACKFILL and self._ran_in_pack(dispatch):
+            return WorkResult(Outcome.DUPLICATE)  # it ran on time in its pack: no item of its own
         return self._attempt(job, dispatch)
+
+    def _ran_in_pack(self, dispatch: Dispatch) -> bool:
+        """A backfill of an occurrence that succeeded in its pack (one consistent Query of the pack
+        partition; a backfill's occurrences are past, so their packs have recorded them)."""
+        if self._packs is None or self.regions is None:
+            return False
+        outcome = self._packs.outcomes(self.regions.segment_of(dispatch.job_id), dispatch.due_ms // 1000,
+                                       consistent=True).get(dispatch.execution_id)
+        return outcome is not None and outcome.status.value == "SUCCEEDED"
 
     def _attempt(self, job: Job, dispatch: Dispatch) -> WorkResult:
         """Claim the execution, call the target (a job with steps: start its run), record the end."""
@@ -260,6 +272,11 @@ class Worker:
             # attempt is the execution's), and a redelivery after the claim's lease adopts it.
             return WorkResult(self._containers.started(job, dispatch, claim.attempt, starts_at, outcome.task),
                               claim.attempt, late_ms)
+        return self._ended_call(job, dispatch, claim, outcome, now, late_ms)
+
+    def _ended_call(self, job: Job, dispatch: Dispatch, claim, outcome: AttemptOutcome, started_ms: int,
+                    late_ms: int | None) -> WorkResult:
+        """Record what a claimed attempt's call came to: accepted as long-running, or its end."""
         if outcome.accepted:
             deadline = self._clock.now_ms() + job.spec.heartbeat_timeout_sec * 1000
             try:
@@ -272,8 +289,37 @@ class Worker:
             self._flow.extend(job, dispatch.execution_id, deadline + LEASE_MARGIN_MS)
             return WorkResult(Outcome.ACCEPTED, claim.attempt, late_ms)
         records = [r for r in (claim.taken_over,) if r is not None]
-        records.append(AttemptRecord(claim.attempt, outcome.status, now, self._clock.now_ms(), outcome.error))
+        records.append(AttemptRecord(claim.attempt, outcome.status, started_ms, self._clock.now_ms(), outcome.error))
         return WorkResult(self._outcomes.finish(job, dispatch, claim.attempt, records, outcome), claim.attempt, late_ms)
+
+    # The pack path (service/packs.py) calls targets itself and hands over what needs this machinery.
+
+    def call(self, job: Job, dispatch: Dispatch, token: str) -> AttemptOutcome:
+        return self._call(job, dispatch, dispatch.attempt, token, None)
+
+    def admit(self, job: Job, lease_until_ms: int):
+        """A lane-share admission for a pack entry's call; None when its tenant or host holds its
+        share (the entry is held back); True when there is no bound."""
+        return self._lanes.admit(job, lease_until_ms) if self._lanes is not None else True
+
+    def release(self, admission) -> None:
+        if self._lanes is not None and admission is not True:
+            self._lanes.release(admission)
+
+    def adopt(self, job: Job, dispatch: Dispatch, outcome: AttemptOutcome, started_ms: int,
+              token: str) -> WorkResult:
+        """A pack entry whose call was made in its pack but whose end needs the per-execution
+        machinery (a failure that may retry or go DEAD, a long-running 202, an output too large for
+        the pack). Its pack recorded it MOVED first; it is claimed now with the call's callback
+        token and its call's outcome recorded as this attempt's, as _claimed does. A per-execution
+        item already there (a redelivered pack re-processed it) is another owner's: DUPLICATE."""
+        lease_until = self._clock.now_ms() + job.spec.timeout_sec * 1000 + LEASE_MARGIN_MS
+        try:
+            claim = self._executions.claim(dispatch, self._clock.now_ms(), lease_until, callback_token_hash(token),
+                                           started_ms=started_ms)
+        except ConditionLost:
+            return WorkResult(Outcome.DUPLICATE)
+        return self._ended_call(job, dispatch, claim, outcome, started_ms, started_ms - dispatch.due_ms)
 
     def _give_back_attempt(self, job: Job, dispatch: Dispatch, claim, token: str) -> bool:
         """The target refused the call for its rate or capacity and started nothing (RunTask
@@ -424,7 +470,7 @@ def _runs_a_task(job: Job) -> bool:
     return job.spec.target is not None and job.spec.target.type is TargetType.ECS_TASK
 
 
-def _still_wanted(job: Job | None, dispatch: Dispatch) -> bool:
+def still_wanted(job: Job | None, dispatch: Dispatch) -> bool:
     if job is None:
         return False
     if dispatch.kind in (DispatchKind.MANUAL, DispatchKind.BACKFILL):

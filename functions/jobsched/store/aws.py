@@ -11,6 +11,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from jobsched.domain.clock import Clock, SystemClock
+from jobsched.domain.timers import segment_of
 from jobsched.settings import Settings
 from jobsched.store.api_keys import ApiKeysStore
 from jobsched.store.executions import ExecutionsStore
@@ -20,6 +21,7 @@ from jobsched.store.timers import TimersStore
 from jobsched.store.calendars import CalendarsStore
 from jobsched.store.flow import FlowStore
 from jobsched.store.queues import LaneQueues
+from jobsched.store.packs import PacksStore
 from jobsched.store.signing import SigningSecretsStore
 from jobsched.store.alerts import AlertTopic
 
@@ -85,6 +87,7 @@ class Stores:
     flow: FlowStore
     calendars: CalendarsStore  # exclusion calendars, beside the tenant's jobs
     alerts: AlertTopic  # absence alerts: the deployment's topic (worker)
+    packs: PacksStore | None = None  # pack items in the Executions table (store/packs.py)
 
 
 # The ownership table's replicas (store/ownership.py fails over between them): two attempts of at
@@ -123,6 +126,9 @@ def build_stores(settings: Settings, session: boto3.session.Session | None = Non
     client = session.client("dynamodb", config=config)  # wire format, for the hot calls
     sqs = session.client("sqs", config=config)
     watermarks = WatermarksStore(dynamodb, settings.segments_table, settings.region_index)
+    lanes = LaneQueues(sqs, dict(settings.lane_urls), clock or SystemClock(), watermarks.dispatch_key,
+                       dead_letter_urls=dict(settings.lane_dlq_urls))
+    lanes.segment_of = lambda job_id: segment_of(job_id, settings.segments)  # a FIRE's pack key
     return Stores(
         jobs=JobsStore(dynamodb, settings.jobs_table, client=client,
                        retention_days=settings.execution_retention_days),
@@ -131,8 +137,8 @@ def build_stores(settings: Settings, session: boto3.session.Session | None = Non
         executions=ExecutionsStore(dynamodb, settings.executions_table, settings.execution_retention_days,
                                    client=client),
         api_keys=ApiKeysStore(dynamodb, settings.api_keys_table),
-        lanes=LaneQueues(sqs, dict(settings.lane_urls), clock or SystemClock(), watermarks.dispatch_key,
-                         dead_letter_urls=dict(settings.lane_dlq_urls)),
+        lanes=lanes,
+        packs=PacksStore(dynamodb, settings.executions_table, settings.execution_retention_days, client=client),
         signing=SigningSecretsStore(dynamodb, settings.jobs_table,
                                     session.client("kms", config=config) if settings.signing_key_id else None,
                                     settings.signing_key_id),

@@ -14,6 +14,7 @@ from jobsched.domain.dispatch_seal import DispatchSeal
 from jobsched.domain.errors import WrongRegion
 from jobsched.domain.executions import Dispatch
 from jobsched.domain.jobs import Priority
+from jobsched.domain.packs import Pack, packable, packs_of
 
 SQS_BATCH = 10
 # SendMessageBatch calls in flight at once (one bucket page of 500 timers is 50 batches).
@@ -69,6 +70,8 @@ class LaneQueues:
         self._urls = lane_urls
         self._clock = clock
         self._dispatch_key = dispatch_key
+        # Packs (domain/packs.py): a FIRE's segment, which keys its pack; 0 when not set.
+        self.segment_of: Callable[[str], int] = lambda job_id: 0
         # Regions (service/ownership.py): the epoch each message is sent under, by job id; None
         # in a single-region deployment (no epoch written).
         self.epoch_of: Callable[[str], int | None] | None = None
@@ -90,13 +93,28 @@ class LaneQueues:
         return self.seal.open(body)
 
     def send(self, outgoing: list[Outgoing]) -> int:
-        """Send every message or raise SendFailed. Returns the number of SendMessageBatch calls."""
+        """Send every message or raise SendFailed. Returns the number of SendMessageBatch calls.
+        The FIRE dispatches of one lane, segment, due second and visible second go out as packs
+        (domain/packs.py); anything else as a message of one dispatch."""
         seal = self.seal  # once, before the batches fan out to threads
-        batches: list[tuple[str, list[Outgoing]]] = []
+        batches: list[tuple[str, list[tuple[Pack, int]]]] = []
         for priority in Priority:
-            lane = [o for o in outgoing if o.priority is priority]
-            for start in range(0, len(lane), SQS_BATCH):
-                batches.append((self._urls[priority], lane[start:start + SQS_BATCH]))
+            messages: list[tuple[Pack, int]] = []
+            groups: dict[tuple[int, int, int], list[Outgoing]] = {}
+            for o in outgoing:
+                if o.priority is not priority:
+                    continue
+                if packable(o.dispatch):
+                    key = (self.segment_of(o.dispatch.job_id), o.dispatch.due_ms // 1000, o.visible_at_ms // 1000)
+                    groups.setdefault(key, []).append(o)
+                else:
+                    messages.append((Pack(None, (o.dispatch,)), o.visible_at_ms))
+            for (segment, _, _), group in groups.items():
+                visible_at = min(o.visible_at_ms for o in group)
+                messages.extend((pack, visible_at) for pack in packs_of([o.dispatch for o in group], segment,
+                                                                         priority.value))
+            for start in range(0, len(messages), SQS_BATCH):
+                batches.append((self._urls[priority], messages[start:start + SQS_BATCH]))
         if len(batches) <= 1:
             for url, batch in batches:
                 self._send_batch(url, batch, seal)
@@ -104,7 +122,7 @@ class LaneQueues:
             list(self._pool.map(lambda b: self._send_batch(*b, seal), batches))
         return len(batches)
 
-    def send_back(self, queue_arn: str, backs: list[tuple[Dispatch, int]]) -> int:
+    def send_back(self, queue_arn: str, backs: list[tuple[Pack | Dispatch, int]]) -> int:
         """Hand-backs (handlers/worker.py): send these received records ((dispatch, visible-at
         instant) pairs) again, as new messages, to the lane they came from (`queue_arn`), each
         delayed until its instant (at most SQS's 15 minutes), the dispatch as it was (its epoch is
@@ -114,9 +132,9 @@ class LaneQueues:
         priority = next((p for p, u in self._urls.items() if u == url), None)
         if priority is None:
             raise SendFailed(f"{queue_arn} is not a lane")
-        return self._send_to(url, [Outgoing(priority, dispatch, at) for dispatch, at in backs])
+        return self._send_to(url, [(_as_pack(message), at) for message, at in backs])
 
-    def to_dead_letters(self, queue_arn: str, dispatches: list[Dispatch]) -> int:
+    def to_dead_letters(self, queue_arn: str, dispatches: list[Pack | Dispatch]) -> int:
         """A record handed back as new messages that failed MAX_RECEIVE_COUNT receives: into the
         lane's dead-letter queue, where SQS's redrive puts a message received that often (its count
         starts anew, as that of a message moved back from there does). Raises SendFailed when the
@@ -126,9 +144,9 @@ class LaneQueues:
         dead = self._dead_letter_urls.get(priority) if priority is not None else None
         if dead is None:
             raise SendFailed(f"no dead-letter queue known for {queue_arn}")
-        return self._send_to(dead, [Outgoing(priority, replace(d, receives=0), 0) for d in dispatches])
+        return self._send_to(dead, [(_as_pack(d).with_receives(0), 0) for d in dispatches])
 
-    def _send_to(self, url: str, outgoing: list[Outgoing]) -> int:
+    def _send_to(self, url: str, outgoing: list[tuple[Pack, int]]) -> int:
         seal = self.seal
         for start in range(0, len(outgoing), SQS_BATCH):
             self._send_batch(url, outgoing[start:start + SQS_BATCH], seal, stamp=False)
@@ -185,13 +203,13 @@ class LaneQueues:
         name = queue_arn.rsplit(":", 1)[-1]
         return next((u for u in self._urls.values() if u.rstrip("/").rsplit("/", 1)[-1] == name), None)
 
-    def _send_batch(self, url: str, batch: list[Outgoing], seal: DispatchSeal, stamp: bool = True) -> None:
+    def _send_batch(self, url: str, batch: list[tuple[Pack, int]], seal: DispatchSeal, stamp: bool = True) -> None:
         # The delay is computed at each try, as the entries go out, from each message's visible-at
         # instant: CPU work, writes and the retries' waits before a send must not make it late.
         entries = {
-            str(i): ({"Id": str(i), "MessageBody": seal.seal(self._stamped(o.dispatch) if stamp else o.dispatch)},
-                     o.visible_at_ms)
-            for i, o in enumerate(batch)
+            str(i): ({"Id": str(i), "MessageBody": seal.seal_pack(
+                Pack(pack.pack_id, tuple(self._stamped(d) for d in pack.entries)) if stamp else pack)}, at)
+            for i, (pack, at) in enumerate(batch)
         }
         for retry in range(SEND_RETRIES + 1):
             if retry:
@@ -207,3 +225,7 @@ class LaneQueues:
             if not entries:
                 return
         raise SendFailed(f"{len(entries)} messages not accepted by {url} after {SEND_RETRIES} retries")
+
+
+def _as_pack(message: Pack | Dispatch) -> Pack:
+    return message if isinstance(message, Pack) else Pack(None, (message,))
