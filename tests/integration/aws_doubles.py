@@ -174,6 +174,33 @@ def read_units(size_bytes: int, consistent: bool) -> float:
     return units if consistent else units / 2
 
 
+def tick_each_minute_out_of_time(harness, stores, page_size: int, page_ms: int, minutes, timeout_ms: int = 60_000) -> int:
+    """Runs the tick of every segment once a minute over `minutes`, through a Timers store whose
+    every page of `page_size` takes `page_ms` of the clock, each run with a function's remaining
+    time as its budget (killed past it: the test fails). Returns how many runs stopped out of time."""
+    import pytest
+
+    from jobsched.service.handoff import HandOff
+    from jobsched.service.tick import Ticker
+    from jobsched.store.timers import TimersStore
+
+    context = {"now": None}
+    stores.timers = SlowPages(TimersStore(harness.session.resource("dynamodb"), harness.settings.timers_table,
+                                          page_size=page_size), harness.clock, page_ms, lambda: context["now"])
+    ticker = Ticker(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock)
+    out_of_time = 0
+    for minute in minutes:
+        for segment in range(harness.settings.segments):
+            harness.clock.set_ms(max(harness.clock.now_ms(), minute * 60_000 + 2_000))
+            context["now"] = MortalContext(harness.clock, timeout_ms)
+            try:
+                report = ticker.run(segment, context["now"].get_remaining_time_in_millis)
+            except FunctionKilled:
+                pytest.fail("the tick ran past its time limit")
+            out_of_time += report.out_of_time
+    return out_of_time
+
+
 class CapacityMeter:
     """Bills every GetItem, UpdateItem and PutItem of a session as DynamoDB does, per table,
     partition key and second of the clock: a write in 1 KB units on the larger of the item before

@@ -164,6 +164,24 @@ class Harness(InProcessStack):
         assert status == 200, body
         return body["items"]
 
+    def queued_executions(self) -> int:
+        """The executions the lanes' messages carry (a pack message carries several), read from the
+        emulator's queues without receiving them (delayed ones included)."""
+        import json as _json
+
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.sqs.models import sqs_backends
+
+        from jobsched.domain.packs import Pack
+
+        backend = sqs_backends[DEFAULT_ACCOUNT_ID][self.sqs.meta.region_name]
+        total = 0
+        for url in self.lane_urls:
+            queue = backend.queues[url.rstrip("/").rsplit("/", 1)[-1]]
+            for message in list(queue._messages):
+                total += len(Pack.from_json(_json.loads(message.body)["d"]).entries)
+        return total
+
     def queue_depth(self) -> int:
         total = 0
         for url in self.lane_urls:

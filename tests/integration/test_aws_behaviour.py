@@ -15,7 +15,7 @@ from jobsched.store.aws import build_stores
 from jobsched.store.dynamo import BATCH_RETRIES, BatchIncomplete
 from jobsched.store.jobs import JobsStore
 from jobsched.store.timers import TimersStore
-from .aws_doubles import FunctionKilled, MortalContext, SlowPages, StaleReads, Unprocessed
+from .aws_doubles import MortalContext, SlowPages, StaleReads, Unprocessed, tick_each_minute_out_of_time
 from .harness import TENANT_A
 from .test_faults import HOOK, assert_exactly_once
 
@@ -34,21 +34,9 @@ def test_a_bucket_larger_than_one_run_completes_over_several_runs_none_lost_none
     due_minute = minute_of(harness.clock.now_ms()) + 4
     jobs = jobs_due_in_minute(harness, due_minute, 14)
     stores = build_stores(harness.settings, harness.session, harness.clock)
-    context = {"now": None}
-    stores.timers = SlowPages(TimersStore(harness.session.resource("dynamodb"), harness.settings.timers_table,
-                                          page_size=4), harness.clock, 20_000, lambda: context["now"])
-    ticker = Ticker(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock)
-    out_of_time = 0
     # When the tick runs each minute with the function's remaining time as its budget
-    for minute in range(minute_of(harness.clock.now_ms()) + 1, due_minute + 8):
-        for segment in range(harness.settings.segments):
-            harness.clock.set_ms(max(harness.clock.now_ms(), minute * 60_000 + 2_000))
-            context["now"] = MortalContext(harness.clock, TICK_TIMEOUT_MS)
-            try:
-                report = ticker.run(segment, context["now"].get_remaining_time_in_millis)
-            except FunctionKilled:
-                pytest.fail("the tick ran past its time limit")
-            out_of_time += report.out_of_time
+    out_of_time = tick_each_minute_out_of_time(harness, stores, 4, 20_000,
+                                               range(minute_of(harness.clock.now_ms()) + 1, due_minute + 8))
     # Then the bucket took several runs, each timer was sent once (no prefix resent), and each
     # job ran exactly once.
     assert out_of_time >= 2

@@ -4,19 +4,14 @@ runs out of time inside a bucket of packs and single timers resumes after the la
 off: nothing lost, nothing sent twice."""
 from collections import Counter
 
-import pytest
 
 from jobsched.domain.schedule import format_instant
 from jobsched.domain.timer_packs import PACK_KIND
 from jobsched.domain.timers import Timer, bucket_key, minute_of
-from jobsched.service.handoff import HandOff
-from jobsched.service.tick import Ticker
 from jobsched.store.aws import build_stores
-from jobsched.store.timers import TimersStore
-from .aws_doubles import FunctionKilled, MortalContext, SlowPages
+from .aws_doubles import tick_each_minute_out_of_time
 from .test_faults import HOOK, assert_exactly_once
 
-TICK_TIMEOUT_MS = 60_000
 
 
 def create_batch(harness, bodies, per_second=50):
@@ -94,25 +89,12 @@ def test_a_tick_out_of_time_inside_a_bucket_of_packs_resumes_after_the_last_item
     stores.timers.put_many(written[1::2])
     assert any(i.get("kind") == PACK_KIND for i in timer_items(harness))
     # And a tick whose pages of two timers (a pack is one page) take 8 s each in a 60 s function
-    context = {"now": None}
-    stores.timers = SlowPages(TimersStore(harness.session.resource("dynamodb"), harness.settings.timers_table,
-                                          page_size=2), harness.clock, 8_000, lambda: context["now"])
-    ticker = Ticker(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock)
-    out_of_time = 0
-    # When it runs each minute, stopping before its time runs out and resuming at its saved position
-    for minute in range(minute_of(harness.clock.now_ms()) + 1, due_minute + 12):
-        for segment in range(harness.settings.segments):
-            harness.clock.set_ms(max(harness.clock.now_ms(), minute * 60_000 + 2_000))
-            context["now"] = MortalContext(harness.clock, TICK_TIMEOUT_MS)
-            try:
-                report = ticker.run(segment, context["now"].get_remaining_time_in_millis)
-            except FunctionKilled:
-                pytest.fail("the tick ran past its time limit")
-            out_of_time += report.out_of_time
+    out_of_time = tick_each_minute_out_of_time(harness, stores, 2, 8_000,
+                                               range(minute_of(harness.clock.now_ms()) + 1, due_minute + 12))
     # Then the bucket took several runs, every timer was sent once, and each job ran exactly once
     assert out_of_time >= 3
     assert all(bucket_key(due_minute, s) for s in range(harness.settings.segments))
-    assert harness.queue_depth() == len(ids)
+    assert harness.queued_executions() == len(ids)
     harness.ticks_enabled = True
     harness.advance(180)
     assert_exactly_once(harness, [{"jobId": j} for j in ids])
