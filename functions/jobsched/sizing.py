@@ -183,7 +183,7 @@ OTHER_JOBS_WRITES = 0.38               # lane shares' slot items (in Jobs, keys 
 # the job item, billed on its size; the rest are small.
 ONE_TIME_JOB_ITEM_WRITES = 2
 ONE_TIME_EXTRA_SMALL_WRITES = 9.06 - 1 - 3.38 - ONE_TIME_JOB_ITEM_WRITES
-# Prices (us-east-1 list prices published by AWS in 2025, the same table as bench/cost.py's PRICES;
+# Prices (us-east-1 list prices published by AWS in 2025, the same table as bench/cost_prices.py's PRICES;
 # AWS-LIMITS.md could not confirm them: check the pricing page before relying on them).
 PRICE_ON_DEMAND_WRITE = 0.625 / 1e6
 PRICE_ON_DEMAND_READ = 0.125 / 1e6

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import bench.cost
+import bench.cost_prices
 import bench.cpu
 from jobsched import sizing
 from jobsched.api.mapping import to_spec
@@ -81,7 +81,7 @@ def test_the_model_uses_the_figures_the_code_and_the_benches_run_with(template):
     assert sizing.WORKER_CPU_MS_PER_RECORD == bench.cpu.BOUND_WORKER_MS
     assert (sizing.KMS_COLD_BURST, sizing.KMS_DECRYPTS_PER_CONTAINER_SECOND) == \
         (signing.DECRYPT_BURST, signing.DECRYPT_PER_SECOND)
-    price = bench.cost.price  # the bench's dated price table
+    price = bench.cost_prices.price  # the bench's dated price table
     assert sizing.PRICE_ON_DEMAND_WRITE * 1e6 == pytest.approx(price("ddb_wru"))
     assert sizing.PRICE_ON_DEMAND_READ * 1e6 == pytest.approx(price("ddb_rru"))
     assert sizing.PRICE_PROVISIONED_WCU_HOUR == price("ddb_wcu_hour")
@@ -457,7 +457,7 @@ def test_functions_are_untraced_by_default_and_traced_with_tracing_on(synthesize
     assert function["Properties"]["TracingConfig"] == {"Mode": "Active"}
     assert "xray:PutTraceSegments" in xray_actions(traced)
     # and `bench cost` prices traces only for a template that traces
-    assert bench.cost.traced_functions(traced) and not bench.cost.traced_functions(deployed)
+    assert bench.cost_prices.traced_functions(traced) and not bench.cost_prices.traced_functions(deployed)
     assert not StackConfig.from_context(_Node({})).traced and not StackConfig.from_context(_Node({"tracing": "off"})).traced
     assert StackConfig.from_context(_Node({"tracing": "on"})).traced
     assert StackConfig.from_context(_Node({"tracing": "active"})).traced

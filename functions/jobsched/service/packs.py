@@ -52,7 +52,7 @@ class PackRunner:
         self._executions = stores.executions
         self._outcomes = outcomes
         self._clock = clock
-        # `pool`: an executor of the caller's (bench/e2e.py runs the calls on its simulated clock).
+        # `pool`: an executor of the caller's (bench/e2e_model.py runs the calls on its simulated clock).
         self._pool = pool or ThreadPoolExecutor(max_workers=calls, thread_name_prefix="call")
         self.metric_of: Callable[[Outcome], str] = lambda outcome: outcome.value  # the handler's names
 
