@@ -40,7 +40,7 @@ def test_a_bucket_larger_than_one_run_completes_over_several_runs_none_lost_none
     # Then the bucket took several runs, each timer was sent once (no prefix resent), and each
     # job ran exactly once.
     assert out_of_time >= 2
-    assert harness.queue_depth() == len(jobs)
+    assert harness.queued_executions() == len(jobs)
     harness.ticks_enabled = True
     harness.advance(120)
     assert_exactly_once(harness, jobs)

@@ -3,6 +3,7 @@ its job, a cancelled job gives its quota place back to its own shard, and a back
 the occurrences of [from, to), at most MAX_BACKFILL of them."""
 import json
 
+from jobsched.domain.packs import Pack
 from jobsched.domain.schedule import MS_PER_MINUTE, format_instant, parse_instant
 from jobsched.service.jobs import MAX_BACKFILL
 
@@ -82,4 +83,5 @@ def test_a_backfill_window_of_more_than_the_bound_is_refused_naming_to(harness):
     # Then the request is refused, naming `to`, and nothing is sent
     assert status == 422, answer
     assert answer["error"]["details"][0]["field"] == "to" and str(MAX_BACKFILL) in answer["error"]["message"]
-    assert "BACKFILL" not in [json.loads(json.loads(m["Body"])["d"])["kind"] for m in take_messages(harness)]
+    assert "BACKFILL" not in [d.kind.value for m in take_messages(harness)  # a message is a pack of one or more
+                              for d in Pack.from_json(json.loads(m["Body"])["d"]).entries]
