@@ -19,7 +19,7 @@ run: $(INSTALLED) $(LAYER_STAMP)  ## the whole scheduler locally, on an embedded
 	$(LOCAL_AWS) JOBSCHED_RESET=$(RESET) $(BIN)/python -m jobsched.local
 
 test: $(INSTALLED) $(LAYER_STAMP) browser doc-tools  ## the whole test suite
-	$(LOCAL_AWS) $(BIN)/python -m pytest -n 2 --dist worksteal -m "not realtime"
+	$(LOCAL_AWS) $(BIN)/python -m pytest -n 2 --dist worksteal -m "not realtime" --durations=40
 	$(LOCAL_AWS) $(BIN)/python -m pytest -m realtime
 
 # The console's browser test drives Debian's Chromium headless through its ChromeDriver.

@@ -24,6 +24,9 @@ strict_aws.install()
 # same answers: tests/unit/test_emulator_speedups.py), instead of moto's writer's walk of every
 # attribute: the in-process stacks' reads cost a fraction of the time.
 moto_speedups.speed_up_item_answers()
+# One botocore loader for every session (each stack opens sessions per function role): AWS's model
+# files parsed once per process, not once per stack.
+moto_speedups.share_botocore_loader()
 
 TEST_SEGMENTS = 2
 ROOT = Path(__file__).resolve().parents[1]

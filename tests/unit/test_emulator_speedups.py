@@ -634,3 +634,28 @@ def test_a_request_without_a_handle_answers_as_moto_does():
     assert not first.visible and first.body == received[0].body and received[1].body in in_flight
     success, errors = backend.delete_message_batch("lane", [{"Id": "a", "ReceiptHandle": None}])
     assert success == ["a"] and errors == [] and queue._messages == []
+
+
+def test_sessions_share_one_loader_and_clients_resolve_the_same_endpoints():
+    import boto3
+    from botocore import endpoint_provider
+    from botocore.loaders import Loader
+
+    moto_speedups.share_botocore_loader()
+    first, second = boto3.session.Session(), boto3.session.Session()
+    loader = first._session.get_component("data_loader")
+    assert isinstance(loader, Loader) and loader is second._session.get_component("data_loader")
+    for service in ("dynamodb", "sqs", "sts"):
+        for region in ("us-east-1", "eu-west-1"):
+            shared = first.client(service, region_name=region)
+            again = second.client(service, region_name=region)
+            assert shared.meta.endpoint_url == again.meta.endpoint_url == f"https://{service}.{region}.amazonaws.com"
+    # The rule set of one service's data is built once and answers as one built anew.
+    data = loader.load_service_model("dynamodb", "endpoint-rule-set-1")
+    partitions = loader.load_data("partitions")
+    kept = endpoint_provider.EndpointProvider(data, partitions)
+    assert endpoint_provider.EndpointProvider(data, partitions).ruleset is kept.ruleset
+    fresh = endpoint_provider.RuleSet(**data, partitions=partitions)
+    params = {"Region": "ap-southeast-2", "UseFIPS": True, "UseDualStack": False}
+    assert kept.resolve_endpoint(**params).url == fresh.evaluate(dict(params)).url \
+        == "https://dynamodb-fips.ap-southeast-2.amazonaws.com"

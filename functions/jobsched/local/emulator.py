@@ -14,7 +14,7 @@ import time
 from typing import Callable, Iterator
 
 from jobsched.local.moto_lock import EMULATOR_LOCK  # noqa: F401 - also taken from here (state, replication, tasks)
-from jobsched.local.moto_speedups import speed_up_moto
+from jobsched.local.moto_speedups import share_botocore_loader, speed_up_moto
 from jobsched.local.strict_aws.reports import REPORT_HEADER
 
 CONTROL_PREFIX = "/_jobsched/"  # the local stack's own requests to its emulator process
@@ -345,6 +345,7 @@ class SerializedServer:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
         speed_up_moto()
+        share_botocore_loader()
 
         app = DomainDispatcherApplication(create_backend_app)
         if direct:  # False: every request through moto's Flask app (tests compare the two)
