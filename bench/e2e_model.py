@@ -138,7 +138,10 @@ class Scenario:
     tenants: int
     herd: bool = False
     sample: float = 1.0
-    sample_by: str = "tenant"  # "tenant": whole tenants run for real; "job": whole jobs (one tenant)
+    # "segment": whole segments run for real (every tenant's jobs in them: a pack holds what it holds
+    # at full scale); "tenant": whole tenants; "job": whole jobs (one tenant). Only "segment" keeps
+    # the pack fill of the whole: packs gather one segment's second of every tenant.
+    sample_by: str = "segment"
 
     @property
     def kind(self) -> str:
@@ -171,14 +174,21 @@ class Simulation:
         names = {"Jobs": "jobs", "Timers": "timers", "Executions": "executions", "Segments": "segments"}
         logical = {k: r for k, r in template["Resources"].items() if r["Type"] == "AWS::DynamoDB::Table"}
         tables = {lid: names[kind] for lid in logical for kind in names if lid.startswith(f"Storage{kind}")}
-        shared = {"timers"} | ({"jobs"} if scenario.sample_by == "job" else set())
-        # Segments are not sampled: every segment's tick runs, its watermark item billed as it is.
-        self.billing = Billing(template, tables, {t: 1 / scenario.sample for t in shared},
-                               {t: 1 / scenario.sample for t in ("jobs", "timers", "executions")})
+        segments = self.deployment.segments
+        # The sample: by segment, the first `ticking` segments run whole (their ticks, timers, packs
+        # and Timers keys are as at full scale) and stand for the rest; otherwise every segment's tick
+        # runs over a part of the jobs.
+        self.ticking = max(1, round(segments * scenario.sample)) if scenario.sample_by == "segment" else segments
+        self.sample = self.ticking / segments if scenario.sample_by == "segment" else scenario.sample
+        shared = ({"jobs"} if scenario.sample_by == "segment" else
+                  {"timers"} | ({"jobs"} if scenario.sample_by == "job" else set()))
+        self.billing = Billing(template, tables, {t: 1 / self.sample for t in shared},
+                               {t: 1 / self.sample for t in ("jobs", "timers", "executions")})
         key_names = {name: self.billing.strict.template.tables[name][""] for name in tables.values()}
         self.dynamo = BilledDynamo(self.billing, self.clock, key_names, self.rng.random)
         self.dynamo.partitions["timers"] = {}
-        self.dynamo.tick_ms_per_item = TICK_MS_PER_TIMER / scenario.sample
+        whole_segments = scenario.sample_by == "segment"  # a segment's tick sees all of its timers
+        self.dynamo.tick_ms_per_item = TICK_MS_PER_TIMER / (1 if whole_segments else self.sample)
         resource = SimpleNamespace(Table=lambda name: None)
         urls = {p: f"https://sqs.local/{p.value}" for p in Priority}
         self.lanes = {p.value: Lane(p.value, *self.deployment.lanes.get(p.value, (STANDARD_MAX, None))) for p in Priority}
@@ -193,7 +203,8 @@ class Simulation:
             packs=PacksStore(resource, "executions", 30, client=self.dynamo))
         # A page stands for as many timers as a real one (500): its next timers' writes then come
         # in bursts of a real page's size, not of 1/sample pages at once.
-        self.stores.timers.page_size = max(1, round(self.stores.timers.page_size * scenario.sample))
+        if not whole_segments:
+            self.stores.timers.page_size = max(1, round(self.stores.timers.page_size * self.sample))
         self.handoff = HandOff(self.stores, self.clock, self.deployment.segments)
         self.ticker = Ticker(self.stores, self.handoff, self.clock)
         self.outcomes = Outcomes(self.stores, self.handoff, self.clock, self.rng.random)
@@ -238,11 +249,13 @@ class Simulation:
             if s.sample_by == "tenant":
                 if tenant >= max(1, round(s.tenants * s.sample)):
                     continue
-            elif n % round(1 / s.sample):
+            elif s.sample_by == "job" and n % round(1 / s.sample):
                 continue
             # As new_job_id makes them (creation millisecond, then 20 random hex digits), from a seeded
             # generator.
             job_id = f"job_{self.start_ms - 86_400_000:012x}{ids.getrandbits(80):020x}"
+            if s.sample_by == "segment" and segment_of(job_id, self.deployment.segments) >= self.ticking:
+                continue
             spec = JobSpec(name=f"e2e-{n}", schedule=schedule, payload=payload, jitter_sec=jitter,
                            target=JobTarget(TargetType.HTTP, {"url": f"https://t{n % 97}.example.com/hook"}))
             # Registered a day before (as its id says): not a job its writer may have just sent (packs).
@@ -284,7 +297,7 @@ class Simulation:
             from jobsched.domain.lane_shares import share_of
 
             limit = min(limit, share_of(lane.cap, self.deployment.tenant_percent))
-        return max(1, int(limit * self.scenario.sample))
+        return max(1, int(limit * self.sample))
 
     def run(self) -> dict:
         from jobsched.local import strict_aws
@@ -311,7 +324,7 @@ class Simulation:
         for lane in self.lanes.values():
             lane.limit = lane.provisioned[0] * PROVISIONED_PER_POLLER if lane.provisioned else STANDARD_START
         ticks_from = self.start_ms // 60_000
-        for segment in range(self.deployment.segments):
+        for segment in range(self.ticking):
             self.push(self.start_ms + self.rng.randrange(60_000), "tick", (segment, ticks_from))
         self.push(self.start_ms + 1_000, "scale", None)
         self.billing.enabled = True
@@ -382,11 +395,11 @@ class Simulation:
             lane.active += 1
             cold = lane.active > lane.environments
             lane.environments = max(lane.environments, lane.active)
-            lane.peak = max(lane.peak, lane.active / self.scenario.sample)
+            lane.peak = max(lane.peak, lane.active / self.sample)
             end = self.invoke(lane, batch, at + POLL_TO_INVOKE_MS + (COLD_START_MS if cold else 0))
             self.invocations.append((len(batch), end - at))
             lane.in_flight += len(batch)
-            lane.in_flight_peak = max(lane.in_flight_peak, lane.in_flight / self.scenario.sample)
+            lane.in_flight_peak = max(lane.in_flight_peak, lane.in_flight / self.sample)
             self.push(end, "done", (lane.name, len(batch)))
 
     def invoke(self, lane: Lane, batch: list[Message], start: int) -> int:
