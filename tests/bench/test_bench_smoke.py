@@ -77,7 +77,9 @@ def test_the_end_to_end_benchmark_runs_the_real_tick_and_worker_on_a_tiny_input(
     assert set(lines[2].replace(" ", "")) == {"-"}
     rows = {line.split("  ")[0]: line.split() for line in lines[3:6]}
     assert set(rows) == {s.name for s in bench.e2e.QUICK}
-    ran = [int(row[row.index("1/1") + 1].replace(",", "")) for row in rows.values()]
+    # Whole segments sampled: "2 of 2 segments" (the test template's), then the executions run.
+    ran = [int(row[row.index("segments") + 1].replace(",", "")) for row in rows.values()]
+    assert all(row[row.index("segments") - 3:row.index("segments")] == ["2", "of", "2"] for row in rows.values())
     assert ran == [20 * 60, 200, 20 * 60]  # every execution due in the window ran, once
     assert out.count("hottest partition keys") == 3 and out.count("verdict:") == 3
     assert "jobs[tenant-00000]" in out and "assumptions:" in out
