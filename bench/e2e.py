@@ -35,8 +35,8 @@ What is modelled (`BilledDynamo` in bench/e2e_aws.py, and the event loop in benc
   rest (Timers buckets; Jobs when one tenant is sampled by job) are billed times 1/sample, and
   each lane's concurrency is scaled by the sample (the queue then behaves as the whole would).
 
-`python -m bench e2e [--quick] [--sample=N] [--profile=NAME] [--scenario=sustained|herd|tenant]
-`"""
+`python -m bench e2e [--quick] [--sample=N] [--profile=NAME] [--state-index=JobsByStateShard]
+[--scenario=sustained|herd|tenant|one-time] [--unthrottled]`"""
 from __future__ import annotations
 
 import math
@@ -56,6 +56,9 @@ SCENARIOS = [
     Scenario("10,000 a second for 10 minutes (1,000 tenants)", 10_000, 10, 1_000, sample=1 / 50),
     Scenario("a herd of 1,000,000 timers at :00 (1,000 tenants)", 1_000_000, 1, 1_000, herd=True, sample=1 / 20),
     Scenario("one tenant at 10,000 a second (3 minutes)", 10_000, 3, 1, sample=1 / 50, sample_by="job"),
+    # Each job completes once: a job write and its state index entries moved, one tenant's keys.
+    Scenario("one tenant's one-time jobs, 10,000 a second (1 minute)", 10_000, 1, 1, sample=1 / 50,
+             sample_by="job", one_time=True),
 ]
 QUICK = [
     Scenario("quick: 20 a second for 1 minute (10 tenants)", 20, 1, 10),
@@ -65,8 +68,12 @@ QUICK = [
 
 
 
+REFUSE = True  # --unthrottled: no key refuses (each key's peak is then the rate it was asked)
+
+
 def run_scenario(template: dict, scenario: Scenario) -> dict:
     sim = Simulation(template, scenario)
+    sim.billing.refuse = REFUSE
     timing = sim.run()
     late = sim.late_ms
     lane = max(sim.lanes.values(), key=lambda lane: lane.peak)
@@ -145,7 +152,10 @@ def main(flags: list[str], template: dict | None = None) -> None:
 
     profile = next((f.split("=", 1)[1] for f in flags if f.startswith("--profile=")), None)
     only = next((f.split("=", 1)[1] for f in flags if f.startswith("--scenario=")), None)
-    template = template or profile_template(profile)
+    state_index = next((f.split("=", 1)[1] for f in flags if f.startswith("--state-index=")), None)
+    global REFUSE
+    REFUSE = "--unthrottled" not in flags
+    template = template or profile_template(profile, state_index=state_index)
     deployment = deployment_of(template)
     scenarios = QUICK if "--quick" in flags else SCENARIOS
     sample_n = int_option(flags, "sample", 0)
@@ -197,6 +207,9 @@ def _print(rows: list, details: list) -> None:
         for key, rcu, wcu in r["peaks"][:5]:
             refused = r["throttled"].get(key, 0)
             print(f"    {key}: {rcu:,.0f} RCU/s, {wcu:,.0f} WCU/s" + (f", refused {refused:,}" if refused else ""))
+        for kind, of_kind in (("table", lambda k: "/" not in k.split("[", 1)[0]), ("index", lambda k: "/" in k.split("[", 1)[0])):
+            key, _, wcu = max(((k, r, w) for k, r, w in r["peaks"] if of_kind(k)), key=lambda x: x[2], default=("-", 0, 0))
+            print(f"  peak write units on one {kind} key: {wcu:,.0f} WCU/s ({key}; limit 1,000)")
         print("  tables (peak units a second; quota 40,000 each; a new on-demand table is warm for 12,000 RU / 4,000 WU):")
         for table, (rcu, wcu) in sorted(r["tables"].items()):
             print(f"    {table}: {rcu:,.0f} RCU/s, {wcu:,.0f} WCU/s")
