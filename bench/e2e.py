@@ -14,7 +14,8 @@ What is modelled (`BilledDynamo` in bench/e2e_aws.py, and the event loop in benc
   key and second by the strict AWS layer's own rules (local/strict_aws.py: item sizes, 1 KB write
   and 4 KB read units, a write billed on the larger of before and after, index writes, a
   projection billed on the whole item), and refused over 1,000 WCU / 3,000 RCU a key a second as
-  the strict layer refuses it: batch calls leave the keys unprocessed (the stores back off and
+  the strict layer refuses it (a write also when an index key it would write is over: GSI back
+  pressure; `--unthrottled` refuses nothing, so that each key's peak is what it was asked): batch calls leave the keys unprocessed (the stores back off and
   retry), single calls are retried as botocore's standard mode does (5 attempts), then fail.
   Conditions are not evaluated: each execution is delivered once here (no duplicates modelled).
 - SQS: a message becomes visible DelaySeconds (whole seconds, as the real LaneQueues computes
