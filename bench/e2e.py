@@ -14,7 +14,8 @@ What is modelled (`BilledDynamo` in bench/e2e_aws.py, and the event loop in benc
   key and second by the strict AWS layer's own rules (local/strict_aws.py: item sizes, 1 KB write
   and 4 KB read units, a write billed on the larger of before and after, index writes, a
   projection billed on the whole item), and refused over 1,000 WCU / 3,000 RCU a key a second as
-  the strict layer refuses it: batch calls leave the keys unprocessed (the stores back off and
+  the strict layer refuses it (a write also when an index key it would write is over: GSI back
+  pressure; `--unthrottled` refuses nothing, so that each key's peak is what it was asked): batch calls leave the keys unprocessed (the stores back off and
   retry), single calls are retried as botocore's standard mode does (5 attempts), then fail.
   Conditions are not evaluated: each execution is delivered once here (no duplicates modelled).
 - SQS: a message becomes visible DelaySeconds (whole seconds, as the real LaneQueues computes
@@ -38,8 +39,8 @@ What is modelled (`BilledDynamo` in bench/e2e_aws.py, and the event loop in benc
   sample_by="tenant" or "job" samples whole tenants or jobs instead: each segment's second then
   holds 1/sample of its fires, and the packs are that much emptier than at full scale.)
 
-`python -m bench e2e [--quick] [--sample=N] [--profile=NAME] [--scenario=sustained|herd|tenant]
-`"""
+`python -m bench e2e [--quick] [--sample=N] [--profile=NAME] [--state-index=JobsByStateShard]
+[--scenario=sustained|herd|tenant|one-time] [--unthrottled]`"""
 from __future__ import annotations
 
 import math
@@ -61,6 +62,8 @@ SCENARIOS = [
     Scenario("10,000 a second for 3 minutes (1,000 tenants)", 10_000, 3, 1_000, sample=1 / 4),
     Scenario("a herd of 1,000,000 timers at :00 (1,000 tenants)", 1_000_000, 1, 1_000, herd=True, sample=1 / 4),
     Scenario("one tenant at 10,000 a second (3 minutes)", 10_000, 3, 1, sample=1 / 4),
+    # Each job completes once: a job write and its state index entries moved, one tenant's keys.
+    Scenario("one tenant's one-time jobs, 10,000 a second (1 minute)", 10_000, 1, 1, sample=1 / 4, one_time=True),
 ]
 QUICK = [
     Scenario("quick: 20 a second for 1 minute (10 tenants)", 20, 1, 10),
@@ -70,8 +73,12 @@ QUICK = [
 
 
 
+REFUSE = True  # --unthrottled: no key refuses (each key's peak is then the rate it was asked)
+
+
 def run_scenario(template: dict, scenario: Scenario) -> dict:
     sim = Simulation(template, scenario)
+    sim.billing.refuse = REFUSE
     timing = sim.run()
     late = sim.late_ms
     lane = max(sim.lanes.values(), key=lambda lane: lane.peak)
@@ -154,7 +161,10 @@ def main(flags: list[str], template: dict | None = None) -> None:
 
     profile = next((f.split("=", 1)[1] for f in flags if f.startswith("--profile=")), None)
     only = next((f.split("=", 1)[1] for f in flags if f.startswith("--scenario=")), None)
-    template = template or profile_template(profile)
+    state_index = next((f.split("=", 1)[1] for f in flags if f.startswith("--state-index=")), None)
+    global REFUSE
+    REFUSE = "--unthrottled" not in flags
+    template = template or profile_template(profile, state_index=state_index)
     deployment = deployment_of(template)
     scenarios = QUICK if "--quick" in flags else SCENARIOS
     sample_n = int_option(flags, "sample", 0)
@@ -207,6 +217,9 @@ def _print(rows: list, details: list) -> None:
         for key, rcu, wcu in r["peaks"][:5]:
             refused = r["throttled"].get(key, 0)
             print(f"    {key}: {rcu:,.0f} RCU/s, {wcu:,.0f} WCU/s" + (f", refused {refused:,}" if refused else ""))
+        for kind, of_kind in (("table", lambda k: "/" not in k.split("[", 1)[0]), ("index", lambda k: "/" in k.split("[", 1)[0])):
+            key, _, wcu = max(((k, r, w) for k, r, w in r["peaks"] if of_kind(k)), key=lambda x: x[2], default=("-", 0, 0))
+            print(f"  peak write units on one {kind} key: {wcu:,.0f} WCU/s ({key}; limit 1,000)")
         print("  tables (peak units a second; quota 40,000 each; a new on-demand table is warm for 12,000 RU / 4,000 WU):")
         for table, (rcu, wcu) in sorted(r["tables"].items()):
             print(f"    {table}: {rcu:,.0f} RCU/s, {wcu:,.0f} WCU/s")

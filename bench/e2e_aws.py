@@ -92,6 +92,7 @@ class Billing:
         self.table_usage: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
         self.throttled: dict[str, int] = defaultdict(int)
         self.enabled = False
+        self.refuse = True  # False (--unthrottled): nothing refused, each key's peak is what it was asked
 
     @staticmethod
     def table_of(key: str) -> str:
@@ -113,7 +114,7 @@ class Billing:
         """The strict layer's rule: a key that used its second's units is refused."""
         from jobsched.local.strict_aws import PARTITION_RCU_PER_SECOND, PARTITION_WCU_PER_SECOND
 
-        if key is None or not self.enabled:
+        if key is None or not self.enabled or not self.refuse:
             return False
         rcu, wcu = self.usage.get((key, second), (0.0, 0.0))
         over = rcu >= PARTITION_RCU_PER_SECOND if reads else wcu >= PARTITION_WCU_PER_SECOND
@@ -188,10 +189,11 @@ class BilledDynamo:
     def _latency(self) -> None:
         self.clock.sleep(self.call_ms / 1000)
 
-    def _retried(self, operation: str, partition: str | None, reads: bool) -> None:
-        """botocore's standard retries of a throttled single-item call, then the error."""
+    def _retried(self, operation: str, partition: str | None, reads: bool, indexes: list | tuple = ()) -> None:
+        """botocore's standard retries of a throttled single-item call, then the error. `indexes`:
+        the index partition keys the write would write (GSI back pressure, as the strict layer)."""
         for attempt in range(BOTOCORE_ATTEMPTS):
-            if not self.billing.over(partition, self._second(), reads):
+            if not any(self.billing.over(key, self._second(), reads) for key in (partition, *indexes)):
                 return
             if attempt + 1 < BOTOCORE_ATTEMPTS:
                 self.clock.sleep(self.random() * min(20.0, 2 ** attempt))
@@ -286,8 +288,10 @@ class BilledDynamo:
 
     def put_item(self, TableName, Item, **_):  # noqa: N803
         self.calls["PutItem"] += 1
-        self._retried("PutItem", self._partition(TableName, Item), reads=False)
-        self._write(TableName, Item, Item, self.items[TableName].get(self._key(TableName, Item)))
+        before = self.items[TableName].get(self._key(TableName, Item))
+        self._retried("PutItem", self._partition(TableName, Item), reads=False,
+                      indexes=self.billing.strict._index_partitions(TableName, before, Item))
+        self._write(TableName, Item, Item, before)
         self._latency()
         return {}
 
@@ -310,10 +314,11 @@ class BilledDynamo:
     def update_item(self, TableName, Key, UpdateExpression, ExpressionAttributeValues=None,  # noqa: N803
                     ExpressionAttributeNames=None, ReturnValues=None, **_):
         self.calls["UpdateItem"] += 1
-        self._retried("UpdateItem", self._partition(TableName, Key), reads=False)
         before = self.items[TableName].get(self._key(TableName, Key))
         after = dict(before) if before else dict(Key)
         _apply(after, UpdateExpression, ExpressionAttributeNames or {}, ExpressionAttributeValues or {})
+        self._retried("UpdateItem", self._partition(TableName, Key), reads=False,
+                      indexes=self.billing.strict._index_partitions(TableName, before, after))
         self._write(TableName, after, Key, before)
         self._latency()
         if ReturnValues == "ALL_NEW":

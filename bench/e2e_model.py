@@ -107,19 +107,21 @@ def deployment_of(template: dict) -> Deployment:
                       int(tick.get("Timeout", 60)) * 1000, worker.get("ReservedConcurrentExecutions"), tables)
 
 
-def profile_template(profile: str | None, segments: int = 4) -> dict:
+def profile_template(profile: str | None, segments: int = 4, state_index: str | None = None) -> dict:
     """Today's template, or the one a `-c profile=NAME` context deploys (passed to the CDK app
-    through CDK_CONTEXT_JSON, which cdk.App reads as context)."""
+    through CDK_CONTEXT_JSON, which cdk.App reads as context); `state_index`: `-c stateIndex=`."""
     from jobsched.local.synth import synthesize
 
-    if not profile:
+    if not profile and not state_index:
         from bench.common import template
 
         return template(segments)
     saved = os.environ.get("CDK_CONTEXT_JSON")
-    os.environ["CDK_CONTEXT_JSON"] = json.dumps({"profile": profile})
+    context = {**({"profile": profile} if profile else {}), **({"stateIndex": state_index} if state_index else {})}
+    os.environ["CDK_CONTEXT_JSON"] = json.dumps(context)
     try:
-        return synthesize(ROOT / ".build" / "bench" / f"cdk.out-{profile}", segments=segments, allow_private_targets=True)
+        return synthesize(ROOT / ".build" / "bench" / f"cdk.out-{profile}-{state_index}", segments=segments,
+                          allow_private_targets=True)
     finally:
         if saved is None:
             os.environ.pop("CDK_CONTEXT_JSON", None)
@@ -142,10 +144,12 @@ class Scenario:
     # at full scale); "tenant": whole tenants; "job": whole jobs (one tenant). Only "segment" keeps
     # the pack fill of the whole: packs gather one segment's second of every tenant.
     sample_by: str = "segment"
+    one_time: bool = False  # one-time jobs due `rate` a second over the minutes, each completed once
 
     @property
     def kind(self) -> str:
-        return "herd" if self.herd else "tenant" if self.tenants == 1 else "sustained"
+        return "herd" if self.herd else "one-time" if self.one_time else "tenant" if self.tenants == 1 \
+            else "sustained"
 
 
 
@@ -237,7 +241,8 @@ class Simulation:
         s = self.scenario
         first_minute = self.start_ms // 60_000 + 2  # the first bucket the first ticks hand off
         first_ms = first_minute * 60_000
-        total = s.rate if s.herd else s.rate * 60  # jobs: the herd, or a minute's worth firing each minute
+        # jobs: the herd, one-time jobs due over the minutes, or a minute's worth firing each minute
+        total = s.rate if s.herd else s.rate * 60 * s.minutes if s.one_time else s.rate * 60
         self.due_window = (first_ms, first_ms + (1_000 if s.herd else s.minutes * 60_000))
         payload = {"data": "x" * PAYLOAD_BYTES}
         ids = random.Random(f"{s.name}-ids")
@@ -256,6 +261,8 @@ class Simulation:
             job_id = f"job_{self.start_ms - 86_400_000:012x}{ids.getrandbits(80):020x}"
             if s.sample_by == "segment" and segment_of(job_id, self.deployment.segments) >= self.ticking:
                 continue
+            if s.one_time:  # due `rate` a second, evenly: each completes its job once
+                schedule = one_time_schedule(first_ms + n * 1000 // s.rate)
             spec = JobSpec(name=f"e2e-{n}", schedule=schedule, payload=payload, jitter_sec=jitter,
                            target=JobTarget(TargetType.HTTP, {"url": f"https://t{n % 97}.example.com/hook"}))
             # Registered a day before (as its id says): not a job its writer may have just sent (packs).
@@ -266,7 +273,7 @@ class Simulation:
             timer = Timer(due, TimerKind.FIRE, job.tenant_id, job_id, 1, segment_of(job_id, self.deployment.segments))
             self.dynamo.put_wire("timers", timer.to_wire())
             count += 1
-        self.expected = count if s.herd else count * s.minutes
+        self.expected = count if s.herd or s.one_time else count * s.minutes
         return count
 
     # --- events -------------------------------------------------------------------------------------
@@ -319,7 +326,6 @@ class Simulation:
 
     def _run(self) -> dict:
         real = self.load()
-        s = self.scenario
         last_bucket = (self.due_window[1] - 1) // 60_000
         for lane in self.lanes.values():
             lane.limit = lane.provisioned[0] * PROVISIONED_PER_POLLER if lane.provisioned else STANDARD_START

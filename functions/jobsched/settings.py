@@ -101,6 +101,9 @@ class Env:
     # to the region that schedules them, store/region_apis.py). Absent: nothing is forwarded (503).
     REGION_API_FUNCTION = "REGION_API_FUNCTION"
     LEASE_MS = "LEASE_MS"
+    # The Jobs index GET /v1/jobs?state= reads (API; optional, JobsByState when absent):
+    # JobsByStateShard once every job has its stateShard (store/jobs_state_index.py).
+    JOBS_STATE_INDEX = "JOBS_STATE_INDEX"
     CLOCK_BOUND_MS = "CLOCK_BOUND_MS"
 
 
@@ -165,6 +168,7 @@ class Settings:
     region_api_function: str = ""  # Env.REGION_API_FUNCTION (api)
     lease_ms: int = 90_000
     clock_bound_ms: int = 2_000
+    jobs_state_index: str = "JobsByState"  # Env.JOBS_STATE_INDEX
 
     @property
     def multi_region(self) -> bool:
@@ -224,8 +228,17 @@ class Settings:
             ecs_clusters=_list_or_none(env, Env.ECS_CLUSTERS),
             ecs_networks=_networks(env),
             function=function,
+            jobs_state_index=_choice(env, Env.JOBS_STATE_INDEX, ("JobsByState", "JobsByStateShard")),
             **_regions(env),
         )
+
+
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    """One of `allowed` (the first when absent)."""
+    value = env.get(name) or allowed[0]
+    if value not in allowed:
+        raise SettingsError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
 
 
 def _regions(env: Mapping[str, str]) -> dict:

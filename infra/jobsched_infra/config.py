@@ -85,6 +85,12 @@ class StackConfig:
     # with the same Lambda authorizer before the function (stack.py);
     # "rest": the REST API ($3.50), for X-Ray on the API hop, a WAF web ACL or request validators.
     api: str = "http"
+    # The Jobs index GET /v1/jobs?state= reads (functions/jobsched/store/jobs_state_index.py):
+    # "JobsByState" (this release's default: the table also gets JobsByStateShard, which
+    # `jobsched upgrade state-shards` completes), then "JobsByStateShard" (lists read it, and the
+    # table deletes JobsByState: CloudFormation adds or deletes one index per update, so this
+    # follows a deployment of the default, never the release before it).
+    state_index: str = "JobsByState"
     # Lambda's active tracing on every function ("active", or "on") or none ("off", the default:
     # Lambda's PassThrough, which traces only a request whose caller sent a sampled trace header,
     # and nothing upstream of these functions sends one). Lambda samples a fixed 1 request a second
@@ -217,6 +223,7 @@ class StackConfig:
             attempt_log_percent=_int_in(get("attemptLogPercent", base.attempt_log_percent), 0, 100,
                                         "attemptLogPercent"),
             api=_choice(get("api", "http"), ("http", "rest"), "api"),
+            state_index=_choice(get("stateIndex", "JobsByState"), ("JobsByState", "JobsByStateShard"), "stateIndex"),
             tracing=_choice(get("tracing", "off"), ("active", "on", "off"), "tracing"),
             lane_max_concurrency=caps,
             lane_pollers=pollers,

@@ -96,7 +96,7 @@ class JobschedStack(Stack):
         # Regions (jobsched_infra/regions.py): `plan` is None for the single-region stack.
         self.plan = plan
         storage = Storage(self, "Storage", encryption=config.encryption, tables=config.tables, plan=plan,
-                          primary_key_arn=primary_key_arn)
+                          primary_key_arn=primary_key_arn, state_index=config.state_index)
         self.storage = storage
         lanes = Lanes(self, "Lanes", worker_timeout=WORKER_TIMEOUT, key=storage.key,
                       names={p: lane_name(self.region, p) for p in Priority} if plan else None)
@@ -129,6 +129,7 @@ class JobschedStack(Stack):
             Env.MAX_ACTIVE_JOBS: str(config.max_active_jobs),
             Env.MAX_CREATES_PER_SECOND: str(config.max_creates_per_second),
             Env.STACK_NAME: self.stack_name,
+            Env.JOBS_STATE_INDEX: config.state_index,  # the index GET /v1/jobs?state= reads
             # The API refuses at creation a target IAM would deny whatever its tags (another account).
             Env.TARGET_ACCOUNT: self.account,
             # ... and an address literal the worker's call would refuse (domain/endpoints.py).
@@ -172,7 +173,8 @@ class JobschedStack(Stack):
         # The API also ends long-running attempts (complete, fail): job reads and completion.
         # BatchWriteItem: the tag and name index entries beside each job (store/jobs.py);
         # BatchGetItem: the jobs those entries name (tag and name filters, filtered bulk actions).
-        # Query on the indexes: JobsByState (store/jobs.py list_in_state), DeadLetters (store/dead_letters.py).
+        # Query on the indexes: JobsByState or JobsByStateShard (store/jobs.py list_in_state), DeadLetters
+        # (store/dead_letters.py).
         _grant_items(storage.jobs, api_fn, *DDB_READ, *DDB_BATCH_READ, *DDB_PUT, *DDB_QUERY, *DDB_UPDATE,
                      *DDB_BATCH_PUT, query_indexes=True)
         # A batch create takes back a job whose first timer could not be written (a conditional

@@ -10,6 +10,7 @@ from constructs import Construct
 from jobsched.sizing import PROVISIONED_TARGET_UTILIZATION, TableSizing
 from jobsched.store.dead_letters import DEAD_LETTERS_INDEX
 from jobsched.store.jobs import JOBS_BY_STATE_INDEX
+from jobsched.store.jobs_state_index import JOBS_BY_STATE_SHARD_INDEX, STATE_SHARD_ATTRIBUTE
 from jobsched_infra.config import ConfigError
 from jobsched_infra.regions import OWNERSHIP_TABLE, RegionPlan, table_name
 
@@ -20,7 +21,7 @@ N = ddb.AttributeType.NUMBER
 class Storage(Construct):
     def __init__(self, scope: Construct, construct_id: str, encryption: str = "kms",
                  tables: tuple[TableSizing, ...] = (), plan: RegionPlan | None = None,
-                 primary_key_arn: str | None = None) -> None:
+                 primary_key_arn: str | None = None, state_index: str = JOBS_BY_STATE_INDEX) -> None:
         super().__init__(scope, construct_id)
         # Regions (regions.py): the data tables are global tables (MREC) defined in one stack and
         # referenced by name in the others; the ownership table is MRSC. None: one region, as before.
@@ -48,11 +49,25 @@ class Storage(Construct):
         # Ended one-time jobs expire too (expiresAt: their end plus the retention).
         self.jobs = self._table("Jobs", ("tenantId", S), ("jobId", S), ttl="expiresAt")
         # GET /v1/jobs?state=: keys only (a write that leaves `state` as it is writes nothing here;
-        # a change of state writes two small entries), the jobs then read by key.
+        # a change of state writes two small entries), the jobs then read by key. Kept until a
+        # deployment reads its successor (config.state_index): one tenant's key takes every entry.
+        if state_index == JOBS_BY_STATE_INDEX:
+            self._index(
+                self.jobs, index_name=JOBS_BY_STATE_INDEX,
+                partition_key=ddb.Attribute(name="tenantId", type=S),
+                sort_key=ddb.Attribute(name="state", type=S),
+                projection_type=ddb.ProjectionType.KEYS_ONLY,
+            )
+        # Its successor, one tenant's entries over 32 keys per state (store/jobs_state_index.py:
+        # partition "<tenant>#<state>#<n>", sort jobId, keys only). CloudFormation adds or deletes
+        # one index of a table per update (both in one update fails), and DynamoDB backfills an
+        # added index before it is ACTIVE: this release adds JobsByStateShard and keeps
+        # JobsByState, which lists read until `jobsched upgrade state-shards` has given every job
+        # its stateShard and `-c stateIndex=JobsByStateShard` is deployed (deleting JobsByState).
         self._index(
-            self.jobs, index_name=JOBS_BY_STATE_INDEX,
-            partition_key=ddb.Attribute(name="tenantId", type=S),
-            sort_key=ddb.Attribute(name="state", type=S),
+            self.jobs, index_name=JOBS_BY_STATE_SHARD_INDEX,
+            partition_key=ddb.Attribute(name=STATE_SHARD_ATTRIBUTE, type=S),
+            sort_key=ddb.Attribute(name="jobId", type=S),
             projection_type=ddb.ProjectionType.KEYS_ONLY,
         )
         # Partition "<epoch-minute>#<segment>", sort "<due-ms>#<kind>#<ref>#<generation>": one

@@ -255,6 +255,7 @@ app = cdk.App(outdir=os.environ["CDK_OUTDIR"] + "-storage")
 stack = cdk.Stack(app, "StorageOnly")
 Storage(stack, "Storage", encryption="aws-owned",
         tables=tuple(TableSizing(**t) for t in json.loads(os.environ["STORAGE_TABLES"])))
+Storage(cdk.Stack(app, "StorageSharded"), "Storage", encryption="aws-owned", state_index="JobsByStateShard")
 for name, mode in (("TracingOff", "off"), ("TracingOn", "on")):
     single = cdk.Stack(app, name)
     single.node.set_context("tracing", mode)
@@ -293,6 +294,7 @@ def synthesized():
                            check=True, capture_output=True)
             result = {"profile-10k": json.loads((outdir / "Jobsched.template.json").read_text()),
                       "storage": json.loads(Path(f"{outdir}-storage", "StorageOnly.template.json").read_text()),
+                      "storage-sharded": json.loads(Path(f"{outdir}-storage", "StorageSharded.template.json").read_text()),
                       **{f"tracing-{mode}": json.loads(Path(f"{outdir}-storage", f"{name}.template.json").read_text())
                          for name, mode in (("TracingOff", "off"), ("TracingOn", "on"))}}
             for old in (outdir, Path(f"{outdir}-storage")):
@@ -380,6 +382,21 @@ def test_the_operations_page_lists_each_profiles_findings():
     for name in sizing.PROFILES:
         for finding in sizing.profile_sizing(name).findings:
             assert " ".join(finding.split()) in text, finding
+
+
+def test_the_deployment_after_the_upgrade_reads_the_sharded_state_index_and_deletes_the_old_one(synthesized):
+    """`-c stateIndex=JobsByStateShard` (after `jobsched upgrade state-shards`): the Jobs table keeps
+    JobsByStateShard alone, one index deleted from the default's two (CloudFormation's one index
+    change per update); a value of its own is refused by name."""
+    from jobsched_infra.config import ConfigError, StackConfig
+
+    assert StackConfig().state_index == "JobsByState"
+    assert StackConfig.from_context(_Node({"stateIndex": "JobsByStateShard"})).state_index == "JobsByStateShard"
+    with pytest.raises(ConfigError, match="stateIndex"):
+        StackConfig.from_context(_Node({"stateIndex": "sharded"}))
+    [jobs] = [t["Properties"] for t in synthesized["storage-sharded"]["Resources"].values()
+              if t["Type"] == "AWS::DynamoDB::Table" and t["Properties"]["KeySchema"][0]["AttributeName"] == "tenantId"]
+    assert [i["IndexName"] for i in jobs["GlobalSecondaryIndexes"]] == ["JobsByStateShard"]
 
 
 def test_a_table_the_model_provisions_gets_its_capacity_and_auto_scaling(synthesized):

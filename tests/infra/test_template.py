@@ -635,10 +635,36 @@ def test_jobs_have_a_keys_only_state_index_and_expire(template):
     jobs = next(t for t in resources(template, "AWS::DynamoDB::Table").values()
                 if t["Properties"]["KeySchema"] == [{"AttributeName": "tenantId", "KeyType": "HASH"},
                                                     {"AttributeName": "jobId", "KeyType": "RANGE"}])
-    [index] = jobs["Properties"]["GlobalSecondaryIndexes"]
+    index, sharded = jobs["Properties"]["GlobalSecondaryIndexes"]
     assert index["IndexName"] == "JobsByState" and index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
     assert [k["AttributeName"] for k in index["KeySchema"]] == ["tenantId", "state"]
+    assert sharded["IndexName"] == "JobsByStateShard" and sharded["Projection"] == {"ProjectionType": "KEYS_ONLY"}
     assert jobs["Properties"]["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
+
+
+def test_the_state_index_moves_to_its_sharded_successor_one_index_per_update(template):
+    """One tenant's state index entries over 32 keys per state (store/jobs_state_index.py): the
+    Jobs table gains JobsByStateShard (partition stateShard, sort jobId, keys only) and keeps
+    JobsByState for this release, as CloudFormation adds or deletes only one index of a table per
+    update; the API's Query grant covers both."""
+    from jobsched.store.jobs_state_index import JOBS_BY_STATE_SHARD_INDEX, STATE_SHARD_ATTRIBUTE
+
+    jobs = next(t for t in resources(template, "AWS::DynamoDB::Table").values()
+                if t["Properties"]["KeySchema"][0]["AttributeName"] == "tenantId"
+                and t["Properties"].get("GlobalSecondaryIndexes"))
+    indexes = {i["IndexName"]: i for i in jobs["Properties"]["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {"JobsByState", JOBS_BY_STATE_SHARD_INDEX}  # one added, none deleted
+    assert indexes[JOBS_BY_STATE_SHARD_INDEX]["KeySchema"] == [
+        {"AttributeName": STATE_SHARD_ATTRIBUTE, "KeyType": "HASH"}, {"AttributeName": "jobId", "KeyType": "RANGE"}]
+    assert {"AttributeName": STATE_SHARD_ATTRIBUTE, "AttributeType": "S"} in jobs["Properties"]["AttributeDefinitions"]
+    api_logical = next(k for k, r in resources(template, "AWS::Lambda::Function").items()
+                       if function_name(r["Properties"]["Handler"]) == "api")
+    queries = [s for s in _statements(template, api_logical) if "dynamodb:Query" in _as_list(s["Action"])]
+    assert any("StorageJobs" in json.dumps(s["Resource"]) and "/index/*" in json.dumps(s["Resource"])
+               for s in queries)
+    # This release lists through JobsByState (its jobs get their stateShard by the upgrade first).
+    env = template["Resources"][api_logical]["Properties"]["Environment"]["Variables"]
+    assert env[Env.JOBS_STATE_INDEX] == "JobsByState"
 
 
 def test_the_worker_may_cut_its_records_visibility_on_the_lanes_and_the_lanes_keep_six_times_its_timeout(template):

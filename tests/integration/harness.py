@@ -1,6 +1,7 @@
 """Drives the real handlers on moto with a fake clock: API → tick → SQS → worker."""
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
 from jobsched.local.events import api_gateway_event, http_response
 from jobsched.local.inprocess import InProcessStack
+from jobsched.settings import Env
 
 TENANT_A, KEY_A = "tenant-a", "key-a"
 TENANT_B, KEY_B = "tenant-b", "key-b"
@@ -122,10 +124,17 @@ def loopback(handler: type[BaseHTTPRequestHandler], path: str = "/hook") -> Iter
         httpd.shutdown()
 
 
+# The index lists by state read: JobsByStateShard, as a deployment reads it once its jobs have
+# their stateShard (`-c stateIndex=JobsByStateShard`; the template's default reads JobsByState,
+# which JOBSCHED_TEST_STATE_INDEX=JobsByState tests). The tests' template holds both indexes.
+STATE_INDEX = os.environ.get("JOBSCHED_TEST_STATE_INDEX", "JobsByStateShard")
+
+
 class Harness(InProcessStack):
-    def __init__(self, template: dict, clock: FakeClock) -> None:
+    def __init__(self, template: dict, clock: FakeClock, state_index: str = STATE_INDEX) -> None:
         self.target = RecordingTarget(clock)
-        super().__init__(template, clock, invoker=self.target, keys={TENANT_A: KEY_A, TENANT_B: KEY_B})
+        super().__init__(template, clock, invoker=self.target, keys={TENANT_A: KEY_A, TENANT_B: KEY_B},
+                         env_overrides={"api": {Env.JOBS_STATE_INDEX: state_index}})
         inner = self.worker._handler
 
         def invocation(event, context):

@@ -9,6 +9,7 @@ from jobsched.local.strict_aws import (
 )
 from jobsched.domain.tenant_tags import TENANT_TAG_KEY
 from jobsched.settings import Env
+from jobsched.store.jobs import JOBS_BY_STATE_INDEX
 from jobsched.store.signing import SIGNING_PURPOSE
 
 from .harness import KEY_A, TENANT_A
@@ -216,6 +217,37 @@ def test_a_hot_partition_key_is_throttled_within_its_second_and_not_after(harnes
     hottest, use = report.hottest[0]
     assert hottest == f"{table}[{TENANT_A}]" and use.peak_wcu == 1000 and use.throttled == 1
     assert f"{table}[{TENANT_A}]: peak 1000 WCU/s" in report.text()
+
+
+def test_a_hot_index_partition_key_throttles_the_tables_writes_that_would_write_it(harness):
+    # GSI back pressure: an index partition key has its own 1,000 WCU a second, and a write to
+    # the table whose index entry would land on a key that used them is refused on the table.
+    client = harness.session.client("dynamodb")
+    table = harness.settings.jobs_table
+    index_keys = harness.strict.template.tables[table][JOBS_BY_STATE_INDEX]
+    shard = {"stateShard": {"S": f"{TENANT_A}#0"}}  # the sharded index's key (ignored by an index without it)
+    for i in range(500):
+        client.put_item(TableName=table, Item={**job_item(f"s-{i}"), **shard, "state": {"S": "ACTIVE"}})
+    harness.clock.advance_ms(1000)
+
+    def complete(i: int, attribute: str = "state"):
+        client.update_item(TableName=table, Key={"tenantId": {"S": TENANT_A}, "jobId": {"S": f"s-{i}"}},
+                           UpdateExpression="SET #a = :v", ExpressionAttributeNames={"#a": attribute},
+                           ExpressionAttributeValues={":v": {"S": "COMPLETED"}})
+
+    # Each completion moves the entry in the index (its sort key changes): a delete and a put
+    # there, 2 WCU on the index key against 1 on the table's.
+    for i in range(500):
+        complete(i)
+    error = refused(lambda: complete(500 - 1), "ProvisionedThroughputExceededException")
+    index_key = f"{table}/{JOBS_BY_STATE_INDEX}[{TENANT_A}" + ("#0]" if index_keys[0] == "stateShard" else "]")
+    assert "IndexWriteKeyRangeThroughputExceeded" in str(error) and index_key in str(error)
+    complete(0, attribute="note")  # the table's key has room, and this write leaves the index alone
+    harness.clock.advance_ms(1000)
+    complete(499)  # the next second has its own capacity
+    use = harness.strict.ledger.partitions[index_key]
+    assert use.peak_wcu == 1000 and use.throttled == 1
+    assert harness.strict.ledger.partitions[f"{table}[{TENANT_A}]"].peak_wcu < 1000
 
 
 def test_reads_are_billed_in_4_kb_units_halved_when_eventually_consistent(harness):

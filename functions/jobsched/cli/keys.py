@@ -50,6 +50,29 @@ class KeyAdminError(RuntimeError):
     pass
 
 
+def stack_table(local: bool, endpoint_url: str | None, stack: str, logical_prefix: str,
+                table: str | None) -> tuple:
+    """(session, endpoint, table name): AWS credentials (or the local stack's own, `local`), and
+    the stack's table whose logical id starts with `logical_prefix` unless `table` names it."""
+    import boto3
+
+    if local:
+        endpoint_url = endpoint_url or local_emulator_url()
+        # The stack's own credentials: never real ones, and the emulator takes no others.
+        session = local_session()
+    else:
+        session = boto3.session.Session()
+    if table is None:
+        cfn = session.client("cloudformation", endpoint_url=endpoint_url)
+        resources = cfn.describe_stack_resources(StackName=stack)["StackResources"]
+        table = next((r["PhysicalResourceId"] for r in resources
+                      if r["LogicalResourceId"].startswith(logical_prefix)
+                      and r["ResourceType"] == "AWS::DynamoDB::Table"), None)
+        if table is None:
+            raise KeyAdminError(f"stack {stack} has no {logical_prefix.removeprefix('Storage')} table")
+    return session, endpoint_url, table
+
+
 @dataclass
 class KeyAdmin:
     store: ApiKeysStore
@@ -58,22 +81,7 @@ class KeyAdmin:
     @classmethod
     def connect(cls, local: bool = False, endpoint_url: str | None = None, table: str | None = None,
                 stack: str = "Jobsched") -> "KeyAdmin":
-        import boto3
-
-        if local:
-            endpoint_url = endpoint_url or local_emulator_url()
-            # The stack's own credentials: never real ones, and the emulator takes no others.
-            session = local_session()
-        else:
-            session = boto3.session.Session()
-        if table is None:
-            cfn = session.client("cloudformation", endpoint_url=endpoint_url)
-            resources = cfn.describe_stack_resources(StackName=stack)["StackResources"]
-            table = next((r["PhysicalResourceId"] for r in resources
-                          if r["LogicalResourceId"].startswith(API_KEYS_LOGICAL_PREFIX)
-                          and r["ResourceType"] == "AWS::DynamoDB::Table"), None)
-            if table is None:
-                raise KeyAdminError(f"stack {stack} has no ApiKeys table")
+        session, endpoint_url, table = stack_table(local, endpoint_url, stack, API_KEYS_LOGICAL_PREFIX, table)
         return cls(ApiKeysStore(session.resource("dynamodb", endpoint_url=endpoint_url), table),
                    session.client("ecs", endpoint_url=endpoint_url) if local else None)
 

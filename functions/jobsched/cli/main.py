@@ -444,6 +444,27 @@ def run_keys(args, out) -> int:
     return EXIT_OK
 
 
+def run_upgrade(args, out) -> int:
+    """`upgrade state-shards`: every job item gets its stateShard (store/jobs_state_index.py), with
+    the operator's AWS credentials (dynamodb:Scan, GetItem, UpdateItem, PutItem on the Jobs table)."""
+    from jobsched.cli.keys import stack_table
+    from jobsched.local.stack import JOBS_LOGICAL_PREFIX
+    from jobsched.store.jobs_state_index import backfill_state_shards
+
+    session, endpoint_url, name = stack_table(args.local, args.endpoint_url, args.stack, JOBS_LOGICAL_PREFIX, args.table)
+    counts = backfill_state_shards(session.resource("dynamodb", endpoint_url=endpoint_url).Table(name), args.pages,
+                                   progress=lambda c: None if args.json else print(
+                                       f"{c['pages']} pages: {c['read']} jobs read, {c['written']} given their shard",
+                                       file=out))
+    if args.json:
+        print(json.dumps(counts), file=out)
+    elif counts["done"]:
+        print("done: lists read JobsByStateShard; the next release may delete JobsByState", file=out)
+    else:
+        print("stopped before the end: run it again to go on from there", file=out)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None, out=None) -> int:
     out = out or sys.stdout
     parser = build_parser()
@@ -456,6 +477,8 @@ def main(argv: list[str] | None = None, out=None) -> int:
             return run_keys(args, out)
         if args.group == "stats":
             return run_stats(args, out)
+        if args.group == "upgrade":
+            return run_upgrade(args, out)
         return run_command(args, Client(args.url, args.api_key), out)
     except UsageError as exc:
         print(f"jobsched: {exc}", file=sys.stderr)

@@ -148,6 +148,17 @@ def build_parser() -> argparse.ArgumentParser:
     key_commands.add_parser("create", help="issue a key for a tenant").add_argument("tenant")
     key_commands.add_parser("list", help="keys, of one tenant or all").add_argument("tenant", nargs="?")
     key_commands.add_parser("revoke", help="revoke a key by its id").add_argument("key_id")
+
+    upgrade = groups.add_parser("upgrade", help="what an operator runs once after a stack update (AWS credentials, "
+                                                "or --local)")
+    upgrade.add_argument("--local", action="store_true", help=f"the local stack's emulator ({LOCAL_EMULATOR})")
+    upgrade.add_argument("--endpoint-url", help="an AWS endpoint to use instead")
+    upgrade.add_argument("--stack", default="Jobsched", help="CloudFormation stack to find the Jobs table in")
+    upgrade.add_argument("--table", help="the Jobs table name (instead of looking it up)")
+    upgrade_commands = upgrade.add_subparsers(dest="command", required=True)
+    shards = upgrade_commands.add_parser("state-shards", help="give every job its stateShard (the JobsByStateShard "
+                                                              "index); resumes where a run stopped; safe to repeat")
+    shards.add_argument("--pages", type=int, help="stop after this many pages of 500 items (default: to the end)")
     return parser
 
 

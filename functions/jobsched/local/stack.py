@@ -11,6 +11,7 @@ from typing import Any
 # (SNS topics: the worker publishes absence alerts to the deployment's alert topic.)
 DATA_RESOURCE_TYPES = ("AWS::DynamoDB::Table", "AWS::SQS::Queue", "AWS::KMS::Key", "AWS::SNS::Topic")
 STACK_NAME = "Jobsched"
+JOBS_LOGICAL_PREFIX = "StorageJobs"
 ACCOUNT = "123456789012"  # the emulator's account
 
 

@@ -131,7 +131,7 @@ def build_stores(settings: Settings, session: boto3.session.Session | None = Non
     lanes.segment_of = lambda job_id: segment_of(job_id, settings.segments)  # a FIRE's pack key
     return Stores(
         jobs=JobsStore(dynamodb, settings.jobs_table, client=client,
-                       retention_days=settings.execution_retention_days),
+                       retention_days=settings.execution_retention_days, state_index=settings.jobs_state_index),
         timers=TimersStore(dynamodb, settings.timers_table, client=client),
         watermarks=watermarks,
         executions=ExecutionsStore(dynamodb, settings.executions_table, settings.execution_retention_days,

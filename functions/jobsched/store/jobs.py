@@ -14,6 +14,8 @@ from jobsched.domain.calendars import calendars_held
 from jobsched.domain.errors import ChangedConcurrently, ConditionLost, Conflict, FieldProblem, InvalidRequest
 from jobsched.domain.jobs import CompletedReason, Job, JobState
 from jobsched.store.dynamo import BATCH_GET_LIMIT, GET_PARALLELISM, Page, _condition_lost, batch_until_done, decode_cursor, encode_cursor, plain, raw_client, sharded_counter
+from jobsched.store.jobs_state_index import (JOBS_BY_STATE_SHARD_INDEX, STATE_SHARD_ATTRIBUTE, merged_entries,
+                                              shard_query, state_shard)
 from jobsched.store.wire import item_from_wire, values_to_wire
 
 JOB_ID_PREFIX = "job_"
@@ -31,7 +33,9 @@ ACTIVE_JOBS_COUNTER = "active"
 
 # Jobs by tenant and state (partition tenantId, sort state; keys only). Only job items carry
 # `state`, so index entries, counters and idempotency records are not in it. Every write that
-# changes a job's state moves it in the index by itself: nothing to maintain.
+# changes a job's state moves it in the index by itself: nothing to maintain. Replaced by
+# JobsByStateShard (store/jobs_state_index.py: one tenant's entries on 32 keys per state), which
+# lists read once every job has its shard (the upgrade, then `-c stateIndex=JobsByStateShard`).
 JOBS_BY_STATE_INDEX = "JobsByState"
 
 
@@ -88,7 +92,7 @@ def ended_job_expires_at(job: Job, retention_days: int) -> int | None:
 
 class JobsStore:
     def __init__(self, dynamodb, table_name: str, sleep: Callable[[float], None] = time.sleep, client=None,
-                 retention_days: int = 30) -> None:
+                 retention_days: int = 30, state_index: str = JOBS_BY_STATE_INDEX) -> None:
         self._retention_days = retention_days
         self._table = dynamodb.Table(table_name)
         self._dynamodb = dynamodb
@@ -97,6 +101,7 @@ class JobsStore:
         self._pool = ThreadPoolExecutor(max_workers=GET_PARALLELISM, thread_name_prefix="batch-get")
         self._name = table_name
         self._sleep = sleep
+        self._state_index = state_index  # the index lists by state read (Settings.jobs_state_index)
 
     def put_new(self, job: Job) -> None:
         self._index(job.tenant_id, index_keys(job))  # index first: see index_keys
@@ -270,6 +275,9 @@ class JobsStore:
 
     def _item(self, job: Job) -> dict:
         item = job.to_item()
+        # Its key in JobsByStateShard: every write of a whole job (and each update that changes
+        # its state: mark_completed, pause_itself) writes it with the state.
+        item[STATE_SHARD_ATTRIBUTE] = state_shard(job.tenant_id, job.state.value, job.job_id)
         expires_at = ended_job_expires_at(job, self._retention_days)
         if expires_at is not None:
             item["expiresAt"] = expires_at
@@ -319,12 +327,40 @@ class JobsStore:
         start = decode_cursor(cursor, {"tenantId": str, "jobId": str, "state": str})
         if start and (start["tenantId"] != tenant_id or start["state"] != state.value):
             raise InvalidRequest("cursor: belongs to another list", [FieldProblem("cursor", "belongs to another list")])
+        if self._state_index == JOBS_BY_STATE_SHARD_INDEX:
+            return self._list_in_state_shards(tenant_id, state, limit, start["jobId"] if start else None)
         query = {"IndexName": JOBS_BY_STATE_INDEX,
                  "KeyConditionExpression": Key("tenantId").eq(tenant_id) & Key("state").eq(state.value)}
         # A job gone, or moved on since the index was written, is passed over.
         return self._read_matches(tenant_id, query, start, limit, lambda raw: raw["jobId"],
                                   lambda job: job.state is state,
                                   lambda raw: {"tenantId": tenant_id, "jobId": raw["jobId"], "state": state.value})
+
+    def _list_in_state_shards(self, tenant_id: str, state: JobState, limit: int, after: str | None) -> Page:
+        """The jobs in `state` after the job id `after`, in job id order (creation order, as the
+        unfiltered list): the entries of the state's 32 shards merged (store/jobs_state_index.py),
+        then their jobs read in strongly consistent batches and checked as they now are. The
+        cursor is the last job returned, the one position all 32 queries resume after, in the
+        same form as the old index's (tenantId, jobId, state): a cursor of either reads on."""
+        items: list[Job] = []
+
+        def cursor_after(job: Job) -> str | None:
+            return encode_cursor({"tenantId": tenant_id, "jobId": job.job_id, "state": state.value})
+
+        entries = merged_entries(shard_query(self._table, tenant_id, state.value, after, max(limit, 10)),
+                                 self._pool.map)
+        while True:
+            chunk = [job_id for _, job_id in zip(range(max(limit - len(items), 10)), entries)]
+            found = self.get_many([(tenant_id, job_id) for job_id in chunk], whole=True)
+            for job_id in chunk:
+                job = found.get((tenant_id, job_id))
+                if job is None or job.state is not state:  # gone, or moved on since the index was written
+                    continue
+                items.append(job)
+                if len(items) == limit:
+                    return Page(items, cursor_after(job), cursor_after)
+            if not chunk:
+                return Page(items, None, cursor_after)
 
     def list_for_tenant(self, tenant_id: str, state: JobState | None, limit: int, cursor: str | None) -> Page:
         """In creation order (job ids are time-ordered). A cursor is the last key returned, so
@@ -477,14 +513,15 @@ class JobsStore:
             self._client.update_item(
                 TableName=self._name,
                 Key={"tenantId": {"S": job.tenant_id}, "jobId": {"S": job.job_id}},
-                UpdateExpression="SET #state = :completed, #ver = #ver + :one, updatedMs = :now"
+                UpdateExpression="SET #state = :completed, #shard = :shard, #ver = #ver + :one, updatedMs = :now"
                                  + (", expiresAt = :expires" if expires_at is not None else "")
                                  + (", completedReason = :reason" if reason is not None else "")
                                  + (", runCount = :runs" if run_count is not None else ""),
                 ConditionExpression="#state = :active AND generation = :gen",
-                ExpressionAttributeNames={"#state": "state", "#ver": "version"},
+                ExpressionAttributeNames={"#state": "state", "#ver": "version", "#shard": STATE_SHARD_ATTRIBUTE},
                 ExpressionAttributeValues=values_to_wire({
                     ":completed": JobState.COMPLETED.value,
+                    ":shard": state_shard(job.tenant_id, JobState.COMPLETED.value, job.job_id),
                     ":active": JobState.ACTIVE.value,
                     ":gen": job.generation,
                     ":one": 1,
@@ -536,12 +573,13 @@ class JobsStore:
             Key={"tenantId": job.tenant_id, "jobId": job.job_id},
             # The occurrence ledger: the pause opens a span (at most MAX_PAUSED_SPANS + 1: the resume,
             # a whole put, keeps the newest MAX_PAUSED_SPANS).
-            UpdateExpression="SET #state = :paused, pausedReason = :reason, generation = generation + :one, "
-                             "#ver = #ver + :one, updatedMs = :now, "
+            UpdateExpression="SET #state = :paused, #shard = :shard, pausedReason = :reason, "
+                             "generation = generation + :one, #ver = #ver + :one, updatedMs = :now, "
                              "pausedSpans = list_append(if_not_exists(pausedSpans, :none), :span)",
             ConditionExpression="#state = :active AND consecutiveFailures >= :threshold",
-            ExpressionAttributeNames={"#state": "state", "#ver": "version"},
+            ExpressionAttributeNames={"#state": "state", "#ver": "version", "#shard": STATE_SHARD_ATTRIBUTE},
             ExpressionAttributeValues={":paused": JobState.PAUSED.value, ":active": JobState.ACTIVE.value,
+                                       ":shard": state_shard(job.tenant_id, JobState.PAUSED.value, job.job_id),
                                        ":reason": reason, ":one": 1, ":now": now_ms, ":threshold": threshold,
                                        ":none": [], ":span": [[now_ms]]})
 

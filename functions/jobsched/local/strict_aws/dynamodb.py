@@ -118,9 +118,44 @@ class DynamoDbChecks:
             over = rcu >= self.limits.partition_rcu if reads else wcu >= self.limits.partition_wcu
             if over:
                 self.ledger.partitions[key].throttled += 1
+                # AWS's reason names the resource (Table or Index), the operation and the limit.
+                resource = "Index" if "/" in key.split("[", 1)[0] else "Table"
                 raise _error(client, call.operation, "ProvisionedThroughputExceededException",
                              f"Throughput exceeds the current capacity for one or more partitions: {key} "
-                             f"(ThrottlingReason: KeyRange{'Read' if reads else 'Write'}ThroughputExceeded)", 400)
+                             f"(ThrottlingReason: {resource}{'Read' if reads else 'Write'}KeyRangeThroughputExceeded)",
+                             400)
+
+    def _index_partitions(self, table: str, before: dict | None, after: dict | None,
+                          update: dict | None = None) -> list[str | None]:
+        """The index partition keys a write to `table` writes: GSI back pressure (DynamoDB
+        Developer Guide, "GSI write throttling and back pressure"): an index updates from its
+        table, and a write whose index partition has no capacity left is refused on the table
+        itself (ProvisionedThroughputExceededException, reason IndexWriteKeyRangeThroughputExceeded),
+        as its index partition key is held to the same 1,000 WCU a second as a table's. An index
+        is written only where the item's entry changes (dynamodb_billing.py); a key-changing write
+        writes the old entry's partition and the new one's. `before`: the item as stored, when known
+        (unknown under use_reports: then an update or delete checks only the index partition its
+        update expression assigns). `update`: an UpdateItem's request (its item after is not known
+        before the call: it writes an index whose key or projected attribute the expression names)."""
+        partitions: list[str | None] = []
+        for index, keys in self.template.tables.get(table, {}).items():
+            if not index:
+                continue
+            old = self._index_entry(table, index, before)
+            if update is None:
+                new = self._index_entry(table, index, after)
+                if old != new:
+                    partitions += [self._partition(table, version, index)
+                                   for version, entry in ((before, old), (after, new)) if entry is not None]
+                continue
+            names = _updated_names(update)
+            kind, extra = self.template.projections.get(table, {}).get(index, ("ALL", frozenset()))
+            if old is not None and (kind == "ALL" or names & ({k for k in keys if k} | set(extra))):
+                partitions.append(self._partition(table, before, index))
+            assigned = _assigned_value(update, keys[0])
+            if assigned is not None:
+                partitions.append(self._partition(table, {keys[0]: assigned}, index))
+        return list(dict.fromkeys(partitions))
 
     def _check_dynamodb(self, client, call: _Call) -> None:
         p, op = call.params, call.operation
@@ -128,12 +163,15 @@ class DynamoDbChecks:
         table = p.get("TableName")
         if op == "PutItem":
             self._check_item(client, op, table, p["Item"])
-            self._throttle(client, call, [self._partition(table, p["Item"])], reads=False)
             self._note_before(call, table, self._primary(table, p["Item"]))
+            self._throttle(client, call, [self._partition(table, p["Item"])] + self._index_partitions(
+                table, self._known_before(call, table, p["Item"]), p["Item"]), reads=False)
         elif op in ("UpdateItem", "DeleteItem"):
             self._check_key(client, op, table, p["Key"])
-            self._throttle(client, call, [self._partition(table, p["Key"])], reads=False)
             self._note_before(call, table, p["Key"])
+            self._throttle(client, call, [self._partition(table, p["Key"])] + self._index_partitions(
+                table, self._known_before(call, table, p["Key"]), None, p if op == "UpdateItem" else None),
+                reads=False)
         elif op == "GetItem":
             self._check_key(client, op, table, p["Key"])
             self._throttle(client, call, [self._partition(table, p["Key"])], reads=True)
@@ -173,8 +211,10 @@ class DynamoDbChecks:
                     self._check_item(client, op, name, item)
                 else:
                     self._check_key(client, op, name, item)
-                self._throttle(client, call, [self._partition(name, item)], reads=False)
                 self._note_before(call, name, self._primary(name, item))
+                self._throttle(client, call, [self._partition(name, item)] + self._index_partitions(
+                    name, self._known_before(call, name, item), item if "PutRequest" in request else None),
+                    reads=False)
         elif op in ("TransactWriteItems", "TransactGetItems"):
             items = p["TransactItems"]
             if len(items) > TRANSACTION_MAX_ITEMS:
@@ -191,9 +231,36 @@ class DynamoDbChecks:
                     total += item_size(action["Item"])
                 else:
                     self._check_key(client, op, name, key)
-                self._throttle(client, call, [self._partition(name, key)], reads=(kind == "Get"))
+                indexes: list[str | None] = []
                 if op == "TransactWriteItems":
                     self._note_before(call, name, key)
+                    if kind != "ConditionCheck":
+                        indexes = self._index_partitions(name, self._known_before(call, name, key), action.get("Item"),
+                                                         action if kind == "Update" else None)
+                self._throttle(client, call, [self._partition(name, key)] + indexes, reads=(kind == "Get"))
             if total > TRANSACTION_MAX_BYTES:
                 raise _error(client, op, "ValidationException",
                              f"Transaction request cannot be larger than 4 MB ({total} bytes)", 400)
+
+
+_UPDATE_CLAUSE = re.compile(r"\b(SET|REMOVE|ADD|DELETE)\b", re.I)
+
+
+def _updated_names(update: dict) -> set[str]:
+    """The attributes an update expression names (placeholders resolved; values, function names
+    and clause words left out): those it may change (a path's inner names too: more, never fewer)."""
+    names = update.get("ExpressionAttributeNames") or {}
+    text = re.sub(r":\w+", " ", update.get("UpdateExpression", ""))
+    text = _UPDATE_CLAUSE.sub(" ", re.sub(r"\b\w+\s*\(", "(", text))
+    return {names.get(token, token) for token in re.findall(r"#?\w+", text)}
+
+
+def _assigned_value(update: dict, attribute: str) -> dict | None:
+    """The value an update's SET gives `attribute` straight from a placeholder (`attr = :v`), or None."""
+    names = update.get("ExpressionAttributeNames") or {}
+    values = update.get("ExpressionAttributeValues") or {}
+    for name, value in re.findall(r"(#?\w+)\s*=\s*(:\w+)\s*(?:,|$|\s+(?:REMOVE|ADD|DELETE)\b)",
+                                  update.get("UpdateExpression", ""), re.I):
+        if names.get(name, name) == attribute and value in values:
+            return values[value]
+    return None

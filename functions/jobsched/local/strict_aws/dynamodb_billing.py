@@ -138,6 +138,10 @@ class DynamoDbBilling:
         if not self._reports:
             call.before[_ref(table, key)] = self._peek(table, key)
 
+    def _known_before(self, call: _Call, table: str, item: dict) -> dict | None:
+        """The item before a write, where read before the call (_note_before), else None."""
+        return call.before.get(_ref(table, self._primary(table, item)))
+
     def _peek_after(self, call: _Call, table: str, key: dict) -> dict | None:
         """The item after a write (or in full, for a projected read): as reported, else read now."""
         ref = _ref(table, key)
