@@ -14,7 +14,7 @@ TASK_EVENTS_ALARM_METRICS = 2
 
 
 def _has_task_events_alarms(tpl: dict) -> bool:
-    return any(r["Type"] == "AWS::CloudWatch::Alarm" and rid.startswith("AlarmsTaskEvents")
+    return any(r["Type"] == "AWS::CloudWatch::Alarm" and rid.replace("_", "").lower().startswith("alarmstaskevents")
                for rid, r in tpl["Resources"].items())
 
 

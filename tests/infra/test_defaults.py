@@ -47,7 +47,7 @@ def test_the_task_events_alarms_come_only_with_container_clusters(default, templ
     """Nothing invokes the task-events function without `-c ecsClusters` (its rule comes with them):
     its errors and on-failure queue are alarmed only then."""
     def alarmed(tpl):
-        return {rid for rid in resources(tpl, "AWS::CloudWatch::Alarm") if rid.startswith("AlarmsTaskEvents")}
+        return {rid for rid in resources(tpl, "AWS::CloudWatch::Alarm") if rid.replace("_", "").lower().startswith("alarmstaskevents")}
 
     assert not resources(default, "AWS::Events::Rule") or not any(
         "ecs" in json.dumps(r["Properties"].get("EventPattern", {})) for r in resources(default, "AWS::Events::Rule").values())
