@@ -49,7 +49,7 @@ SCENARIOS_FULL = [Scenario(PACKED, "recurring", 400, 1, 4, create_batch=100, set
                   Scenario(QUIET, "recurring", 60, 1000, 5, settle_minutes=5),
                   Scenario("one-time, 1 a second", "one-time", 120, 1000, 6),
                   Scenario("one-time, created in batches of 100", "one-time", 400, 20, 6, create_batch=100)]
-SCENARIOS_QUICK = [Scenario(PACKED, "recurring", 400, 1, 2, create_batch=100, settle_minutes=5),
+SCENARIOS_QUICK = [Scenario(PACKED, "recurring", 400, 1, 1, create_batch=100, settle_minutes=5),
                    Scenario("recurring, full batches", "recurring", 20, 20, 2),
                    Scenario("one-time, full batches", "one-time", 20, 20, 5),
                    Scenario(QUIET, "recurring", 60, 1000, 1, settle_minutes=5),
