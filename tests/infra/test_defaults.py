@@ -49,8 +49,11 @@ def test_the_task_events_alarms_come_only_with_container_clusters(default, templ
     def alarmed(tpl):
         return {rid for rid in resources(tpl, "AWS::CloudWatch::Alarm") if rid.replace("_", "").lower().startswith("alarmstaskevents")}
 
-    assert not resources(default, "AWS::Events::Rule") or not any(
-        "ecs" in json.dumps(r["Properties"].get("EventPattern", {})) for r in resources(default, "AWS::Events::Rule").values())
-    assert alarmed(default) == set()
-    assert len(alarmed(template)) == 2  # the test template grants a cluster (local/synth.py)
-    assert len(resources(template, "AWS::CloudWatch::Alarm")) - len(resources(default, "AWS::CloudWatch::Alarm")) == 2
+    def ecs_rules(tpl):
+        return [r for r in resources(tpl, "AWS::Events::Rule").values()
+                if "aws.ecs" in json.dumps(r["Properties"].get("EventPattern", {}))]
+
+    assert not ecs_rules(default) and alarmed(default) == set()
+    assert ecs_rules(template) and len(alarmed(template)) == 2  # the test template grants a cluster
+    alarms = {tpl_id: len(resources(tpl, "AWS::CloudWatch::Alarm")) for tpl_id, tpl in (("d", default), ("t", template))}
+    assert alarms["t"] - alarms["d"] == 2
