@@ -33,6 +33,22 @@ def template(segments: int = 4) -> dict:
     return _TEMPLATE
 
 
+_DEPLOYED: dict | None = None
+
+
+def deployed_template() -> dict:
+    """The default deployment's template (`cdk deploy` with no context but private targets allowed,
+    which the bench's loopback target needs: an environment value, no resource): what `bench cost`
+    prices. `template()` is the local stack's (container grants, the stack's own KMS key)."""
+    global _DEPLOYED
+    if _DEPLOYED is None:
+        from jobsched.local.synth import synthesize
+
+        _DEPLOYED = synthesize(ROOT / ".build" / "bench" / "cdk.out-deployed", allow_private_targets=True,
+                               deployed=True)
+    return _DEPLOYED
+
+
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
 

@@ -19,28 +19,40 @@ from collections import Counter
 
 from bench.common import machine, print_table, use_local_aws
 from bench.cost_measure import IDLE_MINUTES, Measured, Scenario, deployed_log_bytes, measure
-from bench.cost_prices import (ACCESS_LOG_BYTES, API_GB, API_OWN_S, CALL_S, EVENT_OVERHEAD_BYTES, KMS_REUSE_S, LANES,
-                               LOG_RETENTION_DAYS, NOT_DEPLOYED, PLATFORM_LOG_BYTES, POLLERS_PER_LANE, PRICE_DATE,
-                               PRICES, PROVISIONED_UTILIZATION, QUIET_GOAL, QUIET_SEGMENTS, RECURRING_RUNS_PER_JOB,
-                               RETENTION_DAYS, TARGET_S, TICK_GB, TICK_S_PER_TIMER, WORKER_CPU_PER_RECORD_S,
-                               XRAY_RATE, XRAY_RESERVOIR_PER_S, WhatIf, bill, hourly_metrics, quiet_month,
-                               traced_functions)
+from bench.cost_prices import (ACCESS_LOG_BYTES, API_GB, API_OWN_S, CALL_S, EVENT_OVERHEAD_BYTES, IDLE_POLLS_PER_MINUTE,
+                               KMS_REUSE_S, LOG_RETENTION_DAYS, PER_PACK, PLATFORM_LOG_BYTES, PRICE_DATE, PRICES,
+                               PROVISIONED_UTILIZATION, RECURRING_RUNS_PER_JOB, RETENTION_DAYS, TARGET_S, TICK_GB,
+                               TICK_S_PER_TIMER, WORKER_CPU_PER_RECORD_S, XRAY_RATE, XRAY_RESERVOIR_PER_S, WhatIf, bill,
+                               idle_pollers, provisioned_tables, template_segments)
+from bench.cost_quiet import print_quiet_month
+from bench.pack_fill import pack_fill
 from jobsched.sizing import segments_for
 
+FULL_RATE = 10_000.0
+# What `bench e2e` measured (docs/performance.md, "Packs"), beside what bench/pack_fill.py gives for
+# the same runs: its sustained scenario (10,000 a second, 1/50 sample, default template) and --quick.
+E2E_MEASURED = ((10_000.0, 1 / 50, 4.2, "bench e2e --scenario=sustained (1/50 sample)"),
+                (20.0, 1.0, 5.1, "bench e2e --quick (20 a second)"))
+
 # Packs: 400 jobs created within one second (4 batch creates), so that their fires share a due
-# second in each of the template's segments, as 10,000 a second fill them (bench e2e): the pack
-# path priced at that fill, not at an assumed one.
+# second in each of the template's segments: the pack path measured at a fill of tens of entries,
+# its per-pack counts then priced at the fill the tick's pages give at 10,000 a second
+# (bench/pack_fill.py, which gives what `bench e2e` measured at its sample).
 PACKED = "recurring, packs filled as at 10,000/s"
+# The quiet deployment: one job firing each second of the minute, measured once its jobs are over
+# 5 minutes old (as nearly all of a month's fires are: younger jobs' fires run per execution, the
+# young-job rule of domain/packs.py).
+QUIET = "recurring, 1 a second"
 SCENARIOS_FULL = [Scenario(PACKED, "recurring", 400, 1, 4, create_batch=100, settle_minutes=5),
                   Scenario("recurring, full batches", "recurring", 100, 20, 10),
                   Scenario("one-time, full batches", "one-time", 400, 20, 6),
-                  Scenario("recurring, 1 a second", "recurring", 60, 1000, 5),
+                  Scenario(QUIET, "recurring", 60, 1000, 5, settle_minutes=5),
                   Scenario("one-time, 1 a second", "one-time", 120, 1000, 6),
                   Scenario("one-time, created in batches of 100", "one-time", 400, 20, 6, create_batch=100)]
-SCENARIOS_QUICK = [Scenario(PACKED, "recurring", 400, 1, 2, create_batch=100, settle_minutes=5),
+SCENARIOS_QUICK = [Scenario(PACKED, "recurring", 400, 1, 1, create_batch=100, settle_minutes=5),
                    Scenario("recurring, full batches", "recurring", 20, 20, 2),
                    Scenario("one-time, full batches", "one-time", 20, 20, 5),
-                   Scenario("recurring, 1 a second", "recurring", 5, 1000, 1),
+                   Scenario(QUIET, "recurring", 60, 1000, 1, settle_minutes=5),
                    Scenario("one-time, 1 a second", "one-time", 5, 1000, 5),
                    Scenario("one-time, created in batches of 100", "one-time", 100, 20, 5, create_batch=100)]
 
@@ -81,20 +93,31 @@ def main(argv: list[str] | None = None) -> None:
           f"calls, {sum(v for (f, t, k), v in idle.units.items() if k == 'write') / max(first.idle_tick_runs, 1):.1f} WU, "
           f"{sum(v for (f, t, k), v in idle.units.items() if k == 'read') / max(first.idle_tick_runs, 1):.1f} RU, "
           f"{idle.log_bytes['tick'] / max(first.idle_tick_runs, 1):.0f} log bytes")
+    tpl = first.template
+    fill = pack_fill(FULL_RATE, segments_for(FULL_RATE * 60))
+    print(f"\nPack fill at 10,000/s: {fill:.1f} entries a pack (bench/pack_fill.py: the tick's pages of timers, "
+          f"{segments_for(FULL_RATE * 60)} segments by the sizing rule, as the ticks are priced; "
+          f"{pack_fill(FULL_RATE, template_segments(tpl)):.1f} at the template's {template_segments(tpl)}); "
+          + "; ".join(f"{label}: {pack_fill(rate, template_segments(tpl), sample):.1f} by the same count, "
+                      f"{seen} measured" for rate, sample, seen, label in E2E_MEASURED)
+          + f". The scenario \"{PACKED}\" measured {measured[PACKED].pack_fill:.1f}: its per-pack counts "
+          f"({', '.join(PER_PACK)}) are priced at {fill:.1f}.")
+    provisioned = provisioned_tables(tpl)
+    print("DynamoDB billed as the template deploys it: " + (
+        f"provisioned at {PROVISIONED_UTILIZATION:.0%} utilization: {', '.join(sorted(provisioned))}; the rest on demand"
+        if provisioned else "every table on demand"))
     columns = []
-    for kind, full, quiet in (("recurring", PACKED, "recurring, 1 a second"),
-                              ("one-time", "one-time, full batches", "one-time, 1 a second")):
-        columns += [(f"{kind} 10,000/s on-demand", bill(measured[full], 10_000.0)),
-                    (f"{kind} 10,000/s {NOT_DEPLOYED}", bill(measured[full], 10_000.0, True)),
-                    (f"{kind} 1/s on-demand", bill(measured[quiet], 1.0))]
-    columns.append(("one-time in batches of 100, 10,000/s on-demand",
-                    bill(measured["one-time, created in batches of 100"], 10_000.0)))
+    for kind, full, quiet, full_fill in (("recurring", PACKED, QUIET, fill),
+                                         ("one-time", "one-time, full batches", "one-time, 1 a second", None)):
+        columns += [(f"{kind} 10,000/s", bill(measured[full], FULL_RATE, fill=full_fill)),
+                    (f"{kind} 1/s", bill(measured[quiet], 1.0))]
+    columns.append(("one-time in batches of 100, 10,000/s", bill(measured["one-time, created in batches of 100"],
+                                                                 FULL_RATE)))
     names = list(dict.fromkeys(k for _, b in columns for k in b if k != "total")) + ["total"]
-    print_table("Modelled cost per million executions (USD), by line",
+    print_table("Modelled cost per million executions (USD), by line, as deployed",
                 [(line, *(f"{b.get(line, 0.0):.3f}" for _, b in columns)) for line in names],
                 ("line", *(c for c, _ in columns)))
-    goals = {"recurring 10,000/s on-demand": 1.00, "one-time 10,000/s on-demand": 2.50,
-             "one-time in batches of 100, 10,000/s on-demand": 1.00}
+    goals = {"recurring 10,000/s": 1.00, "one-time 10,000/s": 2.50, "one-time in batches of 100, 10,000/s": 1.00}
     print("\nGoals: " + "; ".join(
         f"{c}: {b['total']:.2f} against {goals[c]:.2f} ({'met' if b['total'] <= goals[c] else 'missed'})"
         for c, b in columns if c in goals))
@@ -108,40 +131,28 @@ def main(argv: list[str] | None = None) -> None:
                "nothing: the line of each succeeded attempt"),
               ("no INFO log lines (metrics kept)", WhatIf(info_lines=False), "the per-attempt and per-create lines"),
               ("X-Ray tracing on (-c tracing=on; off as deployed)", WhatIf(tracing=True),
-               "nothing: the functions' X-Ray traces and service map, at this price")]
+               "nothing: the functions' X-Ray traces and service map, at this price"),
+              ("the stack's own KMS key (-c encryption=kms; AWS-owned keys as deployed)", WhatIf(kms=True),
+               "nothing: its key policy, CloudTrail of each use, crypto-shredding, at this price")]
     rows = []
     for label, what_if, gives in levers:
-        figures = [bill(measured[name], 10_000.0, prov, what_if)["total"] for name, prov in (
-            (PACKED, False), (PACKED, True), ("one-time, full batches", False),
-            ("one-time, full batches", True))]
+        figures = [bill(measured[PACKED], FULL_RATE, what_if, fill)["total"],
+                   bill(measured["one-time, full batches"], FULL_RATE, what_if)["total"]]
         rows.append((label, *(f"{f:.3f}" for f in figures), gives))
     print_table("Levers at 10,000/s, priced on the same counts (USD per million executions)", rows,
-                ("lever", "recurring on-demand", f"recurring {NOT_DEPLOYED}", "one-time on-demand",
-                 f"one-time {NOT_DEPLOYED}",
-                 "gives up"))
-    quiet = measured["recurring, 1 a second"]
-    month = quiet_month(quiet)
-    print_table("A quiet deployment: one recurring execution a second for a month (USD), as deployed by default",
-                [(k, f"{v:.2f}") for k, v in month.items()], ("line", "USD a month"))
-    print(f"goal: at most {QUIET_GOAL:.2f} USD a month ({'met' if month['total'] <= QUIET_GOAL else 'missed'})")
-    print("metrics sent every hour: " + ", ".join(sorted(
-        name + "".join(f"[{d}={v}]" for d, v in dims if d != "service") for name, dims in hourly_metrics(quiet))))
-    traced = traced_functions(quiet.template)
-    other = quiet_month(quiet, WhatIf(tracing=not traced))["total"]
-    print(f"the same with -c tracing={'off' if traced else 'on'}: {other:.2f} USD a month (X-Ray: Lambda's "
-          f"fixed sampling traces nearly every invocation at one a second)")
-    print(f"\nAssumptions: DynamoDB provisioned at {PROVISIONED_UTILIZATION:.0%} utilization (auto scaling's target); "
-          f"a call {CALL_S * 1000:g} ms; API {API_GB} GB, {API_OWN_S * 1000:g} ms of our CPU + its calls; worker "
+                ("lever", "recurring", "one-time", "gives up"))
+    print_quiet_month(measured[QUIET])
+    print(f"\nAssumptions: a call {CALL_S * 1000:g} ms; API {API_GB} GB, {API_OWN_S * 1000:g} ms of our CPU + its calls; worker "
           f"{first.worker_gb:g} GB (the template's), a batch = the wait for its latest record's instant + target {TARGET_S} s + a record's calls "
           f"+ {WORKER_CPU_PER_RECORD_S / first.worker_vcpu * 1000:.1f} ms CPU per record; tick {TICK_GB:.2f} GB, a run's fixed calls + "
           f"{TICK_S_PER_TIMER * 1000:.2f} ms per timer; segments by the sizing rule at 10,000/s "
-          f"({segments_for(600_000)}), {QUIET_SEGMENTS} at 1/s; logs at INFO as deployed (measured) + "
+          f"({segments_for(600_000)}), the template's at 1/s ({template_segments(tpl)}); logs at INFO as deployed (measured) + "
           f"{PLATFORM_LOG_BYTES} B of platform lines per invocation + {EVENT_OVERHEAD_BYTES} B per event, "
           f"{ACCESS_LOG_BYTES} B per API access-log line, kept {LOG_RETENTION_DAYS} days; X-Ray's fixed Lambda "
           f"sampling ({XRAY_RESERVOIR_PER_S:g}/s + {XRAY_RATE:.0%}) per function; stored items (measured sizes + 100 B) "
-          f"kept {RETENTION_DAYS} days, PITR on; {LANES} lanes x {POLLERS_PER_LANE} idle pollers x 3 long polls a "
-          f"minute; KMS data keys reused {KMS_REUSE_S} s; a recurring job's create over {RECURRING_RUNS_PER_JOB} runs; "
-          f"free tiers not subtracted.")
+          f"kept {RETENTION_DAYS} days, PITR on; {idle_pollers(tpl)} idle pollers on the lanes (the template's mappings) "
+          f"x {IDLE_POLLS_PER_MINUTE} long polls a minute; KMS data keys (with -c encryption=kms) reused {KMS_REUSE_S} s; "
+          f"a recurring job's create over {RECURRING_RUNS_PER_JOB} runs; free tiers not subtracted.")
     if not quick or "--expect" in (argv or sys.argv[1:]):  # `--quick --expect`: with the quick plans
         expectation_overhead(measured["recurring, full batches"], quick)
     if not quick or "--tenants" in (argv or sys.argv[1:]):
@@ -161,11 +172,10 @@ def tenants_overhead(plain: Measured, quick: bool, tenants: int = 10) -> None:
         jobs_wu = sum(v for (f, t, k), v in m.fire.units.items() if k == "write" and t == "Jobs") / n
         all_wu = sum(v for (f, t, k), v in m.fire.units.items() if k == "write") / n
         rows.append((m.scenario.name, m.scenario.tenants, f"{n / max(m.fire.invocations['worker'], 1):.1f}",
-                     f"{jobs_wu:.2f}", f"{all_wu:.2f}", f"{bill(m, 10_000.0)['total']:.3f}",
-                     f"{bill(m, 10_000.0, True)['total']:.3f}"))
+                     f"{jobs_wu:.2f}", f"{all_wu:.2f}", f"{bill(m, FULL_RATE)['total']:.3f}"))
     print_table("Lane shares and tenants: the same recurring jobs, one tenant or several (per execution)", rows,
                 ("scenario", "tenants", "records/batch", "fire WU on Jobs (lane slots)", "fire WU",
-                 "USD/million on-demand", f"USD/million {NOT_DEPLOYED}"))
+                 "USD/million as deployed"))
 
 
 def expectation_overhead(plain: Measured, quick: bool) -> None:
@@ -185,8 +195,8 @@ def expectation_overhead(plain: Measured, quick: bool) -> None:
         rows.append((label, f"{a:,.0f}", f"{b:,.0f}", f"{b - a:+,.0f}"))
     print_table("Absence alerts (expect met): per million executions", rows,
                 ("counted", "recurring", "with expect", "added"))
-    before, after = (bill(m, 10_000.0)["total"] for m in (plain, expecting))
-    print(f"modelled cost per million executions at 10,000/s (on-demand): {before:.3f} -> {after:.3f} USD "
+    before, after = (bill(m, FULL_RATE)["total"] for m in (plain, expecting))
+    print(f"modelled cost per million executions at 10,000/s (as deployed): {before:.3f} -> {after:.3f} USD "
           f"({after - before:+.3f})")
 
 

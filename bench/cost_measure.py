@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import boto3
 
-from bench.common import NO_QUOTAS, emulator, template
+from bench.common import NO_QUOTAS, deployed_template, emulator
 from bench.cost_prices import RETENTION_DAYS
 from jobsched.handlers.worker import logs_attempt
 
@@ -252,7 +252,7 @@ def measure(scenario: Scenario, idle_minutes: int = IDLE_MINUTES) -> Measured:
     with emulator(clock), capture_logs(meter):
         session = boto3.session.Session(region_name="us-east-1")
         meter.attach(session)
-        tpl = template()
+        tpl = deployed_template()
         stack = InProcessStack(tpl, clock, invoker=NoopTarget(), session=session, keys=scenario.keys(),
                                env_overrides=EVERY_ATTEMPT_LOGGED)
         env = stack.envs["worker"]

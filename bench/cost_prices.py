@@ -2,6 +2,7 @@
 from what was measured: per million executions, and the quiet deployment's month (see bench/cost.py)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -66,9 +67,9 @@ SECONDS_PER_MONTH = 730 * 3600
 RATES = {"10,000/s": 10_000.0, "1/s": 1.0}
 # --- assumptions for what is not counted (each printed with the figures) -----------------------
 PROVISIONED_UTILIZATION = 0.7  # auto scaling's target: capacity bought is consumed / 0.7
-# The template deploys on-demand tables (no profile provisions one yet): provisioned capacity is a
-# what-if, printed beside the figures as deployed and held to no goal.
-NOT_DEPLOYED = f"provisioned@{PROVISIONED_UTILIZATION:.0%} (what-if, not deployed)"
+# A table is priced as the template bills it: on demand, or provisioned (a sizing profile's table,
+# its capacity bought at auto scaling's target utilization). No provisioned figure is printed for a
+# table the template does not provision.
 CALL_S = 0.006  # one DynamoDB or SQS call from Lambda, in-region
 API_OWN_S = 0.015  # our CPU per API request at 512 MB (about 0.29 vCPU)
 WORKER_CPU_PER_RECORD_S = 0.0012  # `bench cpu`: 1.2 ms of one core per one-time record (at the worker's vCPU share)
@@ -78,12 +79,18 @@ API_GB, TICK_GB = 0.5, TICK_MEMORY_MB / 1024  # the worker's: the template's Mem
 PLATFORM_LOG_BYTES = 330  # Lambda's START, END and REPORT lines of one invocation (text format, X-Ray on)
 EVENT_OVERHEAD_BYTES = 26  # CloudWatch Logs counts 26 bytes per event beside its message
 ACCESS_LOG_BYTES = 290  # one API Gateway access-log line of the stage's format
-POLLERS_PER_LANE, LANES = 5, 3  # Lambda's SQS pollers on an idle queue, 20 s long polls
+# Lambda's SQS pollers on an idle standard queue: five, "and can optimize to as few as 2 [...]
+# However, this optimization is not available when you enable the maximum concurrency setting"
+# (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html); each long polls 20 s
+# (SQS's longest wait), 3 receives a minute, billed as requests whether or not they return messages.
+# Only a poll that waits out its 20 s returns empty: on the lane the bench's jobs use (all one
+# priority), a poller receives a message every pollers / rate seconds, so its empty polls are the
+# chance that none comes in 20 s; the other lanes' pollers poll empty all month.
+IDLE_POLLERS_CAPPED, IDLE_POLLERS_UNCAPPED, IDLE_POLLS_PER_MINUTE, LONG_POLL_S = 5, 2, 3, 20
 XRAY_RESERVOIR_PER_S, XRAY_RATE = 1.0, 0.05  # Lambda's fixed sampling: 1 a second, then 5 %
 KMS_REUSE_S = 300  # SQS's data key reuse period and DynamoDB's table-key cache
 LOG_RETENTION_DAYS = 30
 RETENTION_DAYS = {"Executions": 30, "Jobs": 30, "Timers": 7}  # per-execution items' life (TTL)
-QUIET_SEGMENTS = 4  # the stack's default
 RECURRING_RUNS_PER_JOB = 1440  # a recurring job's create, amortized over a day at one run a minute
 QUIET_GOAL = 20.0  # USD a month for one recurring execution a second, as deployed by default
 
@@ -95,27 +102,37 @@ def api_type(tpl: dict) -> str:
     return "http" if "AWS::ApiGatewayV2::Api" in types else "rest"
 
 
-def per_execution_counts(m: Measured, rate: float) -> dict:
+# What a pack costs once, whatever its fill: its message (the tick's send, the mapping's receive and
+# delete, the worker's visibility change), the worker's invocation, its Executions item
+# (claim, checkpoints), the lane-share slots taken for it (Jobs writes). Priced at another fill,
+# these scale by measured fill / that fill; the rest (a job's read, its next timer) is per entry.
+PER_PACK = ("inv_worker", "sqs", "read:Executions", "write:Executions", "write:Jobs")
+
+
+def per_execution_counts(m: Measured, rate: float, fill: float | None = None, segments: int | None = None) -> dict:
     """What one execution costs in counted things at `rate`: the fire phase, the create (a
     one-time job's own, a recurring job's spread over RECURRING_RUNS_PER_JOB), and the ticks'
-    fixed share at the stated rate instead of the bench's."""
+    fixed share at the stated rate instead of the bench's. `fill`: the fire phase's per-pack
+    counts (PER_PACK) at that many entries a pack instead of the fill measured."""
     n = max(m.executions, 1)
     creates = (m.scenario.jobs / n) if m.scenario.kind == "one-time" else 1 / RECURRING_RUNS_PER_JOB
     per_create = 1 / m.scenario.jobs
     tick_runs_fire = m.fire.invocations["tick"]
     idle_runs = max(m.idle_tick_runs, 1)
-    segments = segments_for(rate * 60) if rate > 1 else QUIET_SEGMENTS
+    segments = segments_for(rate * 60) if rate > 1 else (segments or template_segments(m.template))
     tick_runs_per_execution = segments / (rate * 60)
 
-    def mix(get) -> float:
+    refill = m.pack_fill / fill if fill and m.pack_fill else 1.0
+
+    def mix(get, key: str = "") -> float:
         """fire/n (minus the ticks' fixed part at the bench's count) + fixed at the rate + creates."""
-        fire = get(m.fire) - get(m.idle) * tick_runs_fire / idle_runs
+        fire = (get(m.fire) - get(m.idle) * tick_runs_fire / idle_runs) * (refill if key in PER_PACK else 1.0)
         return fire / n + get(m.idle) / idle_runs * tick_runs_per_execution + get(m.create) * per_create * creates
 
     out: dict = {"creates": creates, "tick_runs": tick_runs_per_execution + 0.0,
                  "create_requests": creates / m.scenario.create_batch}
     for fn in ("api", "tick", "worker"):
-        out[f"inv_{fn}"] = mix(lambda t, fn=fn: t.invocations[fn])
+        out[f"inv_{fn}"] = mix(lambda t, fn=fn: t.invocations[fn], f"inv_{fn}")
         out[f"log_{fn}"] = mix(lambda t, fn=fn: t.log_bytes[fn])
         out[f"loglines_{fn}"] = mix(lambda t, fn=fn: t.log_bytes[f"{fn}:lines"])
     out["attempt_ok_worker"] = mix(lambda t: t.log_bytes["worker:attempt_ok"])  # lines the deployed percent samples
@@ -124,19 +141,76 @@ def per_execution_counts(m: Measured, rate: float) -> dict:
     for table in tables:
         for kind in ("read", "write"):
             out[f"{kind}:{table}"] = mix(lambda t, table=table, kind=kind:
-                                         sum(v for (f, tb, k), v in t.units.items() if tb == table and k == kind))
-    out["sqs"] = mix(lambda t: sum(t.sqs_chunks.values()))
-    out["calls_worker"] = m.fire.calls and sum(v for (f, s, o), v in m.fire.calls.items() if f == "worker") / n
+                                         sum(v for (f, tb, k), v in t.units.items() if tb == table and k == kind),
+                                         f"{kind}:{table}")
+    out["sqs"] = mix(lambda t: sum(t.sqs_chunks.values()), "sqs")
+    out["calls_worker"] = sum(v for (f, s, o), v in m.fire.calls.items() if f == "worker") / n
     out["calls_api"] = sum(v for (f, s, o), v in m.create.calls.items() if f == "api") / m.scenario.jobs
     out["calls_tick_idle"] = sum(v for (f, s, o), v in m.idle.calls.items() if f == "tick") / idle_runs
-    out["records_per_batch"] = n / max(m.fire.invocations["worker"], 1)
+    out["records_per_batch"] = n / max(m.fire.invocations["worker"], 1) / refill
+    out["fill"] = fill or m.pack_fill
     return out
+
+
+def provisioned_tables(tpl: dict) -> set[str]:
+    """The data tables (by their logical names: Jobs, Timers, ...) the template bills as provisioned."""
+    out = set()
+    for rid, r in tpl["Resources"].items():
+        if r["Type"] in ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable") \
+                and r["Properties"].get("BillingMode") == "PROVISIONED":
+            out |= {n for n in RETENTION_DAYS.keys() | {"Segments", "ApiKeys"} if rid.startswith(f"Storage{n}")}
+    return out
+
+
+def template_segments(tpl: dict) -> int:
+    """The segments the template's tick runs (its functions' SEGMENTS; `-c segments`, 4 by default)."""
+    from bench.cost_measure import worker_function
+    from jobsched.settings import Env
+
+    return int(worker_function(tpl)["Properties"]["Environment"]["Variables"][Env.SEGMENTS])
+
+
+def has_kms_key(tpl: dict) -> bool:
+    """Whether the template deploys the stack's customer-managed key (`-c encryption=kms`)."""
+    return any(r["Type"] in ("AWS::KMS::Key", "AWS::KMS::ReplicaKey") for r in tpl["Resources"].values())
+
+
+def lane_pollers(tpl: dict) -> list[int]:
+    """Lambda's pollers on each lane while it is idle, from the template's event source mappings:
+    five on a mapping with MaximumConcurrency, two without, a provisioned mapping's minimum."""
+    out = []
+    for r in tpl["Resources"].values():
+        if r["Type"] != "AWS::Lambda::EventSourceMapping":
+            continue
+        props = r["Properties"]
+        if "ProvisionedPollerConfig" in props:
+            out.append(int(props["ProvisionedPollerConfig"].get("MinimumPollers", 2)))
+        else:
+            capped = "MaximumConcurrency" in props.get("ScalingConfig", {})
+            out.append(IDLE_POLLERS_CAPPED if capped else IDLE_POLLERS_UNCAPPED)
+    return out
+
+
+def idle_pollers(tpl: dict) -> int:
+    return sum(lane_pollers(tpl))
+
+
+def empty_polls_per_s(pollers: list[int], messages_per_s: float) -> float:
+    """Empty receives a second: every lane's pollers but the busiest one's (the bench's jobs' lane:
+    the first with the most pollers) poll every 20 s for nothing; the busy lane's, only when no
+    message reaches a poller in its 20 s."""
+    if not pollers:
+        return 0.0
+    busy = max(pollers)
+    quiet = sum(pollers) - busy
+    per_poller = IDLE_POLLS_PER_MINUTE / 60
+    return quiet * per_poller + busy * per_poller * math.exp(-messages_per_s * LONG_POLL_S / busy)
 
 
 @dataclass(frozen=True)
 class WhatIf:
     """A lever priced on the same counts: another API type, retention, PITR, no wait for the due
-    second, no INFO log lines."""
+    second, no INFO log lines, the stack's own KMS key, another worker memory."""
     api: str | None = None
     retention_days: int | None = None
     pitr: bool = True
@@ -144,11 +218,20 @@ class WhatIf:
     info_lines: bool = True
     attempt_log_percent: int | None = None  # None: the template's
     tracing: bool | None = None  # Lambda's active tracing; None: the template's (`-c tracing`)
+    kms: bool | None = None  # the stack's customer-managed key; None: the template's (`-c encryption`)
+    worker_mb: int | None = None  # the worker's memory; None: the template's (`-c workerMemoryMb`)
+    late_instead_of_wait: bool = False  # a fire's message surfaces at or after its due instant (no wait)
+    alarm_metrics_added: int = 0  # alarm metrics beside the template's (a cut priced: the ones it removed)
+    segments: int | None = None  # a quiet deployment's segments; None: the template's (`-c segments`)
+    pollers_per_lane: int | None = None  # idle pollers on each lane; None: the template's mappings (lane_pollers)
+    platform_lines: bool = True  # Lambda's START/END/REPORT lines (SystemLogLevel INFO, Lambda's default)
 
 
-def bill(m: Measured, rate: float, provisioned: bool = False, what_if: WhatIf = WhatIf()) -> dict[str, float]:
-    """USD per million executions, line by line."""
-    c = per_execution_counts(m, rate)
+def bill(m: Measured, rate: float, what_if: WhatIf = WhatIf(), fill: float | None = None) -> dict[str, float]:
+    """USD per million executions, line by line, as the template deploys it (each table billed as
+    the template bills it); `fill`: the packs' entries (per_execution_counts)."""
+    c = per_execution_counts(m, rate, fill, what_if.segments)
+    provisioned = provisioned_tables(m.template)
     lines: dict[str, float] = {}
     api = what_if.api or api_type(m.template)
     lines[f"API Gateway ({api.upper()} API)"] = c["create_requests"] * price(f"apigw_{api}")
@@ -159,7 +242,7 @@ def bill(m: Measured, rate: float, provisioned: bool = False, what_if: WhatIf = 
     # second SQS surfaced them), the target, our calls and our CPU for all records on its vCPU share.
     records = max(c["records_per_batch"], 1.0)
     wait_s = records / (records + 1) if m.scenario.kind == "one-time" else 0.5
-    wait_s = wait_s if what_if.wait else 0.0
+    wait_s = wait_s if what_if.wait and not what_if.late_instead_of_wait else 0.0
     calls_per_record = c["calls_worker"] / max(records, 1) if c["calls_worker"] else 0
     batch_s = wait_s + TARGET_S + calls_per_record * CALL_S + records * WORKER_CPU_PER_RECORD_S / m.worker_vcpu
     # An invocation's duration: each job's calls one after another and our CPU per job (a batch's
@@ -167,14 +250,14 @@ def bill(m: Measured, rate: float, provisioned: bool = False, what_if: WhatIf = 
     api_s = (c["calls_api"] * CALL_S + API_OWN_S) * m.scenario.create_batch
     tick_s = c["calls_tick_idle"] * CALL_S  # a run's fixed calls, then each timer
     gb_s = {"api": c["inv_api"] * API_GB * api_s,
-            "worker": c["inv_worker"] * m.worker_gb * batch_s,
+            "worker": c["inv_worker"] * (what_if.worker_mb / 1024 if what_if.worker_mb else m.worker_gb) * batch_s,
             "tick": TICK_GB * (c["inv_tick"] * tick_s + TICK_S_PER_TIMER)}
     for fn, v in gb_s.items():
         lines[f"Lambda GB-s {fn}"] = v * MILLION * price("lambda_arm_gb_s")
     units = {k: v for k, v in c.items() if k.startswith(("read:", "write:"))}
     for key, v in sorted(units.items()):
         kind, table = key.split(":")
-        if provisioned:
+        if table in provisioned:
             unit_hours = v * MILLION / 3600 / PROVISIONED_UTILIZATION
             cost = unit_hours * price("ddb_wcu_hour" if kind == "write" else "ddb_rcu_hour")
         else:
@@ -191,19 +274,26 @@ def bill(m: Measured, rate: float, provisioned: bool = False, what_if: WhatIf = 
     stored_gb_months = sum(b * days[t] / 30.4 for t, b in stored.items()) * MILLION / GB
     lines["DynamoDB storage (at the retention)"] = stored_gb_months * price("ddb_storage_gb_month")
     lines["DynamoDB PITR"] = stored_gb_months * price("ddb_pitr_gb_month") if what_if.pitr else 0.0
-    idle_receives = LANES * POLLERS_PER_LANE * 3 / 60 / rate if rate < 100 else 0.0  # busy pollers find work
+    pollers = lane_pollers(m.template)
+    if what_if.pollers_per_lane is not None:
+        pollers = [what_if.pollers_per_lane] * len(pollers)
+    messages_per_s = rate / max(c["fill"], 1.0)  # a pack is one message
+    idle_receives = empty_polls_per_s(pollers, messages_per_s) / rate
     lines["SQS requests"] = (c["sqs"] + idle_receives) * price("sqs_request")
     # KMS: SQS asks for a data key per producer role and lane each reuse period (two requests, per
     # the SQS guide's formula), a Decrypt per consumer; DynamoDB one per table and role. At 10,000/s
     # about 1,000 worker containers each hold their own cache.
     containers = max(1.0, rate * batch_s / records)
-    kms_per_s = (LANES * (2 * 3 + 1) + 5 * 3 * containers) / KMS_REUSE_S
-    lines["KMS requests"] = kms_per_s / rate * MILLION / 10_000 * price("kms_request")
+    lanes = sum(1 for r in m.template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping")
+    kms_per_s = (lanes * (2 * 3 + 1) + 5 * 3 * containers) / KMS_REUSE_S
+    kms = has_kms_key(m.template) if what_if.kms is None else what_if.kms
+    lines["KMS requests"] = kms_per_s / rate * MILLION / 10_000 * price("kms_request") if kms else 0.0
     percent = m.attempt_log_percent if what_if.attempt_log_percent is None else what_if.attempt_log_percent
     unsampled = c["attempt_ok_worker"] * (1 - percent / 100) if what_if.info_lines else 0.0
     log_bytes = sum(c[f"log_{fn}"] - (0 if what_if.info_lines else c[f"loglines_{fn}"])
                     for fn in ("api", "tick", "worker")) - unsampled \
-        + requests * (PLATFORM_LOG_BYTES + 3 * EVENT_OVERHEAD_BYTES) + c["create_requests"] * ACCESS_LOG_BYTES
+        + (requests * (PLATFORM_LOG_BYTES + 3 * EVENT_OVERHEAD_BYTES) if what_if.platform_lines else 0.0) \
+        + c["create_requests"] * ACCESS_LOG_BYTES
     log_gb = log_bytes * MILLION / GB
     lines["CloudWatch Logs ingestion"] = log_gb * price("logs_ingest_gb")
     lines["CloudWatch Logs storage"] = log_gb * LOG_RETENTION_DAYS / 30.4 * price("logs_store_gb_month")
@@ -248,9 +338,11 @@ def quiet_month(m_rec: Measured, what_if: WhatIf = WhatIf()) -> dict[str, float]
     executions = SECONDS_PER_MONTH
     lines = {k: v * executions / MILLION for k, v in bill(m_rec, 1.0, what_if=what_if).items() if k != "total"}
     alarms, alarmed = alarm_metrics(m_rec.template)
+    alarmed += what_if.alarm_metrics_added
     dashboards = sum(1 for r in m_rec.template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Dashboard")
     hourly = hourly_metrics(m_rec)
-    lines["KMS key (+ a rotated version a year)"] = 2 * price("kms_key_month")
+    kms = has_kms_key(m_rec.template) if what_if.kms is None else what_if.kms
+    lines["KMS key (+ a rotated version a year)"] = 2 * price("kms_key_month") if kms else 0.0
     lines[f"custom metrics ({len(hourly)} sent every hour; the API's "
           f"{len(m_rec.metrics - hourly)} only in hours it is called)"] = len(hourly) * price("metric_month")
     lines[f"alarms ({alarms}, {alarmed} alarm metrics)"] = alarmed * price("alarm_month")

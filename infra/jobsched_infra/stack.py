@@ -271,9 +271,14 @@ class JobschedStack(Stack):
         tables = {"Jobs": storage.jobs, "Timers": storage.timers, "Executions": storage.executions}
         Dashboard(self, "Dashboard", lanes=lanes.queues, dead_letters=lanes.dead_letters, functions=functions,
                   tables=tables, api=api)
+        # The task-events function runs only for container tasks (its rule exists only with
+        # `-c ecsClusters`): without them nothing invokes it, and its two alarms ($0.20 a month)
+        # would watch nothing.
+        containers = bool(config.ecs_clusters)
         alarms = Alarms(self, "Alarms", segments=tick_segments, dead_letters=lanes.dead_letters,
-                        functions=functions, tables=tables, lanes=lanes.queues, key=storage.key,
-                        failed_events={"TaskEvents": task_events_failed})
+                        functions={k: f for k, f in functions.items() if containers or k != "task_events"},
+                        tables=tables, lanes=lanes.queues, key=storage.key,
+                        failed_events={"TaskEvents": task_events_failed} if containers else {})
         # Absence alerts: the worker publishes each alert to the deployment's alert topic, and only there.
         worker_fn.add_environment(Env.ALERT_TOPIC_ARN, alarms.alert_topic.topic_arn)
         worker_fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"],

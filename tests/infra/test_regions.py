@@ -58,8 +58,9 @@ def synth_app(outdir: Path, context: dict) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def five(tmp_path_factory):
+    # With the stack's own key (`-c encryption=kms`): the multi-Region key and its replicas.
     return synth_app(tmp_path_factory.mktemp("regions5"), {
-        "regions": ",".join(REGIONS), "ownershipRegions": ",".join(OWNERSHIP), "segments": SEGMENTS,
+        "encryption": "kms", "regions": ",".join(REGIONS), "ownershipRegions": ",".join(OWNERSHIP), "segments": SEGMENTS,
         "domainName": "api.example.com", "hostedZoneId": "Z123EXAMPLE",
         "certificateArns": ",".join(f"{r}={a}" for r, a in CERTIFICATES.items())})
 

@@ -18,14 +18,16 @@ TEMPLATE_INPUTS = ("infra", "functions/jobsched/settings.py", "functions/jobsche
                    "pyproject.toml")
 
 
-def synthesize(outdir: Path, segments: int = 4, allow_private_targets: bool = True) -> dict:
+def synthesize(outdir: Path, segments: int = 4, allow_private_targets: bool = True, deployed: bool = False) -> dict:
     """The template, synthesized in a process of its own: the CDK's Node.js process (jsii) then
     never lives in the stack's process, where Ctrl-C (which reaches the whole process group) killed
-    it and its exit hook printed a BrokenPipeError traceback when the stack stopped."""
+    it and its exit hook printed a BrokenPipeError traceback when the stack stopped. `deployed`: the
+    default deployment's settings (`bench cost` prices them) instead of the local stack's (LOCAL)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
         str(ROOT / "functions"), str(ROOT / "infra"), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-m", "jobsched.local.synth", str(outdir), str(segments),
-                           "true" if allow_private_targets else "false"], env=env, check=False)
+                           "true" if allow_private_targets else "false", "deployed" if deployed else "local"],
+                          env=env, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"synthesizing the stack failed (exit code {done.returncode}); see above")
     return json.loads((Path(outdir) / "Jobsched.template.json").read_text())
@@ -40,9 +42,14 @@ LOCAL_CONTAINER_GRANTS = {
     "ecs_clusters": (f"arn:aws:ecs:*:{LOCAL_ACCOUNT}:cluster/local",),
     "ecs_task_roles": (f"arn:aws:iam::{LOCAL_ACCOUNT}:role/local-task-*",),
 }
+# The local stack (and the tests, which run its template) keep the stack's own KMS key
+# (`-c encryption=kms`): that path calls KMS (sealed signing secrets, SSE-KMS lanes), which the
+# strict layer checks; the default deployment uses AWS-owned keys and makes no KMS call.
+LOCAL_SETTINGS = {**LOCAL_CONTAINER_GRANTS, "encryption": "kms"}
 
 
-def synthesize_here(outdir: Path, segments: int = 4, allow_private_targets: bool = True) -> dict:
+def synthesize_here(outdir: Path, segments: int = 4, allow_private_targets: bool = True,
+                    deployed: bool = False) -> dict:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")  # see local/fake_aws.py
     import aws_cdk as cdk
 
@@ -55,7 +62,8 @@ def synthesize_here(outdir: Path, segments: int = 4, allow_private_targets: bool
         # as `cdk synth -c profile=NAME` makes them, segments included (it was ignored before).
         config = dataclasses.replace(StackConfig.from_context(app.node), allow_private_targets=allow_private_targets)
     else:
-        config = StackConfig(segments=segments, allow_private_targets=allow_private_targets, **LOCAL_CONTAINER_GRANTS)
+        config = StackConfig(segments=segments, allow_private_targets=allow_private_targets,
+                             **({} if deployed else LOCAL_SETTINGS))
     JobschedStack(app, "Jobsched", config=config)
     apply_checks(app)  # cdk-nag: a finding without an acknowledgement fails synthesis
     app.synth()
@@ -96,4 +104,4 @@ def cached_template(workdir: Path, segments: int = 4, allow_private_targets: boo
 
 
 if __name__ == "__main__":
-    synthesize_here(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "true")
+    synthesize_here(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "true", sys.argv[4:] == ["deployed"])

@@ -1,0 +1,79 @@
+"""bench cost's quiet deployment (one recurring execution a second for a month), as the template
+deploys it by default, and the cuts to it: those built (their saving: the same counts priced with
+what the cut removed) and those weighed and not built, each with what it gives up."""
+from __future__ import annotations
+
+from bench.common import print_table
+from bench.cost_measure import Measured
+from bench.cost_prices import (QUIET_GOAL, WhatIf, has_kms_key, hourly_metrics, idle_pollers, quiet_month,
+                               traced_functions)
+
+# The alarms the template deploys only with container tasks (`-c ecsClusters`): the task-events
+# function's errors and its on-failure queue (alarms.py). Nothing invokes that function without them.
+TASK_EVENTS_ALARM_METRICS = 2
+
+
+def _has_task_events_alarms(tpl: dict) -> bool:
+    return any(r["Type"] == "AWS::CloudWatch::Alarm" and rid.replace("_", "").lower().startswith("alarmstaskevents")
+               for rid, r in tpl["Resources"].items())
+
+
+def quiet_cuts(m: Measured) -> list[tuple[str, WhatIf, str, str]]:
+    """(cut, what the deployment would be without it or with it, built or not, gives up): a built
+    cut's WhatIf puts back what it removed (its saving: that total minus the deployed one); a
+    weighed one's WhatIf applies it (its saving: the deployed total minus that)."""
+    tpl = m.template
+    cuts = []
+    if not has_kms_key(tpl):
+        cuts.append(("default encryption: AWS-owned keys for the tables, SQS-managed (SSE-SQS) for the queues "
+                     "(-c encryption=kms keeps the stack's key)", WhatIf(kms=True), "built",
+                     "the key's own policy, CloudTrail of each data-key use, crypto-shredding by deleting the key, "
+                     "and signing secrets sealed by KMS (kept as the table keeps everything: encrypted at rest)"))
+    if not _has_task_events_alarms(tpl):
+        cuts.append(("task-events alarms only with -c ecsClusters (2 alarm metrics)",
+                     WhatIf(alarm_metrics_added=TASK_EVENTS_ALARM_METRICS), "built",
+                     "nothing: without container clusters no rule invokes the task-events function"))
+    cuts += [
+        ("the worker at 128 MB (-c workerMemoryMb=128; 256 as deployed)", WhatIf(worker_mb=128), "weighed",
+         "CPU: 0.072 vCPU, cold-start imports twice as long; memory: about 52 MB of process and up to 59 MB of "
+         "target clients (bench clients) in 128"),
+        ("no wait for the due second: a fire's message made visible at or after its instant",
+         WhatIf(late_instead_of_wait=True), "weighed (tick and worker code)",
+         "precision: SQS delays and visibility are whole seconds, so fires would start up to 1 s late "
+         "(0.5 s on average) instead of on time; the 1 s p99 goal would have no room left"),
+        ("one segment (-c segments=1; 4 as deployed)", WhatIf(segments=1), "weighed",
+         "a herd's hand-off: one tick run a minute reads every timer (the sizing rule, docs/operations.md)"),
+        ("no MaximumConcurrency on the lanes (2 idle pollers each instead of 5)",
+         WhatIf(pollers_per_lane=2), "weighed",
+         "the lanes' caps: HIGH's larger share and the bound that keeps a surge off the API's and tick's pool"),
+        ("Lambda's system logs at WARN (JSON log format): no START/END/REPORT lines", WhatIf(platform_lines=False),
+         "weighed", "each invocation's REPORT line (duration, memory used, init); AWS notes JSON format changes "
+         "how EMF lines are parsed: not verified here without an account"),
+        ("no DynamoDB throttle alarms (3 tables, 6 alarm metrics)", WhatIf(alarm_metrics_added=-6), "weighed",
+         "warning of throttles the SDK's retries absorb before they show as lateness, tick delay or errors; the "
+         "API's throttled requests, which no other alarm sees"),
+    ]
+    return cuts
+
+
+def print_quiet_month(quiet: Measured) -> None:
+    month = quiet_month(quiet)
+    print_table("A quiet deployment: one recurring execution a second for a month (USD), as deployed by default",
+                [(k, f"{v:.2f}") for k, v in month.items()], ("line", "USD a month"))
+    print(f"goal: at most {QUIET_GOAL:.2f} USD a month ({'met' if month['total'] <= QUIET_GOAL else 'missed'}); "
+          f"{quiet.scenario.jobs} jobs, one a second, measured over {quiet.scenario.fire_minutes} minute(s) once over "
+          f"{quiet.scenario.settle_minutes} minutes old; {idle_pollers(quiet.template)} idle pollers on the lanes")
+    print("metrics sent every hour: " + ", ".join(sorted(
+        name + "".join(f"[{d}={v}]" for d, v in dims if d != "service") for name, dims in hourly_metrics(quiet))))
+    traced = traced_functions(quiet.template)
+    other = quiet_month(quiet, WhatIf(tracing=not traced))["total"]
+    print(f"the same with -c tracing={'off' if traced else 'on'}: {other:.2f} USD a month (X-Ray: Lambda's "
+          f"fixed sampling traces nearly every invocation at one a second)")
+    rows = []
+    for label, what_if, status, gives in quiet_cuts(quiet):
+        other = quiet_month(quiet, what_if)["total"]
+        saving = other - month["total"] if status == "built" else month["total"] - other
+        rows.append((label, f"{saving:.2f}", status, gives))
+    print_table("Cuts to the quiet deployment (USD a month saved; built: in the default template, priced by "
+                "putting back what it removed; weighed: priced, not built)", rows,
+                ("cut", "saves", "status", "gives up"))

@@ -1,0 +1,81 @@
+"""bench cost prices what the template deploys: provisioned capacity only for a table the template
+provisions, KMS only with the stack's key, the idle pollers its event source mappings have; and the
+pack fill it prices the 10,000/s column at is the one the tick's pages give (bench/pack_fill.py),
+which reproduces what `bench e2e` measured."""
+from collections import Counter
+
+import pytest
+
+from bench.cost_measure import Measured, Scenario, Tally
+from bench.cost_prices import (WhatIf, bill, empty_polls_per_s, has_kms_key, idle_pollers, lane_pollers,
+                               provisioned_tables, quiet_month)
+from bench.pack_fill import PAGE_SIZE, pack_fill
+from jobsched.settings import Env
+
+
+def _template(billing="PAY_PER_REQUEST", key=False, capped=True):
+    worker = {"Type": "AWS::Lambda::Function", "Properties": {"MemorySize": 256, "Environment": {"Variables": {
+        Env.SERVICE_NAME: "jobsched-worker", Env.SEGMENTS: "4"}}}}
+    resources = {"FunctionsWorker": worker,
+                 "StorageJobs4C7573CB": {"Type": "AWS::DynamoDB::Table", "Properties": {"BillingMode": billing}},
+                 "StorageExecutions50E2CF2D": {"Type": "AWS::DynamoDB::Table",
+                                               "Properties": {"BillingMode": "PAY_PER_REQUEST"}},
+                 "Api": {"Type": "AWS::ApiGatewayV2::Api", "Properties": {}}}
+    for lane in ("High", "Normal", "Low"):
+        resources[f"Esm{lane}"] = {"Type": "AWS::Lambda::EventSourceMapping", "Properties": {
+            "BatchSize": 10, **({"ScalingConfig": {"MaximumConcurrency": 100}} if capped else {})}}
+    if key:
+        resources["StorageKey"] = {"Type": "AWS::KMS::Key", "Properties": {}}
+    return {"Resources": resources}
+
+
+def _measured(tpl):
+    fire = Tally(units=Counter({("worker", "Jobs", "write"): 1000.0, ("worker", "Executions", "write"): 2000.0}),
+                 invocations=Counter({"worker": 1000, "tick": 4}), sqs_chunks=Counter({"worker": 3000}))
+    idle = Tally(invocations=Counter({"tick": 12}))
+    return Measured(Scenario("s", "recurring", 10, 1000, 1), 1000, idle, 12, Tally(), fire, {}, set(), tpl, 1.0)
+
+
+def test_provisioned_capacity_is_priced_only_for_a_table_the_template_provisions():
+    on_demand, provisioned = _template(), _template("PROVISIONED")
+    assert provisioned_tables(on_demand) == set() and provisioned_tables(provisioned) == {"Jobs"}
+    a, b = bill(_measured(on_demand), 10_000.0), bill(_measured(provisioned), 10_000.0)
+    assert a["DynamoDB writes Jobs"] == pytest.approx(0.625)  # 1 WU an execution, on demand
+    assert b["DynamoDB writes Jobs"] < a["DynamoDB writes Jobs"]  # bought at 70 %, by the hour
+    assert a["DynamoDB writes Executions"] == b["DynamoDB writes Executions"]  # on demand in both
+
+
+def test_kms_is_priced_only_with_the_stacks_key():
+    without, with_key = _template(), _template(key=True)
+    assert not has_kms_key(without) and has_kms_key(with_key)
+    assert bill(_measured(without), 1.0)["KMS requests"] == 0.0 < bill(_measured(with_key), 1.0)["KMS requests"]
+    month = quiet_month(_measured(without))
+    assert month["KMS key (+ a rotated version a year)"] == 0.0
+    assert quiet_month(_measured(without), WhatIf(kms=True))["KMS key (+ a rotated version a year)"] == 2.0
+
+
+def test_idle_pollers_follow_the_mappings_maximum_concurrency():
+    """Lambda keeps 5 pollers on an idle standard queue, 2 when the mapping has no MaximumConcurrency
+    (services-sqs-scaling.html)."""
+    assert idle_pollers(_template()) == 15 and idle_pollers(_template(capped=False)) == 6
+    # Idle lanes poll every 20 s each; the lane with a message a second finds one before its 20 s.
+    assert empty_polls_per_s(lane_pollers(_template()), 0.0) == pytest.approx(15 * 3 / 60)
+    assert empty_polls_per_s(lane_pollers(_template()), 1.0) == pytest.approx(10 * 3 / 60, rel=0.02)
+
+
+def test_the_pack_fill_model_gives_what_bench_e2e_measured_and_reads_the_codes_page():
+    from jobsched.store.timers import TimersStore
+
+    assert TimersStore.__init__.__defaults__[0] == PAGE_SIZE
+    # bench e2e: 4.2 entries a message at 10,000/s sampled 1/50, 5.1 with --quick (20/s), 4 segments.
+    assert pack_fill(10_000, 4, 1 / 50) == pytest.approx(4.2, abs=0.3)
+    assert pack_fill(20, 4) == pytest.approx(5.1, abs=0.5)
+    assert 60 <= pack_fill(10_000, 18) <= 100
+
+
+def test_a_fill_scales_the_per_pack_counts_only():
+    m = _measured(_template())
+    half = bill(m, 10_000.0, fill=2.0)  # twice the measured fill: per-pack counts halve
+    full = bill(m, 10_000.0)
+    assert half["DynamoDB writes Executions"] == pytest.approx(full["DynamoDB writes Executions"] / 2)
+    assert half["SQS requests"] == pytest.approx(full["SQS requests"] / 2, rel=1e-3)  # beside the idle lanes' polls
