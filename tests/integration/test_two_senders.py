@@ -4,7 +4,7 @@ per-execution path from both, decided where the timer is read from its write ins
 bucket's claim instant; a fire only the tick sends rides a pack, however young its job."""
 import pytest
 
-from jobsched.domain.executions import execution_id_for, scheduled_ms_of
+from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for, scheduled_ms_of
 from jobsched.domain.schedule import format_instant
 from jobsched.domain.timers import minute_of
 from jobsched.service.tick import Ticker
@@ -12,6 +12,7 @@ from jobsched.service.handoff import HandOff
 from jobsched.store import segments as segments_store
 from jobsched.store import timers as timers_store
 from jobsched.store.aws import build_stores
+from jobsched.store.queues import Outgoing
 
 from .harness import TENANT_A
 
@@ -126,6 +127,54 @@ def test_a_writer_whose_watermark_read_comes_long_after_its_write_leaves_the_fir
     [execution_id] = runs
     assert own_item(harness, job["jobId"], execution_id) is None
     assert harness.execution(execution_id)["status"] == "SUCCEEDED"
+
+
+def test_a_writer_whose_put_took_long_sends_what_it_finds_claimed_itself(harness):
+    # Given a writer (the API) whose put of a one-time job's timer takes 20 s, while the tick of the
+    # next minute claims the timer's bucket and reads it before the timer is there
+    t = minute_of(harness.clock.now_ms()) + 1
+    harness.advance((t * MINUTE + 45_000 - harness.clock.now_ms()) / 1000)
+    real_put = timers_store.TimersStore.put_many
+    slow: list = []
+
+    def put_many(self, timers, *args, **kwargs):
+        if not slow:
+            slow.append(timers[0].segment)
+            harness.clock.advance_ms(20_000)
+            harness.tick_fn.invoke({"segment": timers[0].segment})
+        real_put(self, timers, *args, **kwargs)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(timers_store.TimersStore, "put_many", put_many)
+    try:
+        job = harness.create_job({"name": "slow-put", "type": "ONE_TIME",
+                                  "runAt": format_instant((t + 3) * MINUTE + 30_000), "target": HOOK})
+    finally:
+        mp.undo()
+    assert slow
+    harness.advance(4 * 60)
+    # Then the writer, unsure whether the tick read it, sends it itself, alone: it runs once
+    runs = runs_of(harness, job["jobId"])
+    assert list(runs.values()) == [1], runs
+    [execution_id] = runs
+    assert own_item(harness, job["jobId"], execution_id) is not None
+
+
+@pytest.mark.parametrize("solo", [None, False])
+def test_a_fire_whose_sender_did_not_decide_its_path_leaves_its_pack_when_its_job_is_young(harness, solo):
+    # Given a fire of a job written 2 minutes before it, in a pack: sent before senders decided
+    # (in flight across the upgrade: no flag), or by a sender that decided it rides a pack
+    job = harness.create_job({"name": "young", "type": "CRON", "schedule": "0 0 1 1 *", "target": HOOK})
+    stored = harness.stores.jobs.get(TENANT_A, job["jobId"])
+    due = (minute_of(harness.clock.now_ms()) + 2) * MINUTE + 30_000
+    fire = Dispatch(DispatchKind.FIRE, stored.tenant_id, stored.job_id, execution_id_for(stored.job_id, due), due,
+                    stored.generation, run=1, solo=solo)
+    harness.stores.lanes.send([Outgoing(stored.spec.priority, fire, due)])
+    harness.advance(180)
+    # Then without the flag it meets the per-execution claim (the former young-job rule), with it it
+    # runs in its pack
+    assert runs_of(harness, job["jobId"]) == {fire.execution_id: 1}
+    assert (own_item(harness, job["jobId"], fire.execution_id) is None) == (solo is False)
 
 
 @pytest.mark.parametrize("lead_s", [600, 240])
