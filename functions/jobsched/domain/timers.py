@@ -28,6 +28,9 @@ TIMER_SLICES = 8
 CLOCK_BOUND_MS = 2_000
 PUT_ALLOWANCE_MS = 10_000
 SOLO_BOUND_MS = CLOCK_BOUND_MS + PUT_ALLOWANCE_MS
+# What a writer may rely on to send nothing of a bucket it finds claimed: the clocks' difference the
+# writers' horizon already assumes for never losing a timer (under a minute; service/handoff.py).
+ASSUMED_SKEW_MS = 60_000
 # The Segments item keeps the claim instants of this many buckets (a ring, by minute): more than a
 # tick run claims (MAX_BUCKETS_PER_RUN, 15), so every bucket a run or a writer still works on has its.
 CLAIM_SLOTS = 16
@@ -230,3 +233,12 @@ def sent_alone(written_ms: int | None, claimed_at_ms: int | None) -> bool | None
     if written_ms is None or claimed_at_ms is None:
         return None
     return written_ms > claimed_at_ms - SOLO_BOUND_MS
+
+
+def surely_read(written_ms: int, claimed_at_ms: int | None, put_ms: int) -> bool:
+    """Whether a timer its writer finds in a claimed bucket was surely in the table before the claim
+    (so the tick's query, after the claim, read it): written more than ASSUMED_SKEW_MS +
+    PUT_ALLOWANCE_MS before the claim (the tick's clock), by a put of at most PUT_ALLOWANCE_MS (the
+    writer's own clock: a duration, no skew in it)."""
+    return (claimed_at_ms is not None and put_ms <= PUT_ALLOWANCE_MS
+            and written_ms <= claimed_at_ms - ASSUMED_SKEW_MS - PUT_ALLOWANCE_MS)

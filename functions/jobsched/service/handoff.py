@@ -11,8 +11,8 @@ from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for,
 from jobsched.domain.jobs import Job, MisfirePolicy, Priority
 from jobsched.domain.errors import WrongRegion
 from jobsched.domain.ownership import marked_job_id
-from jobsched.domain.timers import (PUT_ALLOWANCE_MS, Timer, TimerKind, Watermark, is_claimed, minute_of, segment_of,
-                                    sent_alone)
+from jobsched.domain.timers import (Timer, TimerKind, Watermark, is_claimed, minute_of, segment_of, sent_alone,
+                                    surely_read)
 from jobsched.domain.calendars import EXCLUDED
 from jobsched.service.calendars import CalendarCache
 from jobsched.service.ownership import Ownership
@@ -139,21 +139,23 @@ class HandOff:
               report: HandOffReport) -> list[tuple[Timer, bool | None]]:
         """Of the timers a writer just wrote (its clock `written` before the put, which took
         `put_ms`), those it hands off itself, each with its path (`Dispatch.solo`): those in a bucket
-        claimed now, but not a FIRE the tick's query surely read as its own (written SOLO_BOUND_MS
-        or more before the claim, by a put of at most PUT_ALLOWANCE_MS: it was in the table before
-        the claim): that one the tick sends, in a pack. The others the tick sends alone too, should
-        its query read them. A claim instant not kept (claimed before the upgrade): sent as before,
-        the worker deciding from the job's age."""
+        claimed now, but not a FIRE the tick's query surely read (domain/timers.py `surely_read`):
+        that one the tick sends, in a pack. A FIRE the tick sends alone, should its query have read
+        it, goes alone from here too; one the tick would pack but may have missed goes alone, counted
+        (`uncertain`: never lost, twice if the tick did read it). A claim instant not kept (claimed
+        before the upgrade): sent undecided, as before, the worker deciding from the job's age."""
         mine: list[tuple[Timer, bool | None]] = []
         for timer in timers:
             if not is_claimed(timer.minute, watermark):
                 continue
             assert watermark is not None
-            alone = sent_alone(written, watermark.claimed_at(timer.minute))
+            claimed_at = watermark.claimed_at(timer.minute)
+            alone = sent_alone(written, claimed_at)
             if alone is False and timer.kind is TimerKind.FIRE:
-                if put_ms <= PUT_ALLOWANCE_MS:
+                if surely_read(written, claimed_at, put_ms):
                     continue  # the tick's own: it rides its pack
-                report.uncertain += 1  # maybe the tick's too: sent alone (a pack of the tick's may run it too)
+                # Maybe the tick's too (then also in its pack), maybe missed by its query: sent alone.
+                report.uncertain += 1
                 alone = True
             mine.append((timer, alone))
         return mine
