@@ -150,8 +150,8 @@ def test_a_writer_whose_watermark_read_comes_20_s_after_its_write_sends_the_fire
 
 
 def test_a_writer_whose_put_took_long_sends_what_it_finds_claimed_itself(harness):
-    # Given a writer (the API) whose put of a one-time job's timer takes 20 s, while the tick of the
-    # next minute claims the timer's bucket and reads it before the timer is there
+    # Given a writer (the API) whose put of a one-time job's timer takes 80 s, while a tick claims the
+    # timer's bucket and reads it before the timer is there (its claim 80 s after the write instant)
     t = minute_of(harness.clock.now_ms()) + 1
     harness.advance((t * MINUTE + 45_000 - harness.clock.now_ms()) / 1000)
     real_put = timers_store.TimersStore.put_many
@@ -160,7 +160,7 @@ def test_a_writer_whose_put_took_long_sends_what_it_finds_claimed_itself(harness
     def put_many(self, timers, *args, **kwargs):
         if not slow:
             slow.append(timers[0].segment)
-            harness.clock.advance_ms(20_000)
+            harness.clock.advance_ms(80_000)
             harness.tick_fn.invoke({"segment": timers[0].segment})
         real_put(self, timers, *args, **kwargs)
 
