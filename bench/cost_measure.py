@@ -159,6 +159,9 @@ class NoopTarget:
         return AttemptOutcome(True, ExecutionStatus.SUCCEEDED)
 
 
+AHEAD_S = 600
+
+
 @dataclass
 class Scenario:
     name: str
@@ -173,6 +176,8 @@ class Scenario:
     # minutes of new jobs are sent one by one by their writers (direct dispatch), the later ones
     # by the tick in packs.
     settle_minutes: int = 0
+    # One-time jobs: created this long before their fire (AHEAD_S: as a scheduler's one-time jobs are).
+    lead_s: int = 0
 
     def keys(self) -> dict[str, str]:
         return {"bench": "bench-key"} if self.tenants == 1 else {f"bench{t}": f"bench-key-{t}" for t in range(self.tenants)}
@@ -185,9 +190,9 @@ class Scenario:
         if self.kind == "recurring":
             body.update(type="RATE", schedule="PT1M")
         else:
-            # Created more than the look-ahead ahead, so the tick hands them off in batches (a job due
-            # within 3 minutes is sent by the API itself: one more SQS request).
-            body.update(type="DELAYED", delaySeconds=240)
+            # Created ahead (10 minutes), so the tick hands them off in packs; a job due within 3
+            # minutes (lead_s 20: the short-lead scenario) is sent by the API itself, alone.
+            body.update(type="DELAYED", delaySeconds=self.lead_s or AHEAD_S)
         if self.expect:
             body["expect"] = {"successWithinSec": 120}
         return body

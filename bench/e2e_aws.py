@@ -404,11 +404,16 @@ class BilledWatermarks:
         mark = self._marks.get(segment)
         if not mark:
             return None
-        return self._make(segment, mark.get("claimed"), mark.get("done"), mark.get("minute"), mark.get("sk"))
+        return self._make(segment, mark.get("claimed"), mark.get("done"), mark.get("minute"), mark.get("sk"),
+                          dict(mark.get("claims", {})))
 
-    def claim(self, segment: int, minute: int) -> None:
+    def claim(self, segment: int, minute: int, at_ms: int | None = None) -> int | None:
         self._bill(segment, wcu=1)
-        self._marks[segment]["claimed"] = max(minute, self._marks[segment].get("claimed", minute))
+        mark = self._marks[segment]
+        if at_ms is not None and mark.get("claimed", minute - 1) < minute:
+            mark.setdefault("claims", {})[minute] = at_ms
+        mark["claimed"] = max(minute, mark.get("claimed", minute))
+        return mark.get("claims", {}).get(minute)
 
     def mark_done(self, segment: int, minute: int) -> None:
         self._bill(segment, wcu=1)

@@ -198,13 +198,13 @@ def test_6_the_api_writes_a_timer_into_a_bucket_a_tick_has_just_claimed(harness,
     hooked = "claim" if moment.startswith("after the claim") else "mark_done"
     original = getattr(stores.watermarks, hooked)
 
-    def race(segment, minute):
+    def race(segment, minute, *at):
         if hooked == "claim":
-            original(segment, minute)
+            claimed_at = original(segment, minute, *at)
             create_in(minute)  # the tick's query will see these timers
-        else:
-            create_in(minute)  # the tick has read its bucket: only the writer's own check saves these
-            original(segment, minute)
+            return claimed_at
+        create_in(minute)  # the tick has read its bucket: only the writer's own check saves these
+        return original(segment, minute, *at)
 
     setattr(stores.watermarks, hooked, race)
     harness.clock.set_ms((minute_of(harness.clock.now_ms()) + 1) * 60_000)

@@ -26,8 +26,10 @@ class Stores:
 
     def __init__(self, claimed_through: int = -1):
         self.timers_written, self.sent, self.skipped = [], [], []
-        self.timers = SimpleNamespace(put_many=lambda timers, pack=False: self.timers_written.extend(timers))
-        self.watermarks = SimpleNamespace(get=lambda segment: SimpleNamespace(claimed_through=claimed_through))
+        self.timers = SimpleNamespace(put_many=lambda timers, pack=False, written_ms=None:
+                                      self.timers_written.extend(timers))
+        self.watermarks = SimpleNamespace(get=lambda segment: SimpleNamespace(claimed_through=claimed_through,
+                                                                              claimed_at=lambda minute: None))
         self.lanes = SimpleNamespace(send=lambda outgoing: self.sent.extend(outgoing) or 1)
         self.executions = SimpleNamespace(put_skipped=lambda *args, **kwargs: self.skipped.append(args),
                                           put_missed_window=lambda *args: None)

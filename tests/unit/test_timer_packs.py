@@ -139,3 +139,20 @@ def test_a_slice_resumed_after_any_pages_position_reads_every_timer_once():
         assert pages[-1].last and not any(p.last for p in pages[:-1])
     assert minute_of(in_slice[0].due_ms) == MINUTE
     assert any(is_pack(i) for i in items)
+
+
+def test_a_pack_carries_its_write_instant_once_and_its_timers_read_back_with_it():
+    # Two senders (docs/architecture.md, "Packs"): the tick decides a fire's path from its timer's
+    # write instant, packed timers included; one attribute for the pack (its timers share one put).
+    from dataclasses import replace
+    written = T0 - 300_000
+    timers = [replace(t, written_ms=written) for t in fires(3, spread_ms=1_000)]
+    item = pack_item(timers[0].bucket, sorted(timers, key=lambda t: t.sort_key))
+    assert item["writtenMs"] == {"N": str(written)}
+    assert {t.written_ms for t in unpack(item)} == {written}
+    # written before timers carried it: none, and the worker decides as before
+    assert {t.written_ms for t in unpack(pack_item(timers[0].bucket, sorted(fires(3, spread_ms=1_000),
+                                                                            key=lambda t: t.sort_key)))} == {None}
+    single = replace(fires(1)[0], written_ms=written)
+    assert Timer.from_wire(single.to_wire()).written_ms == written
+    assert Timer.from_item(single.to_item()).written_ms == written

@@ -83,6 +83,11 @@ class Dispatch:
     # how many times. RunTask's idempotency token counts it, so a held-back call is a new request
     # to ECS, not a repeat that ECS answers with the refusal it kept for the token.
     holds: int = 0
+    # Two senders of one occurrence (docs/architecture.md, "Packs"): True, a FIRE both its writer
+    # and the tick may send goes out as a message of one, claimed per execution; False, its sender
+    # knows it is the only one (it may ride a pack); None, sent before the senders decided (the
+    # worker decides from the job's age).
+    solo: bool | None = None
 
     def to_json(self) -> str:
         body = {
@@ -107,6 +112,8 @@ class Dispatch:
             body["receives"] = self.receives
         if self.holds:
             body["holds"] = self.holds
+        if self.solo is not None:
+            body["solo"] = self.solo
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -126,6 +133,7 @@ class Dispatch:
             epoch=int(data.get("epoch") or 0),
             receives=int(data.get("receives") or 0),
             holds=int(data.get("holds") or 0),
+            solo=data["solo"] if isinstance(data.get("solo"), bool) else None,
         )
 
 

@@ -137,8 +137,10 @@ def back_pack_id(pack_id: str, execution_id: str, round_: int) -> str:
 
 
 def packable(dispatch: Dispatch) -> bool:
-    """Only an occurrence's first attempt rides in a pack; everything else is a message of one."""
-    return dispatch.kind is DispatchKind.FIRE and dispatch.attempt == 1 and dispatch.throttled_from_ms is None
+    """Only an occurrence's first attempt rides in a pack, and not one its sender sends alone (two
+    senders may send it); everything else is a message of one."""
+    return (dispatch.kind is DispatchKind.FIRE and dispatch.attempt == 1 and dispatch.throttled_from_ms is None
+            and dispatch.solo is not True)
 
 
 @dataclass
@@ -176,11 +178,13 @@ class PackOutcome:
                    item.get("to"), json.loads(item["o"]) if item.get("o") else None, opt("a") or 1)
 
 
-# A job written less than this before an occurrence may have had that occurrence sent by its writer
-# as well as by the tick: a writer dispatches directly what is due within the 4 minutes its watermark
-# read covers (service/handoff.py, DIRECT_DISPATCH_HORIZON_MINUTES + the minute it is in), and the
-# writer's and the tick's clocks differ by under a minute. Two copies in two packs would both run:
-# such an entry leaves its pack, and every copy meets the one per-execution claim.
+# Only for an entry whose sender did not decide its path (`Dispatch.solo` None: sent before senders
+# decided, in flight across the upgrade): a job written less than this before an occurrence may have
+# had that occurrence sent by its writer as well as by the tick (a writer dispatches directly what is
+# due within the 4 minutes its watermark read covers, and the clocks were taken to differ by under a
+# minute). Such an entry leaves its pack, and every copy meets the one per-execution claim. Entries
+# whose sender decided (the tick, from the timer's write instant and its bucket's claim instant;
+# service/handoff.py) are not checked: a fire two senders may send is never in a pack.
 YOUNG_JOB_MS = 5 * 60_000
 
 # A plain success keeps its output in the pack when it is this small; a larger one moves out.
@@ -191,12 +195,13 @@ def runs_in_pack(job, dispatch: Dispatch) -> bool:
     """Whether an entry can take the pack's plain path: a scheduled occurrence's first attempt of a
     job whose end needs nothing but its record. Everything that needs the per-execution machinery
     (steps, container tasks, overlap checks, flow control, hooks, expectations, run counts, catch-up
-    releases, a held-back dispatch, a job written within YOUNG_JOB_MS of the occurrence) leaves the
-    pack (MOVED) before its call."""
+    releases, a held-back dispatch, and for an entry whose sender did not decide its path a job
+    written within YOUNG_JOB_MS of the occurrence) leaves the pack (MOVED) before its call."""
     from jobsched.domain.jobs import OverlapPolicy, TargetType
 
     spec = job.spec
-    return (packable(dispatch) and not dispatch.catch_up and job.updated_ms < dispatch.due_ms - YOUNG_JOB_MS
+    return (packable(dispatch) and not dispatch.catch_up
+            and (dispatch.solo is False or job.updated_ms < dispatch.due_ms - YOUNG_JOB_MS)
             and spec.steps is None and spec.flow_control is None and spec.expect is None
             and spec.on_success is None and spec.on_failure is None and spec.max_runs is None
             and spec.overlap_policy is not OverlapPolicy.SKIP

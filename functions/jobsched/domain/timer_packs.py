@@ -93,7 +93,7 @@ def pack_item(bucket: str, chunk: list[Timer]) -> dict:
     base = chunk[0].due_ms
     digest = hashlib.sha256("\n".join(t.sort_key for t in chunk).encode()).hexdigest()[:16]
     body = json.dumps([_entry(t, base) for t in chunk], separators=_SEPARATORS).encode()
-    return {
+    item = {
         "bucket": {"S": bucket},
         "sk": {"S": f"{base:013d}#{PACK_KIND}#{digest}"},
         "kind": {"S": PACK_KIND},
@@ -103,6 +103,12 @@ def pack_item(bucket: str, chunk: list[Timer]) -> dict:
         "timers": {"B": zlib.compress(body, 6)},
         "expiresAt": {"N": str(chunk[-1].due_ms // 1000 + TIMER_TTL_SECONDS)},
     }
+    # The write instant, once for the pack: its timers are written by one put, at one instant (the
+    # latest, should they differ: a later instant only sends more of them per execution).
+    written = [t.written_ms for t in chunk]
+    if None not in written:
+        item["writtenMs"] = {"N": str(max(written))}
+    return item
 
 
 def is_pack(item: dict) -> bool:
@@ -113,7 +119,8 @@ def unpack(item: dict) -> list[Timer]:
     """The timers of a pack item (wire format), in due order."""
     base = int(item["dueMs"]["N"])
     segment = int(item["segment"]["N"])
-    return [Timer(base + offset, TimerKind.FIRE, tenant, job, generation, segment, runs=runs)
+    written = int(item["writtenMs"]["N"]) if "writtenMs" in item else None
+    return [Timer(base + offset, TimerKind.FIRE, tenant, job, generation, segment, runs=runs, written_ms=written)
             for offset, tenant, job, generation, runs in json.loads(zlib.decompress(item["timers"]["B"]))]
 
 

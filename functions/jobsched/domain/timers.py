@@ -18,6 +18,23 @@ TIMER_TTL_SECONDS = 7 * 86_400
 # running stack: timers already written in the higher slices would not be read.
 TIMER_SLICES = 8
 
+# Two senders of one occurrence (docs/architecture.md, "Packs"): a timer written into a bucket
+# whose claim came less than SOLO_BOUND_MS after the write may be sent by its writer (whose
+# watermark read, after the write, saw the claim) as well as by the tick's query (after the claim):
+# the tick sends such a timer on the per-execution path, as its writer does. The bound is the
+# clocks' difference (CLOCK_BOUND_MS: the figure the regions' rules state, Lambda's clock following
+# the Amazon Time Sync Service) plus the longest a writer's put may take for the writer to rely on
+# the tick (PUT_ALLOWANCE_MS: a writer whose put took longer sends what it finds claimed anyway).
+CLOCK_BOUND_MS = 2_000
+PUT_ALLOWANCE_MS = 10_000
+SOLO_BOUND_MS = CLOCK_BOUND_MS + PUT_ALLOWANCE_MS
+# What a writer may rely on to send nothing of a bucket it finds claimed: the clocks' difference the
+# writers' horizon already assumes for never losing a timer (under a minute; service/handoff.py).
+ASSUMED_SKEW_MS = 60_000
+# The Segments item keeps the claim instants of this many buckets (a ring, by minute): more than a
+# tick run claims (MAX_BUCKETS_PER_RUN, 15), so every bucket a run or a writer still works on has its.
+CLAIM_SLOTS = 16
+
 
 class TimerKind(str, Enum):
     FIRE = "FIRE"  # a job's next occurrence
@@ -98,6 +115,9 @@ class Timer:
     # Schedule bounds: FIRE: the job's fires counted before this occurrence (the hand-off counts
     # them here, in the timer it writes anyway); RETRY: the run number of the execution it retries.
     runs: int = 0
+    # The writer's clock (ms) just before it wrote this timer (None: written before timers carried
+    # it). Not part of the key: the same timer written again carries the later instant.
+    written_ms: int | None = None
 
     @property
     def minute(self) -> int:
@@ -130,6 +150,8 @@ class Timer:
             item["executionId"] = self.execution_id
         if self.runs:
             item["runs"] = self.runs
+        if self.written_ms is not None:
+            item["writtenMs"] = self.written_ms
         return item
 
     def to_wire(self) -> dict:
@@ -150,6 +172,7 @@ class Timer:
             execution_id=execution["S"] if execution else None,
             attempt=int(item["attempt"]["N"]) if "attempt" in item else 1,
             runs=int(item["runs"]["N"]) if "runs" in item else 0,
+            written_ms=int(item["writtenMs"]["N"]) if "writtenMs" in item else None,
         )
 
     @classmethod
@@ -164,6 +187,7 @@ class Timer:
             execution_id=item.get("executionId"),
             attempt=int(item.get("attempt", 1)),
             runs=int(item.get("runs", 0)),
+            written_ms=int(item["writtenMs"]) if item.get("writtenMs") is not None else None,
         )
 
 
@@ -178,10 +202,43 @@ class Watermark:
     # tick that ran out of time resumes after it instead of resending the bucket from its start.
     position_minute: int | None = None
     position_sk: str | None = None
+    # Bucket minute -> the instant (the claiming tick's clock, ms) of the claim that first raised
+    # claimedThrough to it, for the last CLAIM_SLOTS buckets claimed.
+    claims: dict[int, int] | None = None
 
     def resume_after(self, minute: int) -> str | None:
         return self.position_sk if self.position_minute == minute else None
 
+    def claimed_at(self, minute: int) -> int | None:
+        """The instant of the bucket's claim; None when not kept (claimed before claims carried
+        it, or more than CLAIM_SLOTS buckets ago)."""
+        return (self.claims or {}).get(minute)
+
 
 def is_claimed(minute: int, watermark: Watermark | None) -> bool:
     return bool(watermark and watermark.claimed_through is not None and minute <= watermark.claimed_through)
+
+
+def claim_slot(minute: int) -> str:
+    """The Segments item's attribute that keeps the claim instant of bucket `minute`."""
+    return f"claim{minute % CLAIM_SLOTS}"
+
+
+def sent_alone(written_ms: int | None, claimed_at_ms: int | None) -> bool | None:
+    """Whether a timer of a claimed bucket goes out on the per-execution path (a message of one,
+    claimed per execution): True when it was written less than SOLO_BOUND_MS before its bucket's
+    claim (its writer may have seen the claim and sent it too); False when written earlier (only
+    the tick's query sends it: it rides a pack); None when either instant is unknown (a timer or a
+    claim of before the upgrade: the worker decides, as before, from the job's age)."""
+    if written_ms is None or claimed_at_ms is None:
+        return None
+    return written_ms > claimed_at_ms - SOLO_BOUND_MS
+
+
+def surely_read(written_ms: int, claimed_at_ms: int | None, put_ms: int) -> bool:
+    """Whether a timer its writer finds in a claimed bucket was surely in the table before the claim
+    (so the tick's query, after the claim, read it): written more than ASSUMED_SKEW_MS +
+    PUT_ALLOWANCE_MS before the claim (the tick's clock), by a put of at most PUT_ALLOWANCE_MS (the
+    writer's own clock: a duration, no skew in it)."""
+    return (claimed_at_ms is not None and put_ms <= PUT_ALLOWANCE_MS
+            and written_ms <= claimed_at_ms - ASSUMED_SKEW_MS - PUT_ALLOWANCE_MS)

@@ -11,7 +11,8 @@ from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for,
 from jobsched.domain.jobs import Job, MisfirePolicy, Priority
 from jobsched.domain.errors import WrongRegion
 from jobsched.domain.ownership import marked_job_id
-from jobsched.domain.timers import Timer, TimerKind, is_claimed, minute_of, segment_of
+from jobsched.domain.timers import (Timer, TimerKind, Watermark, is_claimed, minute_of, segment_of, sent_alone,
+                                    surely_read)
 from jobsched.domain.calendars import EXCLUDED
 from jobsched.service.calendars import CalendarCache
 from jobsched.service.ownership import Ownership
@@ -52,6 +53,9 @@ class HandOffReport:
     exclusions: int = 0  # occurrences recorded SKIPPED (EXCLUDED), over the reports added
     # Absence alerts: CHECK timers of this pass's occurrences (written with its next timers).
     checks: list = field(default_factory=list)
+    # Two senders: fires this writer found claimed after a put slower than PUT_ALLOWANCE_MS, sent
+    # alone although the tick may have read them as its own (docs/architecture.md, "Packs").
+    uncertain: int = 0
 
     def add(self, other: "HandOffReport") -> None:
         self.dispatched += other.dispatched
@@ -61,6 +65,7 @@ class HandOffReport:
         self.sqs_batches += other.sqs_batches
         self.catch_ups += other.catch_ups
         self.exclusions += other.exclusions
+        self.uncertain += other.uncertain
 
 
 class HandOff:
@@ -111,7 +116,9 @@ class HandOff:
         the tick's query sees this timer or this read sees the claim: never neither. A FIRE timer of a
         job with `expect` is written with its occurrence's CHECK timer (absence alerts)."""
         check = check_timer(job, timer.due_ms, timer.segment) if job and timer.kind is TimerKind.FIRE else None
-        self._timers.put_many([timer] + ([check] if check else []))
+        written = self._clock.now_ms()
+        self._timers.put_many([timer] + ([check] if check else []), written_ms=written)
+        put_ms = self._clock.now_ms() - written
         # Crash here: the timer is durable; if its bucket was claimed, the caller's retry
         # places it again (idempotent) and this time dispatches it.
         horizon = minute_of(self._clock.now_ms()) + DIRECT_DISPATCH_HORIZON_MINUTES
@@ -119,22 +126,58 @@ class HandOff:
         if not near:
             return HandOffReport()
         watermark = self._watermarks.get(timer.segment)
-        claimed = [t for t in near if is_claimed(t.minute, watermark)]
+        report = HandOffReport()
+        claimed = self._mine(near, watermark, written, put_ms, report)
         if not claimed:
-            return HandOffReport()
+            return report
         jobs = {(job.tenant_id, job.job_id): job} if job else {}
-        return self.hand_off(claimed, jobs, watermark.claimed_through)
+        report.add(self._hand_off(claimed, jobs, watermark.claimed_through))
+        return report
+
+    @staticmethod
+    def _mine(timers: list[Timer], watermark: Watermark | None, written: int, put_ms: int,
+              report: HandOffReport) -> list[tuple[Timer, bool | None]]:
+        """Of the timers a writer just wrote (its clock `written` before the put, which took
+        `put_ms`), those it hands off itself, each with its path (`Dispatch.solo`): those in a bucket
+        claimed now, but not a FIRE the tick's query surely read (domain/timers.py `surely_read`):
+        that one the tick sends, in a pack. A FIRE the tick sends alone, should its query have read
+        it, goes alone from here too; one the tick would pack but may have missed goes alone, counted
+        (`uncertain`: never lost, twice if the tick did read it). A claim instant not kept (claimed
+        before the upgrade): sent undecided, as before, the worker deciding from the job's age."""
+        mine: list[tuple[Timer, bool | None]] = []
+        for timer in timers:
+            if not is_claimed(timer.minute, watermark):
+                continue
+            assert watermark is not None
+            claimed_at = watermark.claimed_at(timer.minute)
+            alone = sent_alone(written, claimed_at)
+            if alone is False and timer.kind is TimerKind.FIRE:
+                if surely_read(written, claimed_at, put_ms):
+                    continue  # the tick's own: it rides its pack
+                # Maybe the tick's too (then also in its pack), maybe missed by its query: sent alone.
+                report.uncertain += 1
+                alone = True
+            mine.append((timer, alone))
+        return mine
 
     def hand_off(self, timers: list[Timer], jobs: dict[tuple[str, str], Job], claimed_through: int,
-                 calendars: CalendarCache | None = None) -> HandOffReport:
+                 calendars: CalendarCache | None = None, claimed_at: int | None = None) -> HandOffReport:
         """Dispatch these due timers. For recurring jobs, write the next FIRE timer (computed
         from the due instant, never from now); occurrences that fall in already-claimed buckets
         are dispatched here too, since no tick will read them. `calendars`: the run's cache of
-        exclusion calendars (a new one, read only if a job names one, when not given)."""
+        exclusion calendars (a new one, read only if a job names one, when not given).
+        `claimed_at`: the instant of their bucket's claim (the tick's), which with each timer's
+        write instant decides its fires' path (domain/timers.py `sent_alone`)."""
+        return self._hand_off([(t, sent_alone(t.written_ms, claimed_at)) for t in timers], jobs, claimed_through,
+                              calendars)
+
+    def _hand_off(self, timers: list[tuple[Timer, bool | None]], jobs: dict[tuple[str, str], Job],
+                  claimed_through: int, calendars: CalendarCache | None = None) -> HandOffReport:
+        """hand_off(), each timer with the path of its fires (`Dispatch.solo`)."""
         report = HandOffReport()
         calendars = calendars if calendars is not None else self.calendar_cache()
         # Exclusion calendars: one read for the calendars this page's firing jobs name, if not read yet.
-        calendars.load(jobs.get((t.tenant_id, t.job_id)) for t in timers if t.kind is TimerKind.FIRE)
+        calendars.load(jobs.get((t.tenant_id, t.job_id)) for t, _ in timers if t.kind is TimerKind.FIRE)
         now = self._clock.now_ms()
         outgoing: list[Outgoing] = []
         pending = timers
@@ -143,9 +186,9 @@ class HandOff:
         try:
             while pending:
                 next_timers: list[Timer] = []
-                for timer in pending:
+                for timer, alone in pending:
                     following = self._dispatch(timer, jobs.get((timer.tenant_id, timer.job_id)), claimed, now,
-                                               outgoing, report, calendars)
+                                               outgoing, report, calendars, alone)
                     if following is not None:
                         next_timers.append(following)
                 pending = []
@@ -160,7 +203,9 @@ class HandOff:
                         sending = self._sender.submit(self._lanes.send, outgoing)
                         outgoing = []
                     # The next FIRE timers go in timer packs, one per bucket they fall in (CHECKs single).
-                    self._timers.put_many(next_timers + checks, pack=True)
+                    written = self._clock.now_ms()
+                    self._timers.put_many(next_timers + checks, pack=True, written_ms=written)
+                    put_ms = self._clock.now_ms() - written
                     report.next_timers += len(next_timers)
                     # A next timer may land in a bucket that a tick claimed meanwhile: same
                     # protocol as place(), one consistent read per segment involved.
@@ -168,7 +213,8 @@ class HandOff:
                             if t.minute <= minute_of(now) + DIRECT_DISPATCH_HORIZON_MINUTES]
                     for segment in sorted({t.segment for t in near}):
                         watermark = self._watermarks.get(segment)
-                        mine = [t for t in near if t.segment == segment and is_claimed(t.minute, watermark)]
+                        mine = self._mine([t for t in near if t.segment == segment], watermark, written, put_ms,
+                                          report)
                         if mine:
                             claimed = max(claimed, watermark.claimed_through)
                             pending.extend(mine)
@@ -215,7 +261,8 @@ class HandOff:
             list(self._recorder.map(record, excluded))
 
     def _dispatch(self, timer: Timer, job: Job | None, claimed: int, now: int, outgoing: list[Outgoing],
-                  report: HandOffReport, calendars: CalendarCache | None = None) -> Timer | None:
+                  report: HandOffReport, calendars: CalendarCache | None = None,
+                  alone: bool | None = None) -> Timer | None:
         """Add what this due timer asks for to `outgoing`; return the job's next timer, if any."""
         if timer.kind is TimerKind.CHECK:
             # Absence alerts: checked whatever became of the job (service/expectations.py decides);
@@ -253,13 +300,14 @@ class HandOff:
                                 run=timer.runs or None)
             outgoing.append(Outgoing(job.spec.priority, dispatch, timer.due_ms))
             return None
-        return self._fire_chain(timer, job, claimed, now, outgoing, report, calendars)
+        return self._fire_chain(timer, job, claimed, now, outgoing, report, calendars, alone)
 
     def _fire_chain(self, timer: Timer, job: Job, claimed: int, now: int,
                     outgoing: list[Outgoing], report: HandOffReport,
-                    calendars: CalendarCache | None = None) -> Timer | None:
+                    calendars: CalendarCache | None = None, alone: bool | None = None) -> Timer | None:
         """Dispatch this occurrence and any later ones inside claimed buckets; return the timer
-        of the first occurrence beyond them (None when the schedule has ended)."""
+        of the first occurrence beyond them (None when the schedule has ended). `alone`: the
+        path of these fires (`Dispatch.solo`), the timer's: whoever else reads it decides alike."""
         schedule = job.spec.schedule
         policy = job.spec.misfire_policy
         nominal: int | None = job.nominal_of(timer.due_ms)
@@ -297,7 +345,7 @@ class HandOff:
             runs += 1
             dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id,
                                 execution_id_for(job.job_id, occurrence), occurrence, job.generation,
-                                run=runs if schedule.recurring else None)
+                                run=runs if schedule.recurring else None, solo=alone)
             # A tenant's herd enters the lane at its fair share a second (service/fairness.py).
             outgoing.append(Outgoing(job.spec.priority, dispatch, self._fair.visible_at(job.tenant_id, occurrence)))
             if job.spec.expect is not None and not (timer.kind is TimerKind.FIRE and occurrence == timer.due_ms):

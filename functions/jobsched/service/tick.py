@@ -81,7 +81,9 @@ class Ticker:
             # wrote before it is seen by the consistent query below. (Timers written into the
             # bucket after the claim are therefore never needed from the query: resuming after
             # a saved position skips nothing.)
-            self._stores.watermarks.claim(segment, minute)
+            # The claim keeps its instant: with each timer's write instant it decides which fires
+            # two senders may send (service/handoff.py).
+            claimed_at = self._stores.watermarks.claim(segment, minute, self._clock.now_ms())
             pages = self._pages(segment, minute, watermark, time_left)
             unsaved: str | None = None  # the position after a slice's end, saved only if the run stops
             while True:
@@ -99,7 +101,7 @@ class Ticker:
                 jobs = self._stores.jobs.get_many([(t.tenant_id, t.job_id) for t in page.timers
                                                    if t.kind is not TimerKind.CHECK])
                 report.handoff.add(self._handoff.hand_off(page.timers, jobs, claimed_through=minute,
-                                                          calendars=calendars))
+                                                          calendars=calendars, claimed_at=claimed_at))
                 # Crash before this write: the next run hands this page off again (idempotent).
                 slowest_page_ms = max(slowest_page_ms, self._clock.now_ms() - started)
                 if page.ends_slice:

@@ -5,7 +5,7 @@ import secrets
 
 from botocore.exceptions import ClientError
 
-from jobsched.domain.timers import Watermark
+from jobsched.domain.timers import CLAIM_SLOTS, Watermark, claim_slot
 from jobsched.store.dynamo import _condition_lost, plain
 # Not a segment: the segments table's item that holds the dispatch key.
 DISPATCH_KEY_ITEM = -1
@@ -26,12 +26,30 @@ class WatermarksStore:
             return None
         item = plain(item)
         return Watermark(segment, item.get("claimedThrough"), item.get("doneThrough"), item.get("positionMinute"),
-                         item.get("positionSk"))
+                         item.get("positionSk"), _claims(item))
 
-    def claim(self, segment: int, minute: int) -> None:
-        """Raise claimedThrough to `minute` before its bucket is read. A lost condition means
-        another tick claimed it already: harmless, dispatch is idempotent."""
-        self._raise(segment, "claimedThrough", minute)
+    def claim(self, segment: int, minute: int, at_ms: int | None = None) -> int | None:
+        """Raise claimedThrough to `minute` before its bucket is read, keeping `at_ms` (the tick's
+        clock before this call) as the bucket's claim instant. A lost condition means another tick
+        claimed it already: harmless, dispatch is idempotent; the instant kept by that claim is
+        read then. Returns the bucket's claim instant (None when none is kept)."""
+        if at_ms is None:
+            self._raise(segment, "claimedThrough", minute)
+            return None
+        try:
+            self._table.update_item(
+                Key={"segment": segment},
+                UpdateExpression="SET claimedThrough = :m, #slot = :at",
+                ConditionExpression="attribute_not_exists(claimedThrough) OR claimedThrough < :m",
+                ExpressionAttributeNames={"#slot": claim_slot(minute)},
+                ExpressionAttributeValues={":m": minute, ":at": f"{minute}:{at_ms}"},
+            )
+            return at_ms
+        except ClientError as exc:
+            if not _condition_lost(exc, "claimedThrough"):
+                raise
+        watermark = self.get(segment)
+        return watermark.claimed_at(minute) if watermark else None
 
     def rewind(self, segment: int, minute: int, epoch: int) -> None:
         """Regions: a region that took the segment under `epoch` hands it off again from bucket
@@ -97,3 +115,14 @@ class WatermarksStore:
         except ClientError as exc:
             if not _condition_lost(exc, attribute):
                 raise
+
+
+def _claims(item: dict) -> dict[int, int]:
+    """The claim instants kept in the item's slots (`claim<n>` = "<minute>:<ms>")."""
+    claims: dict[int, int] = {}
+    for n in range(CLAIM_SLOTS):
+        value = item.get(f"claim{n}")
+        if isinstance(value, str) and ":" in value:
+            minute, at = value.split(":", 1)
+            claims[int(minute)] = int(at)
+    return claims

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 from jobsched.domain.timer_packs import TimerExpander, pack_timers
@@ -33,11 +34,14 @@ class TimersStore:
         self.page_size = page_size
         self._sleep = sleep
 
-    def put_many(self, timers: list[Timer], pack: bool = False) -> None:
+    def put_many(self, timers: list[Timer], pack: bool = False, written_ms: int | None = None) -> None:
         """Timer keys are unique per action and their content immutable, so a repeated put
         rewrites identical data: idempotent without a condition, and batchable. `pack`: the next
         FIRE timers go into timer packs, one item per (bucket, up to 100 timers), whose keys and
-        contents follow from their members (domain/timer_packs.py): idempotent too."""
+        contents follow from their members (domain/timer_packs.py): idempotent too. `written_ms`:
+        the writer's clock before the put, stamped on every timer and pack (`writtenMs`)."""
+        if written_ms is not None:
+            timers = [replace(t, written_ms=written_ms) for t in timers]
         packs, singles = pack_timers(timers) if pack else ([], timers)
         if len(singles) == 1 and not packs:
             self._client.put_item(TableName=self._name, Item=singles[0].to_wire())
