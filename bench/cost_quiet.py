@@ -24,9 +24,15 @@ def quiet_cuts(m: Measured) -> list[tuple[str, WhatIf, str, str]]:
     weighed one's WhatIf applies it (its saving: the deployed total minus that)."""
     tpl = m.template
     cuts = []
-    if not has_kms_key(tpl):
-        cuts.append(("default encryption: AWS-owned keys for the tables, SQS-managed (SSE-SQS) for the queues "
-                     "(-c encryption=kms keeps the stack's key)", WhatIf(kms=True), "built",
+    if has_kms_key(tpl):
+        cuts.append(("AWS-owned keys for the tables, SQS-managed (SSE-SQS) for the queues (-c encryption=aws-owned, "
+                     "for a new deployment only; the stack's own key as deployed)", WhatIf(kms=False), "weighed",
+                     "the key's own policy, CloudTrail of each data-key use, crypto-shredding by deleting the key, "
+                     "and signing secrets sealed by KMS; a stack deployed with the key must keep it (its tenants' "
+                     "secrets are sealed with it)"))
+    else:
+        cuts.append(("AWS-owned keys for the tables, SQS-managed (SSE-SQS) for the queues (-c encryption=aws-owned)",
+                     WhatIf(kms=True), "built",
                      "the key's own policy, CloudTrail of each data-key use, crypto-shredding by deleting the key, "
                      "and signing secrets sealed by KMS (kept as the table keeps everything: encrypted at rest)"))
     if not _has_task_events_alarms(tpl):

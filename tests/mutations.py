@@ -17,6 +17,11 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("signing: a secret sealed with a key this deployment lacks is unavailable, not a crash",
+  "functions/jobsched/store/signing.py",
+  "        if self._kms is None or not self._key_id:\n",
+  "        if False:\n",
+  "tests/unit/test_signing.py::test_a_secret_sealed_with_the_stacks_key_is_unavailable_not_a_crash_where_the_deployment_has_no_key"),
  ("packs: a redelivered pack runs only the entries without a recorded outcome", "functions/jobsched/service/packs.py",
   "            recorded = claim.outcomes.get(dispatch.execution_id)",
   "            recorded = None",

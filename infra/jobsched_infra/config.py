@@ -36,13 +36,15 @@ class StackConfig:
     # target_key_arn_patterns are usable by every tenant (through SQS and SNS only).
     target_keys: str = "tagged"
     target_key_arn_patterns: tuple[str, ...] = ()
-    # "aws-owned" (the default): the tables under DynamoDB's AWS-owned key, the queues under SQS's
-    # own keys (SSE-SQS), tenants' signing secrets kept as the table keeps everything; no KMS key,
-    # no KMS request (about $2.95 of a quiet deployment's month: docs/performance.md).
-    # "kms": tables, queues and topics under one customer-managed key (rotated yearly), signing
-    # secrets sealed with it: the key's own policy, CloudTrail of each use, and deleting the key
-    # makes every copy of the data unreadable (crypto-shredding).
-    encryption: str = "aws-owned"
+    # "kms" (the default): tables, queues and topics under one customer-managed key (rotated
+    # yearly), signing secrets sealed with it: the key's own policy, CloudTrail of each use, and
+    # deleting the key makes every copy of the data unreadable (crypto-shredding).
+    # "aws-owned", for a NEW deployment only: the tables under DynamoDB's AWS-owned key, the queues
+    # under SQS's own keys (SSE-SQS), signing secrets kept as the table keeps everything; no KMS key,
+    # no KMS request (about $2.95 of a quiet deployment's month: docs/performance.md). A stack
+    # deployed with the key keeps it: its tenants' signing secrets are sealed with it (a stack that
+    # dropped it could open none of them: their signed calls would stop).
+    encryption: str = "kms"
     # Per-tenant quotas, enforced by the API function (answers 429).
     max_active_jobs: int = 100_000
     max_creates_per_second: int = 50
@@ -210,7 +212,7 @@ class StackConfig:
             target_arn_patterns=_string_list(get("targetArnPatterns", []), "targetArnPatterns"),
             target_keys=_choice(get("targetKeys", "tagged"), ("tagged", "none"), "targetKeys"),
             target_key_arn_patterns=_arn_list(get("targetKeyArnPatterns", []), "targetKeyArnPatterns", ":key/"),
-            encryption=_choice(get("encryption", "aws-owned"), ("aws-owned", "kms"), "encryption"),
+            encryption=_choice(get("encryption", "kms"), ("kms", "aws-owned"), "encryption"),
             max_active_jobs=int(get("maxActiveJobsPerTenant", 100_000)),
             max_creates_per_second=int(get("maxCreatesPerSecondPerTenant", 50)),
             api_reserved_concurrency=_int_in(get("apiReservedConcurrency", base.api_reserved_concurrency), 0, 1000,

@@ -19,27 +19,34 @@ def default(tmp_path_factory):
     return stack["template"]
 
 
-def test_the_default_deployment_has_no_kms_key_and_grants_no_kms_call_on_its_own_data(default):
-    """encryption=aws-owned by default: DynamoDB's AWS-owned key, SSE-SQS on every queue, no key,
-    no KMS grant but the targets role's (tenants' own SSE-KMS targets)."""
-    assert not resources(default, "AWS::KMS::Key") and not resources(default, "AWS::KMS::ReplicaKey")
-    tables = resources(default, "AWS::DynamoDB::Table")
+def test_the_default_deployment_keeps_its_kms_key_and_aws_owned_keys_are_an_option(default, tmp_path_factory):
+    """encryption=kms by default (a stack deployed with its key keeps it: its tenants' signing
+    secrets are sealed with it); `-c encryption=aws-owned`, for a new deployment: DynamoDB's
+    AWS-owned key, SSE-SQS on every queue, no key, no KMS grant but the targets role's (tenants'
+    own SSE-KMS targets)."""
+    assert len(resources(default, "AWS::KMS::Key")) == 1
+    for table in resources(default, "AWS::DynamoDB::Table").values():
+        assert table["Properties"]["SSESpecification"]["SSEEnabled"] is True, table
+    [(_, stack)] = synth_app(tmp_path_factory.mktemp("aws-owned"), {"encryption": "aws-owned"}).items()
+    owned = stack["template"]
+    assert not resources(owned, "AWS::KMS::Key") and not resources(owned, "AWS::KMS::ReplicaKey")
+    tables = resources(owned, "AWS::DynamoDB::Table")
     assert len(tables) == 5
     for table in tables.values():
         # No SSESpecification (or SSEEnabled false): DynamoDB's AWS-owned key, no KMS charge.
         assert not table["Properties"].get("SSESpecification", {}).get("SSEEnabled"), table
-    queues = resources(default, "AWS::SQS::Queue")
+    queues = resources(owned, "AWS::SQS::Queue")
     assert queues
     for queue in queues.values():
         assert queue["Properties"].get("SqsManagedSseEnabled") is True and "KmsMasterKeyId" not in queue["Properties"]
-    for topic in resources(default, "AWS::SNS::Topic").values():
+    for topic in resources(owned, "AWS::SNS::Topic").values():
         assert "KmsMasterKeyId" not in topic["Properties"]
-    for logical, fn in resources(default, "AWS::Lambda::Function").items():
+    for logical, fn in resources(owned, "AWS::Lambda::Function").items():
         handler = fn["Properties"].get("Handler", "")
         if not handler.startswith("jobsched."):
             continue
         assert Env.SIGNING_KEY_ID not in fn["Properties"]["Environment"]["Variables"], handler
-        kms = [s for s in _statements(default, logical) if any(a.startswith("kms:") for a in _as_list(s["Action"]))]
+        kms = [s for s in _statements(owned, logical) if any(a.startswith("kms:") for a in _as_list(s["Action"]))]
         assert not kms, (function_name(handler), kms)
 
 

@@ -58,3 +58,19 @@ def test_a_new_secret_is_whsec_and_32_random_bytes_and_a_round_2_secret_signs_on
     header = signing.signature_header([legacy], 7, b"{}")
     assert header == "t=7,v1=" + hmac.new(legacy.encode(), b"7.{}", hashlib.sha256).hexdigest()
     assert base64.b64decode(secret[6:]) == signing_key(secret)
+
+
+def test_a_secret_sealed_with_the_stacks_key_is_unavailable_not_a_crash_where_the_deployment_has_no_key():
+    """A stack deployed with its KMS key sealed its tenants' secrets with it; deployed again without
+    one (`-c encryption=aws-owned`), opening such a secret says signing is unavailable (the call is
+    then retried, and the alarm says why) instead of failing on a missing client."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from jobsched.store.signing import SigningSecretsStore, SigningUnavailable
+
+    store = SigningSecretsStore(SimpleNamespace(Table=lambda name: None), "jobs")
+    assert store.open("tenant-a", "plain:whsec_abc") == "whsec_abc"
+    with pytest.raises(SigningUnavailable, match="encryption=kms"):
+        store.open("tenant-a", "kms:AAAA")

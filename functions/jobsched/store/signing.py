@@ -76,6 +76,11 @@ class SigningSecretsStore:
         kind, _, text = sealed.partition(":")
         if kind == "plain":
             return text
+        if self._kms is None or not self._key_id:
+            # Sealed with the stack's key by a deployment that had one: this one has none (deployed
+            # since with `-c encryption=aws-owned`), so no secret of it can be opened here.
+            raise SigningUnavailable("the secret is sealed with the stack's KMS key and this deployment has none "
+                                     "(deploy with -c encryption=kms)")
         try:
             answer = self._kms.decrypt(CiphertextBlob=base64.b64decode(text),
                                        EncryptionContext=self._context(tenant_id))
