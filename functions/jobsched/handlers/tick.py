@@ -64,7 +64,11 @@ def make_handler(env: Mapping[str, str], clock=None, session=None):
                                    "nextTimers": handoff.next_timers, "stale": handoff.stale,
                                    "behindMinutes": report.behind_minutes, "outOfTime": report.out_of_time,
                                    # regions: held here, under which epoch, and a take's rewind
-                                   "held": report.held, "epoch": report.epoch, "rewoundTo": report.rewound_to})
+                                   "held": report.held, "epoch": report.epoch, "rewoundTo": report.rewound_to,
+                                   # fires its hand-off's next timers found claimed and sent alone
+                                   # although the other run's query may have read them too (the
+                                   # two-senders rule's uncertain case: architecture.md)
+                                   **({"uncertainSends": handoff.uncertain} if handoff.uncertain else {})})
         return {"segment": segment, "buckets": report.buckets, "dispatched": handoff.dispatched,
                 "nextTimers": handoff.next_timers,
                 "behindMinutes": report.behind_minutes, "outOfTime": report.out_of_time,
