@@ -106,7 +106,8 @@ def backfill_state_shards(table, pages: int | None = None, page_size: int = 500,
     while pages is None or counts["pages"] < pages:
         kwargs: dict[str, Any] = {"ProjectionExpression": "tenantId, jobId, #state, #shard", "Limit": page_size,
                                   "ExpressionAttributeNames": {"#state": "state", "#shard": STATE_SHARD_ATTRIBUTE},
-                                  "FilterExpression": Attr("state").exists()}
+                                  "FilterExpression": Attr("state").exists(),
+                                  "ConsistentRead": True}  # a state written just before is read as it is
         if start:
             kwargs["ExclusiveStartKey"] = start
         answer = table.scan(**kwargs)
