@@ -97,11 +97,16 @@ def test_a_record_that_fails_every_receive_rests_in_the_dlq_after_five_receives_
     [job] = jobs_due_in_two_minutes(harness, 1)
     tried = []
 
-    def broken(self, pack, *args, **kwargs):  # the fire rides in a pack (service/packs.py)
+    def broken(self, pack, *args, **kwargs):  # a fire riding in a pack (service/packs.py)
         tried.append(pack.entries[0].receives)
         raise ConnectionError("DynamoDB did not answer")
 
+    def broken_alone(self, dispatch, *args, **kwargs):  # or sent alone: its writer found its bucket claimed
+        tried.append(dispatch.receives)
+        raise ConnectionError("DynamoDB did not answer")
+
     monkeypatch.setattr(packs_service.PackRunner, "run", broken)
+    monkeypatch.setattr(worker_service.Worker, "process", broken_alone)
     harness.advance(125 + 30 + 60 + 120 + 240 + 60, step_ms=5_000)
     assert tried == list(range(MAX_RECEIVE_COUNT))  # each receive a new message carrying the count so far
     assert sum(lane_attributes(harness).values()) == 0
