@@ -23,7 +23,7 @@ from bench.cost_prices import (ACCESS_LOG_BYTES, API_GB, API_OWN_S, CALL_S, EVEN
                                KMS_REUSE_S, LOG_RETENTION_DAYS, PER_PACK, PLATFORM_LOG_BYTES, PRICE_DATE, PRICES,
                                PROVISIONED_UTILIZATION, RECURRING_RUNS_PER_JOB, RETENTION_DAYS, TARGET_S, TICK_GB,
                                TICK_S_PER_TIMER, WORKER_CPU_PER_RECORD_S, XRAY_RATE, XRAY_RESERVOIR_PER_S, WhatIf, bill,
-                               idle_pollers, provisioned_tables, template_segments)
+                               has_kms_key, idle_pollers, provisioned_tables, template_segments)
 from bench.cost_quiet import print_quiet_month
 from bench.pack_fill import pack_fill
 from jobsched.sizing import segments_for
@@ -142,6 +142,9 @@ def main(argv: list[str] | None = None) -> None:
               ("no INFO log lines (metrics kept)", WhatIf(info_lines=False), "the per-attempt and per-create lines"),
               ("X-Ray tracing on (-c tracing=on; off as deployed)", WhatIf(tracing=True),
                "nothing: the functions' X-Ray traces and service map, at this price"),
+              ("AWS-owned keys (-c encryption=aws-owned, a new deployment; the stack's own key as deployed)",
+               WhatIf(kms=False), "the key's policy, CloudTrail of each use, crypto-shredding, KMS-sealed signing secrets")
+              if has_kms_key(first.template) else
               ("the stack's own KMS key (-c encryption=kms; AWS-owned keys as deployed)", WhatIf(kms=True),
                "nothing: its key policy, CloudTrail of each use, crypto-shredding, at this price")]
     rows = []
