@@ -88,8 +88,16 @@ class Dispatch:
     # knows it is the only one (it may ride a pack); None, sent before the senders decided (the
     # worker decides from the job's age).
     solo: bool | None = None
+    # Job snapshots (docs/architecture.md, "The worker reads no job"): the job's item as the tick's
+    # hand-off read it (strongly consistent, after its bucket's claim), carried by a pack entry
+    # whose job may ride it; the worker trusts it under the pack partition's fences instead of
+    # reading the job again. None: the worker reads the job. Not part of the dispatch's identity.
+    snapshot: dict | None = field(default=None, compare=False, hash=False, repr=False)
 
     def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    def to_dict(self) -> dict:
         body = {
             "v": 1,
             "kind": self.kind.value,
@@ -114,11 +122,17 @@ class Dispatch:
             body["holds"] = self.holds
         if self.solo is not None:
             body["solo"] = self.solo
-        return json.dumps(body, separators=(",", ":"))
+        if self.snapshot is not None:
+            body["job"] = self.snapshot
+        return body
 
     @classmethod
     def from_json(cls, body: str) -> "Dispatch":
-        data = json.loads(body)
+        return cls.from_dict(json.loads(body))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Dispatch":
+        snapshot = data.get("job")
         return cls(
             kind=DispatchKind(data["kind"]),
             tenant_id=data["tenantId"],
@@ -134,6 +148,7 @@ class Dispatch:
             receives=int(data.get("receives") or 0),
             holds=int(data.get("holds") or 0),
             solo=data["solo"] if isinstance(data.get("solo"), bool) else None,
+            snapshot=snapshot if isinstance(snapshot, dict) else None,
         )
 
 

@@ -48,7 +48,7 @@ class Pack:
         if self.pack_id is None:
             (only,) = self.entries
             return only.to_json()
-        return json.dumps({"v": 2, "pack": self.pack_id, "e": [json.loads(d.to_json()) for d in self.entries]},
+        return json.dumps({"v": 2, "pack": self.pack_id, "e": [d.to_dict() for d in self.entries]},
                           separators=(",", ":"))
 
     @classmethod
@@ -59,7 +59,7 @@ class Pack:
             entries = data.get("e")
             if not isinstance(pack_id, str) or not isinstance(entries, list) or not entries:
                 raise ValueError("a pack without an id or entries")
-            return cls(pack_id, tuple(Dispatch.from_json(json.dumps(e)) for e in entries))
+            return cls(pack_id, tuple(Dispatch.from_dict(e) for e in entries))
         return cls(None, (Dispatch.from_json(body),))
 
     def with_receives(self, receives: int) -> "Pack":
@@ -96,6 +96,10 @@ class PackKey:
 
 def partition_of(segment: int, due_second: int) -> str:
     return f"{PACK_PREFIX}{segment}#{due_second}"
+
+
+def fence_key(job_id: str) -> str:
+    return FENCE_PREFIX + job_id
 
 
 def digest_of(execution_ids: Iterable[str], salt: str = "") -> str:
@@ -191,21 +195,55 @@ YOUNG_JOB_MS = 5 * 60_000
 MAX_PACK_OUTPUT_BYTES = 1_024
 
 
+# Job snapshots (docs/architecture.md, "The worker reads no job"). An entry carries its job's item
+# when it is at most this many bytes of JSON (a larger payload is read by the worker, as before).
+SNAPSHOT_MAX_BYTES = 4_000
+# A change to a job (pause, update, delete) fences its occurrences from this long before the change
+# up to the end of its segment's claimed buckets; the worker trusts a snapshot only when its pack's
+# fences are read at most SNAPSHOT_TRUST_MS after the pack's due instant (the rest is margin for
+# the change's own clock against the worker's). Later than that, the worker reads the jobs.
+FENCE_BACK_MS = 60_000
+SNAPSHOT_TRUST_MS = 50_000
+# A fence item's sort key in its pack partition (pack items' sort keys start with a lane's name).
+FENCE_PREFIX = "fence#"
+# A fence item lives this long after its second (it is read only within SNAPSHOT_TRUST_MS of it).
+FENCE_TTL_S = 3_600
+# The snapshot leaves out what the worker never reads of the job (its pause spans, up to 4 KB).
+_NOT_SNAPSHOTTED = ("pausedSpans", "pausedReason", "lastDeadExecution", "scheduleSinceMs")
+
+
+def snapshot_of(job) -> dict | None:
+    """The item an entry of this job carries to the worker, or None when the worker must read the
+    job itself: a job whose entries leave the pack anyway, one that pauses itself after failures
+    (its failure count moves without a change of generation), one whose item is too large."""
+    if job.spec.target is None or job.version < 0 or not _plain(job.spec) or job.spec.pause_after_failures is not None:
+        return None
+    item = {k: v for k, v in job.to_item().items() if k not in _NOT_SNAPSHOTTED}
+    if len(json.dumps(item, separators=(",", ":"))) > SNAPSHOT_MAX_BYTES:
+        return None
+    return item
+
+
+def _plain(spec) -> bool:
+    """A job whose entries need nothing but their record at their end (no steps, flow control,
+    expectations, hooks, run counts, overlap checks or container tasks)."""
+    from jobsched.domain.jobs import OverlapPolicy, TargetType
+
+    return (spec.steps is None and spec.flow_control is None and spec.expect is None
+            and spec.on_success is None and spec.on_failure is None and spec.max_runs is None
+            and spec.overlap_policy is not OverlapPolicy.SKIP
+            and spec.target is not None and spec.target.type is not TargetType.ECS_TASK)
+
+
 def runs_in_pack(job, dispatch: Dispatch) -> bool:
     """Whether an entry can take the pack's plain path: a scheduled occurrence's first attempt of a
     job whose end needs nothing but its record. Everything that needs the per-execution machinery
     (steps, container tasks, overlap checks, flow control, hooks, expectations, run counts, catch-up
     releases, a held-back dispatch, and for an entry whose sender did not decide its path a job
     written within YOUNG_JOB_MS of the occurrence) leaves the pack (MOVED) before its call."""
-    from jobsched.domain.jobs import OverlapPolicy, TargetType
-
-    spec = job.spec
     return (packable(dispatch) and not dispatch.catch_up
             and (dispatch.solo is False or job.updated_ms < dispatch.due_ms - YOUNG_JOB_MS)
-            and spec.steps is None and spec.flow_control is None and spec.expect is None
-            and spec.on_success is None and spec.on_failure is None and spec.max_runs is None
-            and spec.overlap_policy is not OverlapPolicy.SKIP
-            and spec.target is not None and spec.target.type is not TargetType.ECS_TASK)
+            and _plain(job.spec))
 
 
 TAG_CHARS = 8

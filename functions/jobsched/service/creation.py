@@ -70,8 +70,9 @@ Created = tuple[Job, bool] | DomainError
 
 class JobCreation:
     def __init__(self, jobs_store, handoff, clock: Clock, quotas: Quotas,
-                 place_first_timer: Callable[[Job, int | None], None]) -> None:
+                 place_first_timer: Callable[[Job, int | None], None], fences=None) -> None:
         self._jobs = jobs_store
+        self._fences = fences  # job snapshots: a creation taken back fences what was handed off
         self._handoff = handoff
         self._clock = clock
         self._quotas = quotas
@@ -177,6 +178,8 @@ class JobCreation:
             # with calendars stays; the caller's repeat with its key places its timer).
             if created and self._jobs.remove_new(job):
                 self._jobs.give_back_quota(tenant_id, active_counter(shard))
+                if self._fences is not None:  # its timer may have been written and handed off
+                    self._fences.after_change(job, job.created_ms, job.generation + 1)
             raise
         return job, created
 

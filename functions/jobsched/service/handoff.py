@@ -11,6 +11,7 @@ from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for,
 from jobsched.domain.jobs import Job, MisfirePolicy, Priority
 from jobsched.domain.errors import WrongRegion
 from jobsched.domain.ownership import marked_job_id
+from jobsched.domain.packs import SNAPSHOT_TRUST_MS, snapshot_of
 from jobsched.domain.timers import (Timer, TimerKind, Watermark, is_claimed, minute_of, segment_of, sent_alone,
                                     surely_read)
 from jobsched.domain.calendars import EXCLUDED
@@ -161,18 +162,22 @@ class HandOff:
         return mine
 
     def hand_off(self, timers: list[Timer], jobs: dict[tuple[str, str], Job], claimed_through: int,
-                 calendars: CalendarCache | None = None, claimed_at: int | None = None) -> HandOffReport:
+                 calendars: CalendarCache | None = None, claimed_at: int | None = None,
+                 snapshots: bool = False) -> HandOffReport:
         """Dispatch these due timers. For recurring jobs, write the next FIRE timer (computed
         from the due instant, never from now); occurrences that fall in already-claimed buckets
         are dispatched here too, since no tick will read them. `calendars`: the run's cache of
         exclusion calendars (a new one, read only if a job names one, when not given).
         `claimed_at`: the instant of their bucket's claim (the tick's), which with each timer's
-        write instant decides its fires' path (domain/timers.py `sent_alone`)."""
+        write instant decides its fires' path (domain/timers.py `sent_alone`). `snapshots`: the
+        jobs were read whole after the bucket's claim (the tick's), and their pack entries may
+        carry them to the worker (domain/packs.py `snapshot_of`; service/fences.py)."""
         return self._hand_off([(t, sent_alone(t.written_ms, claimed_at)) for t in timers], jobs, claimed_through,
-                              calendars)
+                              calendars, snapshots and not self.multi_region)
 
     def _hand_off(self, timers: list[tuple[Timer, bool | None]], jobs: dict[tuple[str, str], Job],
-                  claimed_through: int, calendars: CalendarCache | None = None) -> HandOffReport:
+                  claimed_through: int, calendars: CalendarCache | None = None,
+                  snapshots: bool = False) -> HandOffReport:
         """hand_off(), each timer with the path of its fires (`Dispatch.solo`)."""
         report = HandOffReport()
         calendars = calendars if calendars is not None else self.calendar_cache()
@@ -188,7 +193,7 @@ class HandOff:
                 next_timers: list[Timer] = []
                 for timer, alone in pending:
                     following = self._dispatch(timer, jobs.get((timer.tenant_id, timer.job_id)), claimed, now,
-                                               outgoing, report, calendars, alone)
+                                               outgoing, report, calendars, alone, snapshots)
                     if following is not None:
                         next_timers.append(following)
                 pending = []
@@ -262,7 +267,7 @@ class HandOff:
 
     def _dispatch(self, timer: Timer, job: Job | None, claimed: int, now: int, outgoing: list[Outgoing],
                   report: HandOffReport, calendars: CalendarCache | None = None,
-                  alone: bool | None = None) -> Timer | None:
+                  alone: bool | None = None, snapshots: bool = False) -> Timer | None:
         """Add what this due timer asks for to `outgoing`; return the job's next timer, if any."""
         if timer.kind is TimerKind.CHECK:
             # Absence alerts: checked whatever became of the job (service/expectations.py decides);
@@ -300,14 +305,18 @@ class HandOff:
                                 run=timer.runs or None)
             outgoing.append(Outgoing(job.spec.priority, dispatch, timer.due_ms))
             return None
-        return self._fire_chain(timer, job, claimed, now, outgoing, report, calendars, alone)
+        return self._fire_chain(timer, job, claimed, now, outgoing, report, calendars, alone, snapshots)
 
     def _fire_chain(self, timer: Timer, job: Job, claimed: int, now: int,
                     outgoing: list[Outgoing], report: HandOffReport,
-                    calendars: CalendarCache | None = None, alone: bool | None = None) -> Timer | None:
+                    calendars: CalendarCache | None = None, alone: bool | None = None,
+                    snapshots: bool = False) -> Timer | None:
         """Dispatch this occurrence and any later ones inside claimed buckets; return the timer
         of the first occurrence beyond them (None when the schedule has ended). `alone`: the
-        path of these fires (`Dispatch.solo`), the timer's: whoever else reads it decides alike."""
+        path of these fires (`Dispatch.solo`), the timer's: whoever else reads it decides alike.
+        `snapshots`: an occurrence of a claimed bucket, not long past, carries its job's snapshot
+        (what a change fences: service/fences.py)."""
+        snapshot = snapshot_of(job) if snapshots and alone is not True else None
         schedule = job.spec.schedule
         policy = job.spec.misfire_policy
         nominal: int | None = job.nominal_of(timer.due_ms)
@@ -345,7 +354,9 @@ class HandOff:
             runs += 1
             dispatch = Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id,
                                 execution_id_for(job.job_id, occurrence), occurrence, job.generation,
-                                run=runs if schedule.recurring else None, solo=alone)
+                                run=runs if schedule.recurring else None, solo=alone,
+                                snapshot=snapshot if minute_of(occurrence) <= claimed
+                                and occurrence >= now - SNAPSHOT_TRUST_MS else None)
             # A tenant's herd enters the lane at its fair share a second (service/fairness.py).
             outgoing.append(Outgoing(job.spec.priority, dispatch, self._fair.visible_at(job.tenant_id, occurrence)))
             if job.spec.expect is not None and not (timer.kind is TimerKind.FIRE and occurrence == timer.due_ms):

@@ -28,6 +28,7 @@ from jobsched.domain.timers import Timer, TimerKind
 from jobsched.service.creation import (IDEMPOTENCY_TTL_SECONDS, Created, JobCreation, NewJob, Quotas,
                                        body_hash)
 from jobsched.service.calendars import CalendarCache
+from jobsched.service.fences import Fences
 from jobsched.service.handoff import HandOff
 from jobsched.store.jobs import name_prefix as name_prefix_of
 from jobsched.store.jobs import tag_prefix
@@ -93,7 +94,9 @@ class JobsService:
         self._outcomes = Outcomes(stores, handoff, clock)
         self._stores_calendars = stores.calendars
         self._runs = self._outcomes.runs
-        self._creation = JobCreation(stores.jobs, handoff, clock, quotas, self._place_first_timer)
+        # Job snapshots: a change to an ACTIVE job fences what a tick handed off with its snapshot.
+        self._fences = Fences(stores, handoff)
+        self._creation = JobCreation(stores.jobs, handoff, clock, quotas, self._place_first_timer, self._fences)
         self._packs = PackReads(stores, handoff.segment_of, clock)  # executions recorded in their packs
 
     # --- jobs ------------------------------------------------------------------------------
@@ -279,6 +282,7 @@ class JobsService:
             raise UnprocessableRequest.for_field("maxRuns", f"the job has already fired {job.run_count} times")
         updated = job.replaced(spec, now)
         self._jobs.save(job, updated)
+        self._fences.after_change(job, now, updated.generation)
         if updated.state is JobState.ACTIVE:
             self._place_first_timer(updated, updated.spec.schedule.first_fire())
         return updated
@@ -286,8 +290,11 @@ class JobsService:
     @retried_without_if_match
     def cancel(self, tenant_id: str, job_id: str) -> Job:
         job = self.get(tenant_id, job_id)
-        cancelled = job.cancelled(self._clock.now_ms())
+        now = self._clock.now_ms()
+        cancelled = job.cancelled(now)
         self._jobs.save(job, cancelled)
+        if cancelled is not job:
+            self._fences.after_change(job, now, cancelled.generation)
         if cancelled is not job and job.state in (JobState.ACTIVE, JobState.PAUSED):
             self._jobs.give_back_quota(tenant_id, active_counter(job.quota_shard))
         return cancelled
@@ -295,8 +302,11 @@ class JobsService:
     @retried_without_if_match
     def pause(self, tenant_id: str, job_id: str, reason: str | None = None) -> Job:
         job = self.counted(self.get(tenant_id, job_id))
-        paused = job.paused(self._clock.now_ms(), reason)
+        now = self._clock.now_ms()
+        paused = job.paused(now, reason)
         self._jobs.save(job, paused)
+        if paused is not job:
+            self._fences.after_change(job, now, paused.generation)
         return paused
 
     @retried_without_if_match

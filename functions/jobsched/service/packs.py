@@ -17,8 +17,8 @@ from jobsched.domain.clock import Clock
 from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
-from jobsched.domain.packs import (MAX_PACK_OUTPUT_BYTES, Pack, PackKey, PackOutcome, PackStatus, entry_tag,
-                                   runs_in_pack)
+from jobsched.domain.packs import (MAX_PACK_OUTPUT_BYTES, SNAPSHOT_TRUST_MS, Pack, PackKey, PackOutcome, PackStatus,
+                                   entry_tag, runs_in_pack)
 from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.worker import (LEASE_MARGIN_MS, MAX_PRECISION_WAIT_MS, UNREAD, ArrivedEarly, RedeliverLater,
                                      Worker, still_wanted)
@@ -140,16 +140,43 @@ class PackRunner:
         return result
 
     def _jobs_after_due(self, pack: Pack, jobs: dict, read_at_ms: int | None, due: int) -> dict:
-        """The last look at a FIRE's job follows its due instant (as Worker.process): jobs read
-        before it, or not read, are read again, in one strongly consistent batch read."""
-        keys = [(d.tenant_id, d.job_id) for d in pack.entries]
-        if read_at_ms is not None and read_at_ms >= due and all(jobs.get(k, UNREAD) is not UNREAD for k in keys):
-            return jobs
+        """The last look at a FIRE's job follows its due instant (as Worker.process). An entry that
+        carries its job's snapshot (the tick's read) is checked against its pack partition's fences
+        instead, read now in one strongly consistent Query, when now is at most SNAPSHOT_TRUST_MS
+        after the due instant (docs/architecture.md, "The worker reads no job"). The other entries'
+        jobs read before it, or not read, are read again, in one strongly consistent batch read."""
+        snapped = self._snapshots(pack, due)
+        keys = [(d.tenant_id, d.job_id) for d in pack.entries if (d.tenant_id, d.job_id) not in snapped]
+        if not keys or (read_at_ms is not None and read_at_ms >= due
+                        and all(jobs.get(k, UNREAD) is not UNREAD for k in keys)):
+            return {**jobs, **snapped}
         try:
             fresh = self._jobs.get_many(list(dict.fromkeys(keys)), whole=True)
         except Exception:  # noqa: BLE001 - as a batch's read: each entry's job is read on its own
             fresh = {k: self._jobs.get(k[0], k[1], consistent=True) for k in dict.fromkeys(keys)}
-        return {**jobs, **{k: fresh.get(k) for k in keys}}
+        return {**jobs, **{k: fresh.get(k) for k in keys}, **snapped}
+
+    def _snapshots(self, pack: Pack, due: int) -> dict:
+        """(tenant, job) -> the job its entry carried, or None when a fence says a change came
+        after the snapshot (a pause, update or delete: the entry is stale). Empty when no entry
+        carries one, or the pack is too late for them (its jobs are read)."""
+        carried = [d for d in pack.entries if d.snapshot is not None]
+        if not carried or self._clock.now_ms() - due > SNAPSHOT_TRUST_MS:
+            return {}
+        key = PackKey.parse(pack.pack_id)
+        fences = self._packs.fences(key.segment, key.due_second)
+        snapped: dict = {}
+        for dispatch in carried:
+            try:
+                job = Job.from_item(dispatch.snapshot)
+            except (KeyError, TypeError, ValueError):  # not a job's item: its job is read instead
+                continue
+            if (job.tenant_id, job.job_id, job.generation) != (dispatch.tenant_id, dispatch.job_id, dispatch.generation):
+                continue
+            fence = fences.get(dispatch.job_id)
+            snapped[(dispatch.tenant_id, dispatch.job_id)] = None if fence is not None and dispatch.generation < fence \
+                else job
+        return snapped
 
     def _recorded_before(self, dispatch: Dispatch, job, recorded: PackOutcome, redelivery: bool, moved: list,
                          held: list, result: PackResult) -> None:

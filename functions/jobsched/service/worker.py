@@ -41,11 +41,12 @@ def reads_its_job(dispatch: Dispatch) -> bool:
 
 def batch_read_keys(dispatches, now_ms: int) -> list[tuple[str, str]]:
     """The jobs a batch reads at once before its records fan out: those of its records that read
-    their job and are due by `now_ms`. A FIRE before its due instant reads its own after its wait,
+    their job, are due by `now_ms` and carry no snapshot of it (service/packs.py). A FIRE before
+    its due instant reads its own after its wait,
     or goes back to its queue (ArrivedEarly): read here, it would be read twice or for nothing
     (Worker.process reads again a FIRE's job read before its due instant)."""
     return [(d.tenant_id, d.job_id) for d in dispatches
-            if reads_its_job(d) and not (d.kind is DispatchKind.FIRE and d.due_ms > now_ms)]
+            if reads_its_job(d) and d.snapshot is None and not (d.kind is DispatchKind.FIRE and d.due_ms > now_ms)]
 
 
 def early_ms(dispatch: Dispatch, now_ms: int) -> int:

@@ -10,7 +10,7 @@ from typing import Iterable
 from botocore.exceptions import ClientError
 
 from jobsched.domain.errors import ConditionLost
-from jobsched.domain.packs import PackKey, PackOutcome, PackStatus, partition_of
+from jobsched.domain.packs import FENCE_PREFIX, FENCE_TTL_S, PackKey, PackOutcome, PackStatus, fence_key, partition_of
 from jobsched.store.dynamo import _condition_lost, raw_client
 from jobsched.store.wire import item_from_wire, values_to_wire
 
@@ -123,6 +123,8 @@ class PacksStore:
             answer = self._client.query(**kwargs)
             for item in answer.get("Items", []):
                 item = item_from_wire(item)
+                if not item or "attempt" not in item:  # a fence (below), not a pack
+                    continue
                 packs.append((str(item.get("entries") or ""), int(item.get("attempt") or 0),
                               int(item.get("leaseUntilMs") or 0)))
                 for execution_id, raw in (item.get("outcomes") or {}).items():
@@ -131,6 +133,39 @@ class PacksStore:
                         found[execution_id] = outcome
             if "LastEvaluatedKey" not in answer:
                 return found, packs
+            kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+
+    def fence(self, segment: int, due_second: int, job_id: str, generation: int) -> None:
+        """Job snapshots: the job's entries of generations below `generation` in this partition's
+        packs are stale (it was paused, changed or deleted after their hand-off). Conditional: a
+        fence only ever rises (a later change's lower fence, landing second, changes nothing)."""
+        try:
+            self._client.update_item(
+                TableName=self._name,
+                Key={"jobId": {"S": partition_of(segment, due_second)}, "executionId": {"S": fence_key(job_id)}},
+                UpdateExpression="SET g = :g, expiresAt = :expires",
+                ConditionExpression="attribute_not_exists(g) OR g < :g",
+                ExpressionAttributeValues=values_to_wire({":g": generation,
+                                                          ":expires": due_second + FENCE_TTL_S}))
+        except ClientError as exc:
+            if _condition_lost(exc, "fence") is None:
+                raise
+
+    def fences(self, segment: int, due_second: int) -> dict[str, int]:
+        """A partition's fences, job id -> the lowest generation still wanted: one strongly
+        consistent Query over the `fence#` sort keys only (1 read unit when there are none)."""
+        kwargs = {"TableName": self._name,
+                  "KeyConditionExpression": "jobId = :p AND begins_with(executionId, :f)",
+                  "ExpressionAttributeValues": {":p": {"S": partition_of(segment, due_second)},
+                                                ":f": {"S": FENCE_PREFIX}},
+                  "ConsistentRead": True}
+        found: dict[str, int] = {}
+        while True:
+            answer = self._client.query(**kwargs)
+            for item in answer.get("Items", []):
+                found[item["executionId"]["S"][len(FENCE_PREFIX):]] = int(item["g"]["N"])
+            if "LastEvaluatedKey" not in answer:
+                return found
             kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
 
     def partitions(self, segment: int, due_seconds: Iterable[int]) -> tuple[dict, list]:
