@@ -1,0 +1,129 @@
+"""Job snapshots (docs/architecture.md, "The worker reads no job"): the tick's hand-off puts each
+fire's job in its pack entry, the worker runs the pack without reading a job, and a change answered
+after the hand-off (pause, update, delete) stops the fire through the fence it writes in the pack's
+partition."""
+import boto3
+
+from jobsched.domain.packs import FENCE_PREFIX, SNAPSHOT_TRUST_MS, Pack, partition_of
+from jobsched.handlers import worker as worker_handler
+from jobsched.local.events import Function, sqs_event
+
+from .test_faults import take_messages
+
+MINUTE = 60_000
+HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/hook"}
+
+
+def handed_off(harness, count: int, extra: dict | None = None) -> tuple[list[dict], int]:
+    """`count` jobs due every minute, created minutes ahead (their fires ride one pack), the tick
+    that hands 00:03 off run 0.56 s into 00:01: (the jobs, 00:03). The clock is left at 00:01:00.56."""
+    start = harness.clock.now_ms()
+    due = (start // MINUTE + 3) * MINUTE
+    jobs = [harness.create_job({"name": f"s{i}", "type": "CRON", "schedule": "* * * * *", "target": HOOK,
+                                "payload": {"n": i}, **(extra or {})}) for i in range(count)]
+    harness.advance((due - 2 * MINUTE - start) / 1000 - 0.001)
+    harness.clock.set_ms(due - 2 * MINUTE + 560)
+    harness.tick_all()
+    return jobs, due
+
+
+def the_pack_of(harness, due: int) -> list[dict]:
+    """The lane messages due at `due` (taken off their lanes); the earlier fires are dropped."""
+    harness.clock.set_ms(due)
+    return [m for m in take_messages(harness) if harness.stores.lanes.seal.open_pack(m["Body"]).due_ms == due]
+
+
+def run_worker(harness, messages) -> list[tuple[str, dict]]:
+    """The worker handler on its own session; returns its DynamoDB reads (operation, parameters)."""
+    session = boto3.session.Session(region_name="us-east-1")
+    reads = []
+    for op in ("GetItem", "BatchGetItem", "Query"):
+        session.events.register(f"provide-client-params.dynamodb.{op}",
+                                lambda params, op=op, **_: reads.append((op, params)))
+    fn = Function("worker", worker_handler.make_handler(harness.envs["worker"], harness.clock, session,
+                                                        harness.target))
+    assert fn.invoke(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:lane")) == {"batchItemFailures": []}
+    return reads
+
+
+def job_reads(harness, reads) -> list[str]:
+    table = harness.settings.jobs_table
+    return [op for op, p in reads if p.get("TableName") == table or table in p.get("RequestItems", {})]
+
+
+def fence_reads(reads) -> list[dict]:
+    return [p for op, p in reads if op == "Query"
+            and p.get("ExpressionAttributeValues", {}).get(":f", {}).get("S") == FENCE_PREFIX]
+
+
+def calls_at(harness, job: dict, due: int) -> list[int]:
+    return [c.at_ms for c in harness.target.calls_for(job["jobId"]) if c.execution_id == f"{job['jobId']}.{due}"]
+
+
+def test_a_pack_of_handed_off_fires_runs_without_reading_a_job(harness):
+    jobs, due = handed_off(harness, 6)
+    messages = the_pack_of(harness, due)
+    # Given the six fires in packs (one a segment), each entry carrying its job as the tick read it
+    packs = [harness.stores.lanes.seal.open_pack(m["Body"]) for m in messages]
+    assert all(p.pack_id is not None for p in packs) and sum(len(p.entries) for p in packs) == 6
+    assert len(packs) < 6  # some pack holds more than one
+    assert all(d.snapshot is not None and d.snapshot["jobId"] == d.job_id for p in packs for d in p.entries)
+    # When the worker runs them at their due second
+    reads = run_worker(harness, messages)
+    # Then it reads no job: one strongly consistent Query of each pack partition's fences, and
+    # every fire ran with its payload
+    assert job_reads(harness, reads) == []
+    fences = fence_reads(reads)
+    assert sorted(f["ExpressionAttributeValues"][":p"]["S"] for f in fences) == \
+        sorted(partition_of(int(p.pack_id.split("#")[0]), due // 1000) for p in packs)
+    assert all(f["ConsistentRead"] is True for f in fences)
+    assert all(calls_at(harness, job, due) == [due] for job in jobs)
+    assert sorted(c.payload["n"] for job in jobs for c in harness.target.calls_for(job["jobId"])
+                  if c.execution_id.endswith(str(due))) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_pack_later_than_its_snapshots_trust_reads_its_jobs(harness):
+    jobs, due = handed_off(harness, 3)
+    messages = the_pack_of(harness, due)
+    # Given the pack is delivered long after its due second (past SNAPSHOT_TRUST_MS)
+    harness.clock.set_ms(due + SNAPSHOT_TRUST_MS + 1_000)
+    reads = run_worker(harness, messages)
+    # Then the worker reads its jobs (one consistent batch read), and no fences
+    assert job_reads(harness, reads) == ["BatchGetItem"]
+    assert fence_reads(reads) == []
+    assert all(len(calls_at(harness, job, due)) == 1 for job in jobs)
+
+
+def test_an_update_answered_after_the_hand_off_stops_the_old_fire(harness):
+    jobs, due = handed_off(harness, 2)
+    # Given the fires of 00:03 handed off with their snapshots, and then one job updated (00:01:30)
+    harness.clock.set_ms(due - 90_000)
+    status, _ = harness.request("PUT", f"/v1/jobs/{jobs[0]['jobId']}",
+                                {"name": "s0", "type": "CRON", "schedule": "0 0 1 1 *", "target": HOOK})
+    assert status == 200
+    # When the pack runs at 00:03
+    reads = run_worker(harness, the_pack_of(harness, due))
+    # Then the updated job's old fire is not run (its fence), the other one's is, and no job was read
+    assert calls_at(harness, jobs[0], due) == []
+    assert calls_at(harness, jobs[1], due) == [due]
+    assert job_reads(harness, reads) == []
+
+
+def test_a_fence_only_rises(harness):
+    packs = harness.stores.packs
+    packs.fence(0, 1_000, "job_x", 5)
+    packs.fence(0, 1_000, "job_x", 3)  # a lower one, landing second, changes nothing
+    assert packs.fences(0, 1_000) == {"job_x": 5}
+    packs.fence(0, 1_000, "job_x", 7)
+    assert packs.fences(0, 1_000) == {"job_x": 7}
+    # and a partition's fences are not packs to its readers
+    assert packs.partition(0, 1_000, consistent=True) == ({}, [])
+
+
+def test_a_job_that_pauses_itself_after_failures_carries_no_snapshot(harness):
+    _, due = handed_off(harness, 1, {"pauseAfterFailures": 3})
+    messages = the_pack_of(harness, due)
+    entries = [d for m in messages for d in harness.stores.lanes.seal.open_pack(m["Body"]).entries]
+    assert entries and all(d.snapshot is None for d in entries)
+    reads = run_worker(harness, messages)
+    assert job_reads(harness, reads)  # its failure count moves without a new generation: read
