@@ -115,3 +115,37 @@ def test_a_fill_scales_the_per_pack_counts_only():
     full = bill(m, 10_000.0)
     assert half["DynamoDB writes Executions"] == pytest.approx(full["DynamoDB writes Executions"] / 2)
     assert half["SQS requests"] == pytest.approx(full["SQS requests"] / 2, rel=1e-3)  # beside the idle lanes' polls
+
+
+def test_the_pack_fill_model_follows_the_real_tick_minute_by_minute(template, monkeypatch):
+    """bench e2e's simulation (the real tick, timer store, lanes and worker on a simulated clock) on
+    one whole segment, with the tick's page cut to 10 and the rate cut to match (pages spanning
+    what 500 span at 10,000 a second on 4 segments): each minute's fill is the model's, the first
+    of single timers, then wider pages of timer packs."""
+    import bench.pack_fill
+    from bench.e2e import run_scenario
+    from bench.e2e_model import Scenario, Simulation
+    from jobsched.service.packs import PackRunner
+
+    page, segments = 10, 2  # the test template's segments
+    rate = round(10_000 / 4 * page / bench.pack_fill.PAGE_SIZE * segments)
+    by_minute: dict[int, list[int]] = {}
+    setup, run = Simulation.__init__, PackRunner.run
+
+    def with_page(self, *args, **kwargs):
+        setup(self, *args, **kwargs)
+        self.stores.timers.page_size = page
+
+    def counted(self, pack, *args, **kwargs):
+        counts = by_minute.setdefault(pack.due_ms // 60_000, [0, 0])
+        counts[0], counts[1] = counts[0] + len(pack.entries), counts[1] + 1
+        return run(self, pack, *args, **kwargs)
+
+    monkeypatch.setattr(Simulation, "__init__", with_page)
+    monkeypatch.setattr(PackRunner, "run", counted)
+    run_scenario(template, Scenario("fill", rate, 3, 20, sample=1 / segments))
+    measured = [e / p for _, (e, p) in sorted(by_minute.items())]
+    monkeypatch.setattr(bench.pack_fill, "PAGE_SIZE", page)
+    modelled = [e / p for e, p in minute_fills(rate, segments, minutes=3)]
+    assert measured == pytest.approx(modelled, rel=0.1)
+    assert measured[0] > measured[1] > measured[2]
