@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobsched.sizing import TICK_MEMORY_MB, segments_for
+from jobsched.sizing import TICK_MEMORY_MB
 
 if TYPE_CHECKING:  # annotations only: the measurement imports this module's assumptions
     from bench.cost_measure import Measured
@@ -107,26 +107,36 @@ def api_type(tpl: dict) -> str:
 # (claim, checkpoints), the lane-share slots taken for it (Jobs writes). Priced at another fill,
 # these scale by measured fill / that fill; the rest (a job's read, its next timer) is per entry.
 PER_PACK = ("inv_worker", "sqs", "read:Executions", "write:Executions", "write:Jobs")
+# A one-time fire also writes its job (completed: the item and its index entries) in the worker, on
+# the same table as the slots: its Jobs writes are all kept as measured (the slots' share unscaled).
+PER_PACK_ONE_TIME = tuple(k for k in PER_PACK if k != "write:Jobs")
+
+
+def per_pack(m: Measured) -> tuple[str, ...]:
+    """The counts a pack makes once, whatever its fill, in this scenario."""
+    return PER_PACK_ONE_TIME if m.scenario.kind == "one-time" else PER_PACK
 
 
 def per_execution_counts(m: Measured, rate: float, fill: float | None = None, segments: int | None = None) -> dict:
     """What one execution costs in counted things at `rate`: the fire phase, the create (a
     one-time job's own, a recurring job's spread over RECURRING_RUNS_PER_JOB), and the ticks'
-    fixed share at the stated rate instead of the bench's. `fill`: the fire phase's per-pack
-    counts (PER_PACK) at that many entries a pack instead of the fill measured."""
+    fixed share at the stated rate instead of the bench's, run by the template's segments (or
+    `segments`). `fill`: the fire phase's per-pack counts (per_pack) at that many entries a pack
+    instead of the fill measured."""
     n = max(m.executions, 1)
     creates = (m.scenario.jobs / n) if m.scenario.kind == "one-time" else 1 / RECURRING_RUNS_PER_JOB
     per_create = 1 / m.scenario.jobs
     tick_runs_fire = m.fire.invocations["tick"]
     idle_runs = max(m.idle_tick_runs, 1)
-    segments = segments_for(rate * 60) if rate > 1 else (segments or template_segments(m.template))
+    segments = segments or template_segments(m.template)  # the ticks as deployed, at every rate
     tick_runs_per_execution = segments / (rate * 60)
 
     refill = m.pack_fill / fill if fill and m.pack_fill else 1.0
+    scaled = per_pack(m)
 
     def mix(get, key: str = "") -> float:
         """fire/n (minus the ticks' fixed part at the bench's count) + fixed at the rate + creates."""
-        fire = (get(m.fire) - get(m.idle) * tick_runs_fire / idle_runs) * (refill if key in PER_PACK else 1.0)
+        fire = (get(m.fire) - get(m.idle) * tick_runs_fire / idle_runs) * (refill if key in scaled else 1.0)
         return fire / n + get(m.idle) / idle_runs * tick_runs_per_execution + get(m.create) * per_create * creates
 
     out: dict = {"creates": creates, "tick_runs": tick_runs_per_execution + 0.0,

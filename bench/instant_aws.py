@@ -4,8 +4,8 @@ request as it would against AWS while no emulator runs. The CPU spent making the
 measured (per thread) and kept apart, so that a benchmark can subtract it.
 
 Only what the tick and the worker ask is answered: GetItem, BatchGetItem and Query read the
-canned items; writes succeed without changing them (each run sees the same data); SQS sends and
-visibility changes succeed."""
+canned items; writes succeed without changing them (each run sees the same data; a pack's claim
+answers as the pack's first); SQS sends and visibility changes succeed."""
 from __future__ import annotations
 
 import bisect
@@ -139,6 +139,9 @@ class InstantAws:
         return {}
 
     def _dynamodb_UpdateItem(self, params: dict) -> dict:
+        if params.get("ReturnValues") == "ALL_NEW" and str(params["Key"].get("jobId", {}).get("S", "")).startswith("pack#"):
+            # A pack's claim (store/packs.py) reads back what it wrote: its first attempt, no outcomes.
+            return {"Attributes": {**params["Key"], "attempt": {"N": "1"}, "outcomes": {"M": {}}}}
         return {}
 
     def _dynamodb_BatchWriteItem(self, params: dict) -> dict:

@@ -59,9 +59,28 @@ def test_the_cpu_benchmark_runs_the_real_handlers_on_a_tiny_input(capsys):
     out = capsys.readouterr().out
     assert "measured on one core" in out and os.sched_getaffinity(0) == cores  # pinned, then given back
     rows = {line.split("  ")[0]: line for line in out.splitlines() if line.startswith(("tick:", "worker:"))}
-    assert set(rows) == {"tick: per handed-off timer", "worker: per executed job (recurring)",
-                         "worker: per executed job (one-time)"}
+    # The worker runs packs as the tick sends them (20 jobs at the deployed fill of 9: 9, 9 and 2),
+    # and messages of one (the per-execution path), each against the floor of its own requests.
+    assert set(rows) == {"tick: per handed-off timer",
+                         "worker: per executed job (recurring, packs of 6.7, as the tick sends them)",
+                         "worker: per executed job (one-time, packs of 6.7, as the tick sends them)",
+                         "worker: per executed job (recurring, messages of one: fires sent alone, retries, triggers)",
+                         "worker: per executed job (one-time, messages of one: fires sent alone, retries, triggers)"}
+    assert all(row.split()[-4].endswith("x") for row in rows.values())  # ours / floor
     assert "SendMessageBatch 0.100" in out  # 60 timers: six batches of ten
+
+
+def test_the_cpu_benchmarks_worker_gets_the_messages_the_tick_sends():
+    """Packs of a (segment, second) as LaneQueues.send builds them, or messages of one when sent alone."""
+    from bench.cpu import DISPATCH_KEY, packed_jobs, tick_messages
+    from jobsched.domain.dispatch_seal import DispatchSeal
+
+    seal = DispatchSeal(bytes.fromhex(DISPATCH_KEY))
+    jobs = packed_jobs(30, 10)
+    packs = [seal.open_pack(body) for body in tick_messages(jobs, recurring=True)]
+    assert [len(p.entries) for p in packs] == [10, 10, 10] and all(p.pack_id for p in packs)
+    alone = [seal.open_pack(body) for body in tick_messages(jobs, recurring=True, alone=True)]
+    assert len(alone) == 30 and all(p.pack_id is None for p in alone)
 
 
 def test_the_end_to_end_benchmark_runs_the_real_tick_and_worker_on_a_tiny_input(template, capsys):

@@ -1,15 +1,16 @@
 """bench cost prices what the template deploys: provisioned capacity only for a table the template
 provisions, KMS only with the stack's key, the idle pollers its event source mappings have; and the
-pack fill it prices the 10,000/s column at is the one the tick's pages give (bench/pack_fill.py),
-which reproduces what `bench e2e` measured."""
+pack fill it prices the 10,000/s columns at is the one the tick's pages give at the template's
+segments (bench/pack_fill.py), which reproduces what `bench e2e` measured; the ticks run the
+template's segments at every rate."""
 from collections import Counter
 
 import pytest
 
 from bench.cost_measure import Measured, Scenario, Tally
 from bench.cost_prices import (WhatIf, bill, empty_polls_per_s, has_kms_key, idle_pollers, lane_pollers,
-                               provisioned_tables, quiet_month)
-from bench.pack_fill import PAGE_SIZE, pack_fill
+                               per_execution_counts, provisioned_tables, quiet_month)
+from bench.pack_fill import PAGE_SIZE, minute_fills, pack_fill, steady_pack_fill
 from jobsched.settings import Env
 
 
@@ -67,10 +68,45 @@ def test_the_pack_fill_model_gives_what_bench_e2e_measured_and_reads_the_codes_p
     from jobsched.store.timers import TimersStore
 
     assert TimersStore.__init__.__defaults__[0] == PAGE_SIZE
-    # bench e2e: 4.2 entries a message at 10,000/s sampled 1/50, 5.1 with --quick (20/s), 4 segments.
-    assert pack_fill(10_000, 4, 1 / 50) == pytest.approx(4.2, abs=0.3)
+    # bench e2e on the default template's 4 segments, whole segments, from idle: 69.0 entries a
+    # message at 10,000/s over 3 minutes (single timers, then two minutes of timer packs), 5.1 with
+    # --quick (20/s, 1 minute); 4.2 at 10,000/s sampled 1/50 before timer packs (every minute's
+    # timers single: the first minute's count).
+    assert pack_fill(10_000, 4, minutes=3) == pytest.approx(69.0, rel=0.05)
     assert pack_fill(20, 4) == pytest.approx(5.1, abs=0.5)
-    assert 60 <= pack_fill(10_000, 18) <= 100
+    assert pack_fill(10_000, 4, 1 / 50) == pytest.approx(4.2, abs=0.3)
+
+
+def test_timer_packs_widen_the_pages_each_minute_toward_a_steady_fill():
+    """A slice of timer packs holds one from each page of the minute before, sorted by its earliest
+    timer: a page of them spans its packs' spans, wider each minute, until every page is a sample of
+    its whole minute. What a deployment running 10,000/s for hours sends is that limit."""
+    path = [e / p for e, p in minute_fills(10_000, 4, minutes=3)]
+    assert path[0] > path[1] > path[2]
+    steady = steady_pack_fill(10_000, 4)
+    assert 7 <= steady <= 12 < path[2]
+    limit = [e / p for e, p in minute_fills(10_000, 4, minutes=2, mixed=True)]
+    assert limit[1] == pytest.approx(limit[0], rel=0.05) == pytest.approx(steady, rel=0.05)  # a fixed point
+
+
+def test_the_ticks_are_priced_at_the_templates_segments_at_every_rate():
+    """bench cost priced the 10,000/s column's ticks at the sizing rule's 18 segments while the
+    default template deploys 4: the ticks' runs follow the template's SEGMENTS."""
+    four, eight = _template(), _template()
+    eight["Resources"]["FunctionsWorker"]["Properties"]["Environment"]["Variables"][Env.SEGMENTS] = "8"
+    for rate in (10_000.0, 1.0):
+        runs = [per_execution_counts(_measured(t), rate)["tick_runs"] for t in (four, eight)]
+        assert runs == pytest.approx([4 / (rate * 60), 8 / (rate * 60)])
+
+
+def test_a_one_time_fill_keeps_its_jobs_writes():
+    """A one-time fire completes its job (Jobs writes per entry): a fill scales its pack's counts
+    (Executions, SQS, invocations), not its Jobs writes."""
+    m = _measured(_template())
+    m.scenario.kind = "one-time"
+    full, twice = bill(m, 10_000.0), bill(m, 10_000.0, fill=2.0)
+    assert twice["DynamoDB writes Jobs"] == full["DynamoDB writes Jobs"]
+    assert twice["DynamoDB writes Executions"] == pytest.approx(full["DynamoDB writes Executions"] / 2)
 
 
 def test_a_fill_scales_the_per_pack_counts_only():
@@ -79,3 +115,37 @@ def test_a_fill_scales_the_per_pack_counts_only():
     full = bill(m, 10_000.0)
     assert half["DynamoDB writes Executions"] == pytest.approx(full["DynamoDB writes Executions"] / 2)
     assert half["SQS requests"] == pytest.approx(full["SQS requests"] / 2, rel=1e-3)  # beside the idle lanes' polls
+
+
+def test_the_pack_fill_model_follows_the_real_tick_minute_by_minute(template, monkeypatch):
+    """bench e2e's simulation (the real tick, timer store, lanes and worker on a simulated clock) on
+    one whole segment, with the tick's page cut to 10 and the rate cut to match (pages spanning
+    what 500 span at 10,000 a second on 4 segments): each minute's fill is the model's, the first
+    of single timers, then wider pages of timer packs."""
+    import bench.pack_fill
+    from bench.e2e import run_scenario
+    from bench.e2e_model import Scenario, Simulation
+    from jobsched.service.packs import PackRunner
+
+    page, segments = 10, 2  # the test template's segments
+    rate = round(10_000 / 4 * page / bench.pack_fill.PAGE_SIZE * segments)
+    by_minute: dict[int, list[int]] = {}
+    setup, run = Simulation.__init__, PackRunner.run
+
+    def with_page(self, *args, **kwargs):
+        setup(self, *args, **kwargs)
+        self.stores.timers.page_size = page
+
+    def counted(self, pack, *args, **kwargs):
+        counts = by_minute.setdefault(pack.due_ms // 60_000, [0, 0])
+        counts[0], counts[1] = counts[0] + len(pack.entries), counts[1] + 1
+        return run(self, pack, *args, **kwargs)
+
+    monkeypatch.setattr(Simulation, "__init__", with_page)
+    monkeypatch.setattr(PackRunner, "run", counted)
+    run_scenario(template, Scenario("fill", rate, 3, 20, sample=1 / segments))
+    measured = [e / p for _, (e, p) in sorted(by_minute.items())]
+    monkeypatch.setattr(bench.pack_fill, "PAGE_SIZE", page)
+    modelled = [e / p for e, p in minute_fills(rate, segments, minutes=3)]
+    assert measured == pytest.approx(modelled, rel=0.1)
+    assert measured[0] > measured[1] > measured[2]
