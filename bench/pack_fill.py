@@ -104,14 +104,12 @@ def _next_minute(pages, rng: random.Random) -> list[list[list[int]]]:
 
 def _write_next(timers: list[int], following: list[list[list[int]]], rng: random.Random) -> None:
     """A page's next timers (a minute later: due offsets in the minute stay the same), grouped by
-    the slice they fall in, each group in timer packs as domain/timer_packs.py cuts them: due
-    order, balanced chunks of at most PACK_MAX_TIMERS (a group of one a single item)."""
-    groups: list[list[int]] = [[] for _ in range(TIMER_SLICES)]
+    the slice and the due second they fall in, each group in timer packs as domain/timer_packs.py
+    cuts them: due order, balanced chunks of at most PACK_MAX_TIMERS (a group of one a single item)."""
+    groups: dict[tuple[int, int], list[int]] = {}
     for due in timers:
-        groups[rng.randrange(TIMER_SLICES)].append(due)
-    for slice_, group in enumerate(groups):
-        if not group:
-            continue
+        groups.setdefault((rng.randrange(TIMER_SLICES), due // 1000), []).append(due)
+    for (slice_, _), group in groups.items():
         group.sort()
         count = -(-len(group) // PACK_MAX_TIMERS)
         size = -(-len(group) // count)

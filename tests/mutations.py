@@ -17,6 +17,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("timer packs: a pack holds the timers of one due second", "functions/jobsched/domain/timer_packs.py",
+  "            groups.setdefault((timer.bucket, timer.due_ms // 1000), {})[timer.sort_key] = timer",
+  "            groups.setdefault((timer.bucket, 0), {})[timer.sort_key] = timer",
+  "tests/unit/test_timer_packs.py::test_a_pack_never_spans_two_due_seconds"),
  ("job snapshots: a pause answered after the hand-off fences the fires that carry the job",
   "functions/jobsched/service/jobs.py",
   "        if paused is not job:\n            self._fences.after_change(job, now, paused.generation)\n",

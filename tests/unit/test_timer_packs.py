@@ -23,8 +23,8 @@ def wire_bytes(item: dict) -> int:
     return item_size(item)
 
 
-def test_next_timers_are_packed_per_bucket_and_read_back_in_due_order():
-    timers = fires(2_000)
+def test_next_timers_are_packed_per_bucket_and_second_and_read_back_in_due_order():
+    timers = fires(2_000, spread_ms=1_000)  # one due second
     packs, singles = pack_timers(timers)
     assert singles == []  # every bucket (slice) holds about 250 of them: all packed
     expanded = [t for item in packs for t in unpack(item)]
@@ -42,6 +42,18 @@ def test_next_timers_are_packed_per_bucket_and_read_back_in_due_order():
     for item in packs:
         by_bucket.setdefault(item["bucket"]["S"], []).append(int(item["count"]["N"]))
     assert all(max(counts) - min(counts) < len(counts) for counts in by_bucket.values())
+
+
+def test_a_pack_never_spans_two_due_seconds():
+    # Given the next timers of a page spread over a whole minute
+    packs, singles = pack_timers(fires(2_000))
+    # Then each pack holds the timers of one bucket and one due second (so that the next minute's
+    # pages, ordered by each item's earliest timer, stay in due order)
+    assert packs
+    for item in packs:
+        assert len({t.due_ms // 1000 for t in unpack(item)}) == 1
+    assert sorted([t for item in packs for t in unpack(item)] + singles, key=lambda t: t.sort_key) == \
+        sorted(fires(2_000), key=lambda t: t.sort_key)
 
 
 def test_a_bucket_with_one_next_timer_and_every_other_kind_stay_single_items():
