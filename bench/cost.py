@@ -182,10 +182,15 @@ def deployed_fills(tpl: dict, measured: dict[str, Measured]) -> tuple[float, flo
     one_time = pack_fill(FULL_RATE, segments)
     path = [e / max(p, 1) for e, p in minute_fills(FULL_RATE, segments, minutes=3)]
     print(f"Pack fill at 10,000/s, bench/pack_fill.py at {segments} segments: recurring {recurring:.1f} entries a "
-          f"pack, a deployment that has run for hours (its timer packs' pages widen each minute: from idle "
-          f"{path[0]:.1f} in the first minute, {path[1]:.1f} in the second, {path[2]:.1f} in the third, toward "
-          f"{recurring:.1f}, every page a sample of its whole minute); one-time {one_time:.1f} (single timers, "
-          f"read in due order).")
+          f"pack, a deployment that has run for hours (timer packs of one due second keep its pages in due "
+          f"order: from idle {path[0]:.1f} in the first minute, {path[1]:.1f} in the second, {path[2]:.1f} in "
+          f"the third); one-time {one_time:.1f} (single timers, read in due order).")
+    # Each entry carries its job (job snapshots): a lane message holds as many as its bytes allow.
+    caps = (measured[PACKED].pack_capacity, measured["one-time, full batches"].pack_capacity)
+    print(f"Entries a lane message holds at these jobs' size (each carries its job's snapshot; "
+          f"MAX_PACK_BYTES of sealed body): recurring {caps[0]}, one-time {caps[1]}: the fills priced are "
+          f"{min(recurring, caps[0] or recurring):.1f} and {min(one_time, caps[1] or one_time):.1f}.")
+    recurring, one_time = min(recurring, caps[0] or recurring), min(one_time, caps[1] or one_time)
     checks = []
     for rate, e2e_segments, minutes, seen, label in E2E_MEASURED:
         model = pack_fill(rate, e2e_segments, minutes=minutes)

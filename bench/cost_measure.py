@@ -210,6 +210,7 @@ class Measured:
     metrics: set
     template: dict
     pack_fill: float = 0.0  # entries per pack item (the pack path's fill in this scenario)
+    pack_capacity: int = 0  # entries of this scenario's jobs that fit one lane message (its bytes)
 
     @property
     def worker_gb(self) -> float:
@@ -299,15 +300,36 @@ def measure(scenario: Scenario, idle_minutes: int = IDLE_MINUTES) -> Measured:
         stored_per = max(after[0], 1)  # what is stored, over every execution stored
         meter.pack_fill = filled / packs if packs else 0.0
         stored: dict[str, float] = {}
+        capacity = 0
         for physical, logical in meter.tables.items():
             if logical not in RETENTION_DAYS:
                 continue
             items = session.resource("dynamodb").Table(physical).scan()["Items"]
             stored[logical] = sum(item_size(i) + 100 for i in items)
+            if logical == "Jobs":
+                capacity = pack_capacity(items)
     idle = meter.phases["idle"]
     return Measured(scenario, executions, idle, idle.invocations["tick"], meter.phases["create"],
                     meter.phases["fire"], {t: b / stored_per for t, b in stored.items()},
-                    set(meter.log.metrics) if meter.log else set(), tpl, meter.pack_fill)
+                    set(meter.log.metrics) if meter.log else set(), tpl, meter.pack_fill, capacity)
+
+
+def pack_capacity(items: list[dict]) -> int:
+    """How many fires of these jobs one lane message holds: each pack entry carries its job's
+    snapshot (domain/packs.py snapshot_of), and a pack is cut at MAX_PACK_BYTES of sealed body."""
+    from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for
+    from jobsched.domain.jobs import Job
+    from jobsched.domain.packs import MAX_PACK_ENTRIES, packs_of, snapshot_of
+    from jobsched.store.dynamo import plain
+
+    jobs = [Job.from_item(plain(i)) for i in items if str(i.get("jobId", "")).startswith("job_") and "schedule" in i]
+    if not jobs:
+        return MAX_PACK_ENTRIES
+    job = jobs[0]
+    due = 1_900_000_000_000
+    entries = [Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id, execution_id_for(job.job_id, due + n), due + n,
+                        job.generation, run=1, solo=False, snapshot=snapshot_of(job)) for n in range(MAX_PACK_ENTRIES)]
+    return len(packs_of(entries, 0, "NORMAL")[0].entries)
 
 
 def count_executions(table) -> tuple[int, int, int]:
@@ -316,6 +338,8 @@ def count_executions(table) -> tuple[int, int, int]:
     own = packs = filled = 0
     for item in scan_all(table):
         if str(item["jobId"]).startswith("pack#"):
+            if "attempt" not in item:  # a fence (job snapshots), not a pack
+                continue
             packs += 1
             outcomes = item.get("outcomes") or {}
             filled += len(outcomes)
