@@ -88,8 +88,8 @@ def test_a_pack_later_than_its_snapshots_trust_reads_its_jobs(harness):
     # Given the pack is delivered long after its due second (past SNAPSHOT_TRUST_MS)
     harness.clock.set_ms(due + SNAPSHOT_TRUST_MS + 1_000)
     reads = run_worker(harness, messages)
-    # Then the worker reads its jobs (one consistent batch read), and no fences
-    assert job_reads(harness, reads) == ["BatchGetItem"]
+    # Then the worker reads its jobs (a consistent batch read a pack), and no fences
+    assert set(job_reads(harness, reads)) == {"BatchGetItem"}
     assert fence_reads(reads) == []
     assert all(len(calls_at(harness, job, due)) == 1 for job in jobs)
 
@@ -103,10 +103,13 @@ def test_an_update_answered_after_the_hand_off_stops_the_old_fire(harness):
     assert status == 200
     # When the pack runs at 00:03
     reads = run_worker(harness, the_pack_of(harness, due))
-    # Then the updated job's old fire is not run (its fence), the other one's is, and no job was read
+    # Then the updated job's old fire is not run (its fence sent the worker to read it), the other
+    # one's is, and only the updated job was read
     assert calls_at(harness, jobs[0], due) == []
     assert calls_at(harness, jobs[1], due) == [due]
-    assert job_reads(harness, reads) == []
+    table = harness.settings.jobs_table
+    read = [k["jobId"]["S"] for op, p in reads if op == "BatchGetItem" for k in p["RequestItems"][table]["Keys"]]
+    assert read == [jobs[0]["jobId"]]
 
 
 def test_a_fence_only_rises(harness):
@@ -127,3 +130,54 @@ def test_a_job_that_pauses_itself_after_failures_carries_no_snapshot(harness):
     assert entries and all(d.snapshot is None for d in entries)
     reads = run_worker(harness, messages)
     assert job_reads(harness, reads)  # its failure count moves without a new generation: read
+
+
+def test_a_fence_without_a_change_costs_a_read_not_a_fire(harness):
+    jobs, due = handed_off(harness, 2)
+    # Given a fence for one job's fire but no change after it (a change that failed after its
+    # fences were written)
+    job = harness.stores.jobs.get("tenant-a", jobs[0]["jobId"], consistent=True)
+    messages = the_pack_of(harness, due)
+    segment = harness.stores.lanes.seal.open_pack(messages[0]["Body"]).pack_id.split("#")[0]
+    for m in messages:
+        pack = harness.stores.lanes.seal.open_pack(m["Body"])
+        if any(d.job_id == job.job_id for d in pack.entries):
+            segment = pack.pack_id.split("#")[0]
+    harness.stores.packs.fence(int(segment), due // 1000, job.job_id, job.generation + 1)
+    # When the pack runs
+    reads = run_worker(harness, messages)
+    # Then the fenced job is read again, and both fire
+    assert job_reads(harness, reads) == ["BatchGetItem"]
+    assert all(calls_at(harness, j, due) == [due] for j in jobs)
+
+
+def test_a_bucket_claimed_while_a_change_is_written_is_fenced_after_it(harness, monkeypatch):
+    from jobsched.store.jobs import JobsStore
+
+    start = harness.clock.now_ms()
+    due = (start // MINUTE + 3) * MINUTE
+    job = harness.create_job({"name": "c", "type": "CRON", "schedule": "* * * * *", "target": HOOK})
+    harness.advance((due - 2 * MINUTE - start) / 1000 - 0.001)  # 00:03's bucket not claimed yet
+    harness.clock.set_ms(due - 2 * MINUTE + 300)
+    # Given an update whose fences are written before 00:03's bucket is claimed, and the tick that
+    # claims it and hands its fire off (with the job as it was) between those fences and the job's write
+    real_save = JobsStore.save
+    ticked = []
+
+    def tick_first(self, before, after):
+        if not ticked:
+            ticked.append(True)
+            harness.clock.set_ms(due - 2 * MINUTE + 560)
+            harness.tick_all()
+        return real_save(self, before, after)
+
+    monkeypatch.setattr(JobsStore, "save", tick_first)
+    status, _ = harness.request("PUT", f"/v1/jobs/{job['jobId']}",
+                                {"name": "c", "type": "CRON", "schedule": "0 0 1 1 *", "target": HOOK})
+    assert status == 200 and ticked
+    # When the pack of 00:03 runs
+    messages = the_pack_of(harness, due)
+    assert any(d.snapshot is not None for m in messages for d in harness.stores.lanes.seal.open_pack(m["Body"]).entries)
+    run_worker(harness, messages)
+    # Then the old fire does not run: the bucket claimed meanwhile was fenced after the write
+    assert calls_at(harness, job, due) == []

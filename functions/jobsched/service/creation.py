@@ -176,10 +176,12 @@ class JobCreation:
         except Exception:
             # Not half-created: the job this call wrote is taken back with its quota place (a job
             # with calendars stays; the caller's repeat with its key places its timer).
+            # Its timer may have been written and handed off before the error: fenced first.
+            claimed = self._fences.before_change(job, job.created_ms) if created and self._fences else None
             if created and self._jobs.remove_new(job):
                 self._jobs.give_back_quota(tenant_id, active_counter(shard))
-                if self._fences is not None:  # its timer may have been written and handed off
-                    self._fences.after_change(job, job.created_ms, job.generation + 1)
+                if self._fences is not None:
+                    self._fences.after_change(job, job.created_ms, claimed)
             raise
         return job, created
 

@@ -2,13 +2,14 @@
 
 The tick's hand-off puts a job's item in its pack entries; the worker runs them without reading
 the job. A change that stops or replaces a job's fires (pause, update, delete, a creation taken
-back) therefore writes, after the job's own write and before the API answers, a fence in each pack
-partition where an entry of the job may be waiting: every occurrence of the job as it was, from
-FENCE_BACK_MS before the change to the end of its segment's claimed buckets (a tick claims a bucket
-before it reads the bucket's jobs: a bucket claimed after the job's write was read with the change,
-one claimed before it is under the watermark this reads). The worker reads its pack partition's
-fences after the due instant and drops what they name, as it dropped what the job's read showed
-stale."""
+back) therefore writes, before the API answers, a fence in each pack partition where an entry of
+the job may be waiting: every occurrence of the job as it was, from FENCE_BACK_MS before the change to the end of its segment's
+claimed buckets. The fences of the buckets claimed so far are written before the job's write (a
+fence only sends the worker to read the job: one the change then does not follow costs a read,
+never a fire), those of a bucket claimed in between after it (a tick claims a bucket before it
+reads the bucket's jobs: one claimed after the job's write read the change). The worker reads its
+pack partition's fences after the due instant and reads again the jobs they name, as it read every
+job before."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -30,18 +31,42 @@ class Fences:
         self._handoff = handoff  # its segments, and whether regions share them
         self._pool: ThreadPoolExecutor | None = None
 
-    def after_change(self, before: Job, changed_from_ms: int, generation: int) -> int:
-        """`before` (the job as it was, ACTIVE) changed at `changed_from_ms` (the clock before the
-        job's write) to `generation`: fence its occurrences that a tick may have handed off with
-        its snapshot. Returns how many fences were written."""
-        if self._handoff.multi_region or before.state is not JobState.ACTIVE or snapshot_of(before) is None:
-            return 0  # no entry of it carries a snapshot (regions: every entry reads its job)
-        segment = self._handoff.segment_of(before.job_id)
-        watermark = self._watermarks.get(segment)
+    def before_change(self, before: Job, changed_from_ms: int) -> int | None:
+        """Before `before` (the job as it is) is written changed at `changed_from_ms` (the clock
+        before the write): fence its occurrences in the buckets its segment's ticks have claimed.
+        A fence only makes the worker read the job again (it never drops a fire by itself), so a
+        change that then fails costs a read, never a fire; and a fence write that fails fails the
+        change before it is made. Returns the claimed minute read (None: nothing to fence)."""
+        if not self._carries(before):
+            return None
+        watermark = self._watermarks.get(self._handoff.segment_of(before.job_id))
         if watermark is None or watermark.claimed_through is None:
-            return 0
-        seconds = sorted({at // 1000 for at in occurrences(before, changed_from_ms - FENCE_BACK_MS,
-                                                            (watermark.claimed_through + 1) * MS_PER_MINUTE - 1)})
+            return -1  # no bucket claimed yet: after_change fences what a tick claims meanwhile
+        self._write(before, changed_from_ms - FENCE_BACK_MS, (watermark.claimed_through + 1) * MS_PER_MINUTE - 1)
+        return watermark.claimed_through
+
+    def after_change(self, before: Job, changed_from_ms: int, claimed: int | None) -> None:
+        """After the job's write: fence the occurrences of buckets a tick claimed since
+        before_change read `claimed` (a tick that claimed one then may have read the job before the
+        write). Usually none: one consistent GetItem on the segment's watermark."""
+        if claimed is None:
+            return
+        watermark = self._watermarks.get(self._handoff.segment_of(before.job_id))
+        if watermark is None or watermark.claimed_through is None or watermark.claimed_through <= claimed:
+            return
+        start = (claimed + 1) * MS_PER_MINUTE if claimed >= 0 else changed_from_ms - FENCE_BACK_MS
+        self._write(before, max(start, changed_from_ms - FENCE_BACK_MS),
+                    (watermark.claimed_through + 1) * MS_PER_MINUTE - 1)
+
+    def _carries(self, job: Job) -> bool:
+        """Whether a tick may have handed off fires of this job with its snapshot (regions: never,
+        every entry reads its job)."""
+        return not self._handoff.multi_region and job.state is JobState.ACTIVE and snapshot_of(job) is not None
+
+    def _write(self, before: Job, from_ms: int, through_ms: int) -> int:
+        segment = self._handoff.segment_of(before.job_id)
+        generation = before.generation + 1  # its entries of an older generation are read again
+        seconds = sorted({at // 1000 for at in occurrences(before, from_ms, through_ms)})
         if len(seconds) <= 1:
             for second in seconds:
                 self._packs.fence(segment, second, before.job_id, generation)

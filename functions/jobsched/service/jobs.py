@@ -281,8 +281,9 @@ class JobsService:
             # A job stays in its state through an update: one that would have no run left is refused.
             raise UnprocessableRequest.for_field("maxRuns", f"the job has already fired {job.run_count} times")
         updated = job.replaced(spec, now)
+        claimed = self._fences.before_change(job, now)
         self._jobs.save(job, updated)
-        self._fences.after_change(job, now, updated.generation)
+        self._fences.after_change(job, now, claimed)
         if updated.state is JobState.ACTIVE:
             self._place_first_timer(updated, updated.spec.schedule.first_fire())
         return updated
@@ -292,9 +293,9 @@ class JobsService:
         job = self.get(tenant_id, job_id)
         now = self._clock.now_ms()
         cancelled = job.cancelled(now)
+        claimed = self._fences.before_change(job, now) if cancelled is not job else None
         self._jobs.save(job, cancelled)
-        if cancelled is not job:
-            self._fences.after_change(job, now, cancelled.generation)
+        self._fences.after_change(job, now, claimed)
         if cancelled is not job and job.state in (JobState.ACTIVE, JobState.PAUSED):
             self._jobs.give_back_quota(tenant_id, active_counter(job.quota_shard))
         return cancelled
@@ -304,9 +305,9 @@ class JobsService:
         job = self.counted(self.get(tenant_id, job_id))
         now = self._clock.now_ms()
         paused = job.paused(now, reason)
+        claimed = self._fences.before_change(job, now) if paused is not job else None
         self._jobs.save(job, paused)
-        if paused is not job:
-            self._fences.after_change(job, now, paused.generation)
+        self._fences.after_change(job, now, claimed)
         return paused
 
     @retried_without_if_match

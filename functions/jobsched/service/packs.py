@@ -144,7 +144,8 @@ class PackRunner:
         carries its job's snapshot (the tick's read) is checked against its pack partition's fences
         instead, read now in one strongly consistent Query, when now is at most SNAPSHOT_TRUST_MS
         after the due instant (docs/architecture.md, "The worker reads no job"). The other entries'
-        jobs read before it, or not read, are read again, in one strongly consistent batch read."""
+        jobs (a fence names them, or they carry none) read before it, or not read, are read again,
+        in one strongly consistent batch read."""
         snapped = self._snapshots(pack, due)
         keys = [(d.tenant_id, d.job_id) for d in pack.entries if (d.tenant_id, d.job_id) not in snapped]
         if not keys or (read_at_ms is not None and read_at_ms >= due
@@ -157,9 +158,9 @@ class PackRunner:
         return {**jobs, **{k: fresh.get(k) for k in keys}, **snapped}
 
     def _snapshots(self, pack: Pack, due: int) -> dict:
-        """(tenant, job) -> the job its entry carried, or None when a fence says a change came
-        after the snapshot (a pause, update or delete: the entry is stale). Empty when no entry
-        carries one, or the pack is too late for them (its jobs are read)."""
+        """(tenant, job) -> the job its entry carried, for the entries no fence names (a fence: a
+        pause, update or delete may have come after the snapshot, and the job is read again).
+        Empty when no entry carries one, or the pack is too late for them (its jobs are read)."""
         carried = [d for d in pack.entries if d.snapshot is not None]
         if not carried or self._clock.now_ms() - due > SNAPSHOT_TRUST_MS:
             return {}
@@ -174,8 +175,8 @@ class PackRunner:
             if (job.tenant_id, job.job_id, job.generation) != (dispatch.tenant_id, dispatch.job_id, dispatch.generation):
                 continue
             fence = fences.get(dispatch.job_id)
-            snapped[(dispatch.tenant_id, dispatch.job_id)] = None if fence is not None and dispatch.generation < fence \
-                else job
+            if fence is None or dispatch.generation >= fence:
+                snapped[(dispatch.tenant_id, dispatch.job_id)] = job
         return snapped
 
     def _recorded_before(self, dispatch: Dispatch, job, recorded: PackOutcome, redelivery: bool, moved: list,

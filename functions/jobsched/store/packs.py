@@ -137,8 +137,9 @@ class PacksStore:
 
     def fence(self, segment: int, due_second: int, job_id: str, generation: int) -> None:
         """Job snapshots: the job's entries of generations below `generation` in this partition's
-        packs are stale (it was paused, changed or deleted after their hand-off). Conditional: a
-        fence only ever rises (a later change's lower fence, landing second, changes nothing)."""
+        packs read their job again (it may have been paused, changed or deleted after their
+        hand-off). Conditional: a fence only ever rises (a later change's lower fence, landing
+        second, changes nothing)."""
         try:
             self._client.update_item(
                 TableName=self._name,
