@@ -181,3 +181,20 @@ def test_a_bucket_claimed_while_a_change_is_written_is_fenced_after_it(harness, 
     run_worker(harness, messages)
     # Then the old fire does not run: the bucket claimed meanwhile was fenced after the write
     assert calls_at(harness, job, due) == []
+
+
+def test_a_pause_whose_fences_failed_is_repeated_and_stops_the_fire(harness, monkeypatch):
+    from jobsched.store.packs import PacksStore
+
+    jobs, due = handed_off(harness, 1)
+    harness.clock.set_ms(due - 90_000)
+    # Given a pause answered without its fences (a previous version's API during an upgrade)
+    real_fence = PacksStore.fence
+    monkeypatch.setattr(PacksStore, "fence", lambda *args, **kwargs: None)
+    assert harness.request("POST", f"/v1/jobs/{jobs[0]['jobId']}/pause")[0] == 200
+    monkeypatch.setattr(PacksStore, "fence", real_fence)
+    # When the pause is repeated (harmless: the job is PAUSED already), then the pack runs
+    assert harness.request("POST", f"/v1/jobs/{jobs[0]['jobId']}/pause")[0] == 200
+    run_worker(harness, the_pack_of(harness, due))
+    # Then the fire handed off before the pause does not run
+    assert calls_at(harness, jobs[0], due) == []

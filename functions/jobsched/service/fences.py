@@ -13,6 +13,7 @@ job before."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from jobsched.domain.jobs import Job, JobState
 from jobsched.domain.packs import FENCE_BACK_MS, snapshot_of
@@ -22,6 +23,8 @@ from jobsched.domain.schedule import MS_PER_MINUTE
 # minutes) are a few hundred occurrences at the most. Past this, something is wrong: stop.
 MAX_FENCES = 1_000
 FENCE_PARALLELISM = 8
+# A pause or delete repeated this soon after the change it repeats writes that change's fences again.
+REFENCE_MS = 300_000
 
 
 class Fences:
@@ -57,6 +60,19 @@ class Fences:
         start = (claimed + 1) * MS_PER_MINUTE if claimed >= 0 else changed_from_ms - FENCE_BACK_MS
         self._write(before, max(start, changed_from_ms - FENCE_BACK_MS),
                     (watermark.claimed_through + 1) * MS_PER_MINUTE - 1)
+
+    def again(self, job: Job, now_ms: int) -> None:
+        """A pause or delete repeated on a job already PAUSED or CANCELLED by a change at most
+        REFENCE_MS ago: its fences again (the first change's may have failed after its job write,
+        or been answered by a version that wrote none). Idempotent: the same items."""
+        if job.state not in (JobState.PAUSED, JobState.CANCELLED) or now_ms - job.updated_ms > REFENCE_MS:
+            return
+        was = replace(job, state=JobState.ACTIVE, generation=job.generation - 1)
+        if not self._carries(was):
+            return
+        watermark = self._watermarks.get(self._handoff.segment_of(job.job_id))
+        if watermark is not None and watermark.claimed_through is not None:
+            self._write(was, job.updated_ms - FENCE_BACK_MS, (watermark.claimed_through + 1) * MS_PER_MINUTE - 1)
 
     def _carries(self, job: Job) -> bool:
         """Whether a tick may have handed off fires of this job with its snapshot (regions: never,

@@ -293,7 +293,10 @@ class JobsService:
         job = self.get(tenant_id, job_id)
         now = self._clock.now_ms()
         cancelled = job.cancelled(now)
-        claimed = self._fences.before_change(job, now) if cancelled is not job else None
+        if cancelled is job:
+            self._fences.again(job, now)  # a repeat: its fences again (they may have failed)
+            return job
+        claimed = self._fences.before_change(job, now)
         self._jobs.save(job, cancelled)
         self._fences.after_change(job, now, claimed)
         if cancelled is not job and job.state in (JobState.ACTIVE, JobState.PAUSED):
@@ -305,7 +308,10 @@ class JobsService:
         job = self.counted(self.get(tenant_id, job_id))
         now = self._clock.now_ms()
         paused = job.paused(now, reason)
-        claimed = self._fences.before_change(job, now) if paused is not job else None
+        if paused is job:
+            self._fences.again(job, now)  # a repeat: its fences again (they may have failed)
+            return job
+        claimed = self._fences.before_change(job, now)
         self._jobs.save(job, paused)
         self._fences.after_change(job, now, claimed)
         return paused
