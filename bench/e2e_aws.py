@@ -260,18 +260,23 @@ class BilledDynamo:
         return {"Responses": responses, "UnprocessedKeys": unprocessed}
 
     def query(self, TableName, ExpressionAttributeValues, Limit=None, ExclusiveStartKey=None,  # noqa: N803
-              ConsistentRead=False, **_):
+              ConsistentRead=False, KeyConditionExpression="", **_):
         import bisect
 
         from jobsched.local.strict_aws import item_size, read_units
 
         self.calls["Query"] += 1
-        (value,) = ExpressionAttributeValues.values()
+        # The partition key's value, and a sort-key prefix (`begins_with`: the job snapshots' fences).
+        prefix_name = re.search(r"begins_with\(\s*[#\w]+\s*,\s*(:\w+)\s*\)", KeyConditionExpression)
+        prefix = ExpressionAttributeValues[prefix_name.group(1)]["S"] if prefix_name else ""
+        (value,) = [v for k, v in ExpressionAttributeValues.items() if not prefix_name or k != prefix_name.group(1)]
         hash_key, range_key = self.keys[TableName]
         pk = value["S"]
         partition = self._partition(TableName, {hash_key: value})
         self._retried("Query", partition, reads=True)
         sks = self.partitions[TableName].get(pk, [])
+        if prefix:
+            sks = sks[bisect.bisect_left(sks, prefix):bisect.bisect_left(sks, prefix + "\U0010ffff")]
         start = bisect.bisect_right(sks, ExclusiveStartKey[range_key]["S"]) if ExclusiveStartKey else 0
         page_sks = sks[start:start + (Limit or len(sks))]
         items = [self.items[TableName][(pk, sk)] for sk in page_sks]
