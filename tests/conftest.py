@@ -84,8 +84,9 @@ def template(tmp_path_factory):
             # The same template is what a local stack of TEST_SEGMENTS segments starts from.
             local = Path(os.environ["JOBSCHED_TEMPLATE_CACHE"])
             local.mkdir(parents=True, exist_ok=True)
-            (local / f"template-s{TEST_SEGMENTS}-p-{template_key(TEST_SEGMENTS, True)}.json").write_text(
-                json.dumps(template))
+            shared = local / f"template-s{TEST_SEGMENTS}-p-{template_key(TEST_SEGMENTS, True)}.json"
+            shared.with_suffix(".partial").write_text(json.dumps(template))  # never half-written to a
+            shared.with_suffix(".partial").replace(shared)  # worker's stack reading it (cached_template)
             return template
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
