@@ -1,5 +1,4 @@
 """Regions (issue 25): `-c regions=...` synthesizes one scheduler stack per region, offline."""
-import fcntl
 import hashlib
 import json
 import os
@@ -15,7 +14,7 @@ from jobsched.settings import FUNCTION_ENV, Env, Settings
 from jobsched_infra.config import ConfigError
 from jobsched_infra.regions import MRSC_REGION_SETS, lane_name, plan
 
-from ..conftest import _template_inputs_digest
+from ..conftest import _template_inputs_digest, kept_json
 from .test_template import resources
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,21 +50,8 @@ def synth_app(outdir: Path, context: dict) -> dict[str, dict]:
     the other (a module's tests run on both) waits for its synthesis under the context's lock and
     reads it, and a later run reads it while the code is unchanged."""
     named = hashlib.sha256(json.dumps(context, sort_keys=True).encode()).hexdigest()[:16]
-    APPS_CACHE.mkdir(parents=True, exist_ok=True)
-    saved = APPS_CACHE / f"app-{named}-{_template_inputs_digest()}.json"
-    with open(APPS_CACHE / f".lock-{named}", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if saved.is_file():
-                return json.loads(saved.read_text())
-            stacks = _synth_app(outdir, context)
-            for old in APPS_CACHE.glob(f"app-{named}-*.json"):  # this context's synthesis of older code
-                old.unlink()
-            saved.with_suffix(".tmp").write_text(json.dumps(stacks))
-            saved.with_suffix(".tmp").replace(saved)
-            return stacks
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return kept_json(APPS_CACHE / f"app-{named}-{_template_inputs_digest()}.json", APPS_CACHE / f".lock-{named}",
+                     lambda: _synth_app(outdir, context), f"app-{named}-*.json")
 
 
 def _synth_app(outdir: Path, context: dict) -> dict[str, dict]:
