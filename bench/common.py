@@ -24,12 +24,19 @@ def use_local_aws() -> None:
     os.environ.update({"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_NAMESPACE": "Jobsched"})
 
 
+def _template_cache() -> Path:
+    """Where the benches keep their synthesized templates: the test suite's cache when it runs them
+    (JOBSCHED_TEMPLATE_CACHE, shared by its workers and its local stacks), else .build/bench."""
+    return Path(os.environ.get("JOBSCHED_TEMPLATE_CACHE") or ROOT / ".build" / "bench")
+
+
 def template(segments: int = 4) -> dict:
     global _TEMPLATE
     if _TEMPLATE is None:
-        from jobsched.local.synth import synthesize
+        from jobsched.local.synth import cached_template
 
-        _TEMPLATE = synthesize(ROOT / ".build" / "bench" / "cdk.out", segments=segments, allow_private_targets=True)
+        _TEMPLATE = cached_template(_template_cache(), segments=segments, allow_private_targets=True,
+                                    progress=lambda said: None)
     return _TEMPLATE
 
 
@@ -42,10 +49,10 @@ def deployed_template() -> dict:
     prices. `template()` is the local stack's (container grants, the stack's own KMS key)."""
     global _DEPLOYED
     if _DEPLOYED is None:
-        from jobsched.local.synth import synthesize
+        from jobsched.local.synth import cached_template
 
-        _DEPLOYED = synthesize(ROOT / ".build" / "bench" / "cdk.out-deployed", allow_private_targets=True,
-                               deployed=True)
+        _DEPLOYED = cached_template(_template_cache(), allow_private_targets=True, progress=lambda said: None,
+                                    deployed=True)
     return _DEPLOYED
 
 

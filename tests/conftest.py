@@ -61,34 +61,48 @@ def _template_inputs_digest() -> str:
     return digest.hexdigest()[:24]
 
 
+def kept_json(saved: Path, lock_path: Path, make, replaces: str):
+    """make()'s result, kept as JSON in `saved` until its name (its inputs' digest) changes.
+    Processes sharing it (the parallel test workers) make it one at a time: the first under the
+    lock at `lock_path` makes it, the others wait and read it. The files matching `replaces` (the
+    same thing made from older inputs) are removed when it is made; it is written whole (a
+    temporary file, then renamed)."""
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if saved.is_file():
+                return json.loads(saved.read_text())
+            made = make()
+            for old in saved.parent.glob(replaces):
+                old.unlink()
+            saved.with_suffix(".tmp").write_text(json.dumps(made))
+            saved.with_suffix(".tmp").replace(saved)
+            return made
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def template(tmp_path_factory):
     """The synthesized CloudFormation template: synthesized once (a CDK synthesis takes tens of
     seconds) and kept in .build/test-template until its inputs change. The parallel test workers
     share it: the first synthesizes under a file lock, the others wait and read it."""
     cache = ROOT / ".build" / "test-template"
-    cache.mkdir(parents=True, exist_ok=True)
-    saved = cache / f"pytest-{_template_inputs_digest()}.json"
     outdir = cache / "cdk.out"  # kept: a test reads the synthesized assets (tests/infra)
-    with open(cache / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if saved.is_file():
-                return json.loads(saved.read_text())
-            shutil.rmtree(outdir, ignore_errors=True)
-            template = synthesize(outdir, segments=TEST_SEGMENTS, allow_private_targets=True)
-            for old in cache.glob("pytest-*.json"):
-                old.unlink()
-            saved.with_suffix(".tmp").write_text(json.dumps(template))
-            saved.with_suffix(".tmp").replace(saved)
-            # The same template is what a local stack of TEST_SEGMENTS segments starts from.
-            local = Path(os.environ["JOBSCHED_TEMPLATE_CACHE"])
-            local.mkdir(parents=True, exist_ok=True)
-            (local / f"template-s{TEST_SEGMENTS}-p-{template_key(TEST_SEGMENTS, True)}.json").write_text(
-                json.dumps(template))
-            return template
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def synthesized() -> dict:
+        shutil.rmtree(outdir, ignore_errors=True)
+        template = synthesize(outdir, segments=TEST_SEGMENTS, allow_private_targets=True)
+        # The same template is what a local stack of TEST_SEGMENTS segments starts from.
+        local = Path(os.environ["JOBSCHED_TEMPLATE_CACHE"])
+        local.mkdir(parents=True, exist_ok=True)
+        shared = local / f"template-s{TEST_SEGMENTS}-p-{template_key(TEST_SEGMENTS, True)}.json"
+        shared.with_suffix(".partial").write_text(json.dumps(template))  # never half-written to a
+        shared.with_suffix(".partial").replace(shared)  # worker's stack reading it (cached_template)
+        return template
+
+    return kept_json(cache / f"pytest-{_template_inputs_digest()}.json", cache / ".lock", synthesized, "pytest-*.json")
 
 
 # The tests that hold the local stack to the wall clock: a job must arrive within a second of its

@@ -1551,6 +1551,21 @@ MUTATIONS = [
   "    if isinstance(getattr(value, \"value\", None), (bytes, bytearray)):",
   "    if False:",
   "tests/unit/test_timer_packs.py::test_the_largest_pack_is_far_under_400_kb"),
+ ("template cache: one process synthesizes while the others sharing the cache wait for its template",
+  "functions/jobsched/local/synth.py",
+  "        fcntl.flock(lock, fcntl.LOCK_EX)\n        try:\n            if cached.is_file():",
+  "        try:\n            if cached.is_file():",
+  "tests/unit/test_template_cache.py::test_one_process_synthesizes_while_the_others_sharing_the_cache_wait"),
+ ("template cache: the key follows the functions' constants the CDK app reads",
+  "functions/jobsched/local/synth.py",
+  "TEMPLATE_INPUTS = (\"infra\", \"functions/jobsched\", \"cdk.json\", \"pyproject.toml\")",
+  "TEMPLATE_INPUTS = (\"infra\", \"cdk.json\", \"pyproject.toml\")",
+  "tests/unit/test_template_cache.py::test_the_key_follows_the_function_constants_the_app_reads"),
+ ("template cache: the default deployment's template is cached apart from the local stack's",
+  "functions/jobsched/local/synth.py",
+  "    options = f\"{'deployed' if deployed else 'template'}-s{segments}-",
+  "    options = f\"template-s{segments}-",
+  "tests/unit/test_template_cache.py::test_the_default_deployments_template_is_cached_apart_from_the_local_stacks"),
 ]
 
 def check_texts() -> int:

@@ -1,5 +1,6 @@
 """Each benchmark runs on a tiny input and prints its table (figures are not asserted: they are
 measurements, recorded in docs/performance.md)."""
+import dataclasses
 import os
 
 import pytest
@@ -24,6 +25,10 @@ def restore_environment():
     os.environ.update(saved)
 
 
+# Jobs per scenario of `bench cost` here: a batch of ten records still fills, a pack still forms.
+TINY_JOBS = 10
+
+
 @pytest.mark.parametrize("module,heading", [
     (bench.dispatch, "Dispatch throughput"),
     (bench.herd, "Hand-off of one segment's bucket"),
@@ -36,7 +41,12 @@ def restore_environment():
     (bench.sizing, "What it deploys"),
     (bench.clients, "Target clients of one worker process"),
 ])
-def test_benchmark_runs_on_a_tiny_input(module, heading, capsys):
+def test_benchmark_runs_on_a_tiny_input(module, heading, capsys, monkeypatch):
+    if module is bench.cost:
+        # `--quick`'s scenarios (the figures docs/performance.md quotes) with at most TINY_JOBS jobs
+        # each: every scenario still runs its phases (idle, creates, settle, fires), in seconds.
+        monkeypatch.setattr(bench.cost, "SCENARIOS_QUICK", [dataclasses.replace(s, jobs=min(s.jobs, TINY_JOBS))
+                                                            for s in bench.cost.SCENARIOS_QUICK])
     module.main(["--quick"])
     out = capsys.readouterr().out
     assert heading in out

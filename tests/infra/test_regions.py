@@ -1,4 +1,5 @@
 """Regions (issue 25): `-c regions=...` synthesizes one scheduler stack per region, offline."""
+import hashlib
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ from jobsched.settings import FUNCTION_ENV, Env, Settings
 from jobsched_infra.config import ConfigError
 from jobsched_infra.regions import MRSC_REGION_SETS, lane_name, plan
 
+from ..conftest import _template_inputs_digest, kept_json
 from .test_template import resources
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,9 +39,22 @@ ENDPOINTS = {"us-east-1": ("us-east-1", "us-west-2"), "us-west-2": ("us-west-2",
 OWNERSHIP_ACTIONS = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Scan"}
 
 
+# The apps synthesized by synth_app, per context, until the code they are made from changes.
+APPS_CACHE = ROOT / ".build" / "test-template" / "apps"
+
+
 def synth_app(outdir: Path, context: dict) -> dict[str, dict]:
     """infra/app.py as `cdk synth -c ...` runs it (the CLI passes context in CDK_CONTEXT_JSON), in a
-    process of its own; cdk-nag runs in it and fails it on an unacknowledged finding."""
+    process of its own; cdk-nag runs in it and fails it on an unacknowledged finding. Kept in
+    .build/test-template/apps per context and inputs: a test worker that needs the same context as
+    the other (a module's tests run on both) waits for its synthesis under the context's lock and
+    reads it, and a later run reads it while the code is unchanged."""
+    named = hashlib.sha256(json.dumps(context, sort_keys=True).encode()).hexdigest()[:16]
+    return kept_json(APPS_CACHE / f"app-{named}-{_template_inputs_digest()}.json", APPS_CACHE / f".lock-{named}",
+                     lambda: _synth_app(outdir, context), f"app-{named}-*.json")
+
+
+def _synth_app(outdir: Path, context: dict) -> dict[str, dict]:
     cdk_json = json.loads((ROOT / "cdk.json").read_text())
     env = {**os.environ, "CDK_OUTDIR": str(outdir), "AWS_EC2_METADATA_DISABLED": "true",
            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",

@@ -2,7 +2,6 @@
 code's own constants and AWS's documented limits; the documented figures are the model's, and the
 template a profile synthesizes carries exactly the model's settings."""
 import dataclasses
-import fcntl
 import hashlib
 import json
 import math
@@ -29,7 +28,7 @@ from jobsched.settings import WORKER_BATCH_SIZE, Env
 from jobsched.store import dynamo
 from jobsched.store import timers as timers_store
 
-from ..conftest import _template_inputs_digest
+from ..conftest import _template_inputs_digest, kept_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -272,40 +271,31 @@ def synthesized():
     per input change and kept in .build/test-template beside the default template (one parallel
     test worker synthesizes while the others wait)."""
     cache = ROOT / ".build" / "test-template"
-    cache.mkdir(parents=True, exist_ok=True)
     tables = [dataclasses.asdict(t) for t in (STEADY_TIMERS, READ_HEAVY_JOBS)]
     digest = hashlib.sha256((_template_inputs_digest() + json.dumps(tables)).encode()).hexdigest()[:24]
-    saved = cache / f"sizing-{digest}.json"
-    with open(cache / ".sizing-lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if saved.is_file():
-                return json.loads(saved.read_text())
-            outdir = cache / "cdk.out.sizing"
-            for old in (outdir, Path(f"{outdir}-storage")):
-                shutil.rmtree(old, ignore_errors=True)
-            context = {**json.loads((ROOT / "cdk.json").read_text())["context"], "profile": "10k",
-                       "layerDir": str(ROOT / ".build" / "layer")}
-            env = {**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(context),
-                   "LAYER_DIR": str(ROOT / ".build" / "layer"),
-                   "STORAGE_TABLES": json.dumps(tables), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-                   "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT / "infra")])}
-            subprocess.run([sys.executable, "-c", _SYNTH_SCRIPT, str(ROOT / "infra" / "app.py")], env=env,
-                           check=True, capture_output=True)
-            result = {"profile-10k": json.loads((outdir / "Jobsched.template.json").read_text()),
-                      "storage": json.loads(Path(f"{outdir}-storage", "StorageOnly.template.json").read_text()),
-                      "storage-sharded": json.loads(Path(f"{outdir}-storage", "StorageSharded.template.json").read_text()),
-                      **{f"tracing-{mode}": json.loads(Path(f"{outdir}-storage", f"{name}.template.json").read_text())
-                         for name, mode in (("TracingOff", "off"), ("TracingOn", "on"))}}
-            for old in (outdir, Path(f"{outdir}-storage")):
-                shutil.rmtree(old, ignore_errors=True)
-            for old in cache.glob("sizing-*.json"):
-                old.unlink()
-            saved.with_suffix(".tmp").write_text(json.dumps(result))
-            saved.with_suffix(".tmp").replace(saved)
-            return result
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    outdir = cache / "cdk.out.sizing"
+
+    def synthesize() -> dict:
+        for old in (outdir, Path(f"{outdir}-storage")):
+            shutil.rmtree(old, ignore_errors=True)
+        context = {**json.loads((ROOT / "cdk.json").read_text())["context"], "profile": "10k",
+                   "layerDir": str(ROOT / ".build" / "layer")}
+        env = {**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(context),
+               "LAYER_DIR": str(ROOT / ".build" / "layer"),
+               "STORAGE_TABLES": json.dumps(tables), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+               "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT / "infra")])}
+        subprocess.run([sys.executable, "-c", _SYNTH_SCRIPT, str(ROOT / "infra" / "app.py")], env=env,
+                       check=True, capture_output=True)
+        result = {"profile-10k": json.loads((outdir / "Jobsched.template.json").read_text()),
+                  "storage": json.loads(Path(f"{outdir}-storage", "StorageOnly.template.json").read_text()),
+                  "storage-sharded": json.loads(Path(f"{outdir}-storage", "StorageSharded.template.json").read_text()),
+                  **{f"tracing-{mode}": json.loads(Path(f"{outdir}-storage", f"{name}.template.json").read_text())
+                     for name, mode in (("TracingOff", "off"), ("TracingOn", "on"))}}
+        for old in (outdir, Path(f"{outdir}-storage")):
+            shutil.rmtree(old, ignore_errors=True)
+        return result
+
+    return kept_json(cache / f"sizing-{digest}.json", cache / ".sizing-lock", synthesize, "sizing-*.json")
 
 
 @pytest.fixture(scope="session")

@@ -165,9 +165,9 @@ def test_a_worker_dying_between_the_count_and_the_pause_counts_once_and_pauses_o
     from jobsched.store.jobs import JobsStore
     from .harness import WorkerDied
 
-    # Every two hours: the end's record comes back (re-sent 30 s later: handlers/worker.py's
-    # hand-backs) long before the next fire.
-    job = harness.create_job({"name": "c", "type": "RATE", "schedule": "PT2H", "target": HOOK,
+    # Every ten minutes: the end's record comes back (re-sent 30 s later: handlers/worker.py's
+    # hand-backs, TRANSIENT_RETRY_SECONDS) long before the next fire.
+    job = harness.create_job({"name": "c", "type": "RATE", "schedule": "PT10M", "target": HOOK,
                               "retryPolicy": ONCE, "pauseAfterFailures": 2})
     harness.target.script[job["jobId"]] = [FAIL, FAIL, FAIL, FAIL]
     original = JobsStore.pause_itself
@@ -180,9 +180,9 @@ def test_a_worker_dying_between_the_count_and_the_pause_counts_once_and_pauses_o
         return original(self, *args)
 
     monkeypatch.setattr(JobsStore, "pause_itself", die_once)
-    harness.advance(4 * 3600 + 5, step_ms=5_000)  # 02:00:05 DEAD (1), 04:00:05 DEAD (2): dies before pausing
+    harness.advance(20 * 60 + 5, step_ms=5_000)  # 00:10:05 DEAD (1), 00:20:05 DEAD (2): dies before pausing
     assert died and get(harness, job)["state"] == "ACTIVE"
-    harness.advance(7000, step_ms=30_000)  # the end's record comes back before the next fire (06:00:05)
+    harness.advance(510, step_ms=30_000)  # the end's record comes back before the next fire (00:30:05)
     body = get(harness, job)
     assert body["state"] == "PAUSED" and body["pausedReason"].startswith("paused after 2 consecutive")
     assert len(fired(harness, job)) == 2

@@ -106,16 +106,17 @@ def test_an_untagged_resource_of_the_account_is_reached_by_no_tenant(real_target
 
 
 def test_the_worker_assumes_a_tenants_role_once_per_container_not_per_execution(real_targets):
-    # Given a tenant's job that fires every minute to its own queue
+    # Given a tenant's job that fires every five minutes to its own queue (an execution in each
+    # quarter of the renewal window: the count of executions is not the point, their 20 to 3)
     harness = real_targets
     inbox = queue_of(harness, "a-inbox", TENANT_A)
-    job = harness.create_job({"name": "r", "type": "RATE", "schedule": "PT1M",
+    job = harness.create_job({"name": "r", "type": "RATE", "schedule": "PT5M",
                               "target": {"type": "SQS", "queueUrl": inbox}})
     # When it runs for 100 minutes (the session lasts an hour and is renewed 15 minutes before)
     harness.advance(100 * 60, step_ms=10_000)
     executions = harness.executions_of(job["jobId"])
     # Then every execution succeeded (none met expired credentials)
-    assert len(executions) >= 99 and {e["status"] for e in executions} == {"SUCCEEDED"}
+    assert len(executions) >= 19 and {e["status"] for e in executions} == {"SUCCEEDED"}
     # with one AssumeRole per renewal period, not one per execution
     renewals = 100 * 60 // (SESSION_SECONDS - RENEW_BEFORE_SECONDS)
     assert harness.strict.report().assumed_roles == 1 + renewals == 3

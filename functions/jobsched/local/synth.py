@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -10,12 +11,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-# What the template is made from: the CDK app, the functions' settings and handlers, and the
-# project's CDK settings. The functions' code and the layer change only asset hashes, which the
-# local stack does not use.
-TEMPLATE_INPUTS = ("infra", "functions/jobsched/settings.py", "functions/jobsched/handlers",
-                   "functions/jobsched/local/synth.py", "cdk.json",
-                   "pyproject.toml")
+# What the template is made from: the CDK app, the functions' code (the app reads constants of
+# many of their modules: sizing, settings, store indexes, routes, lane shares) and the project's
+# CDK settings. The layer changes only asset hashes, which the local stack does not use.
+TEMPLATE_INPUTS = ("infra", "functions/jobsched", "cdk.json", "pyproject.toml")
 
 
 def synthesize(outdir: Path, segments: int = 4, allow_private_targets: bool = True, deployed: bool = False) -> dict:
@@ -85,23 +84,32 @@ def template_key(segments: int, allow_private_targets: bool) -> str:
 
 
 def cached_template(workdir: Path, segments: int = 4, allow_private_targets: bool = True,
-                    progress=print) -> dict:
+                    progress=print, deployed: bool = False) -> dict:
     """The synthesized template, from `workdir` when its inputs have not changed since the last
-    synthesis (a synthesis takes tens of seconds: CDK runs on Node.js), else synthesized anew."""
-    options = f"template-s{segments}-{'p' if allow_private_targets else 'n'}-"
+    synthesis (a synthesis takes tens of seconds: CDK runs on Node.js), else synthesized anew.
+    `deployed`: the default deployment's template (synthesize's), cached apart. Processes sharing
+    `workdir` (the test workers, the benches) synthesize one at a time: the first under the lock
+    synthesizes, the others wait for it and read its template."""
+    options = f"{'deployed' if deployed else 'template'}-s{segments}-{'p' if allow_private_targets else 'n'}-"
     cached = workdir / f"{options}{template_key(segments, allow_private_targets)}.json"
-    if cached.is_file():
-        progress("jobsched: the stack's template is unchanged since the last start (cached)")
-        return json.loads(cached.read_text())
-    progress("jobsched: synthesizing the stack with the CDK (the first start, or its code changed) ...")
-    template = synthesize(workdir / "cdk.out", segments=segments, allow_private_targets=allow_private_targets)
-    for old in workdir.glob(f"{options}*.json"):  # an older synthesis with the same options
-        old.unlink()
-    partial = cached.with_suffix(".partial")  # never a half-written cache to a reader
-    partial.write_text(json.dumps(template))
-    partial.replace(cached)
-    return template
-
+    workdir.mkdir(parents=True, exist_ok=True)
+    with open(workdir / ".synth-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if cached.is_file():
+                progress("jobsched: the stack's template is unchanged since the last start (cached)")
+                return json.loads(cached.read_text())
+            progress("jobsched: synthesizing the stack with the CDK (the first start, or its code changed) ...")
+            template = synthesize(workdir / ("cdk.out-deployed" if deployed else "cdk.out"), segments=segments,
+                                  allow_private_targets=allow_private_targets, deployed=deployed)
+            for old in workdir.glob(f"{options}*.json"):  # an older synthesis with the same options
+                old.unlink()
+            partial = cached.with_suffix(".partial")  # never a half-written cache to a reader
+            partial.write_text(json.dumps(template))
+            partial.replace(cached)
+            return template
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 if __name__ == "__main__":
     synthesize_here(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "true", sys.argv[4:] == ["deployed"])
