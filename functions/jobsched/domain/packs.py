@@ -208,20 +208,46 @@ SNAPSHOT_TRUST_MS = 50_000
 FENCE_PREFIX = "fence#"
 # A fence item lives this long after its second (it is read only within SNAPSHOT_TRUST_MS of it).
 FENCE_TTL_S = 3_600
-# The snapshot leaves out what the worker never reads of the job (its pause spans, up to 4 KB).
-_NOT_SNAPSHOTTED = ("pausedSpans", "pausedReason", "lastDeadExecution", "scheduleSinceMs")
+# The snapshot leaves out what the worker never reads of the job (its pause spans, up to 4 KB) and
+# what its dispatch says already; the item's JSON-text attributes ride as JSON (a lane message's body
+# is sealed as a JSON string: text inside it is escaped twice), the payload under "p".
+_NOT_SNAPSHOTTED = ("pausedSpans", "pausedReason", "lastDeadExecution", "scheduleSinceMs", "tenantId", "jobId",
+                    "generation")
+_JSON_TEXT = ("schedule", "target", "steps", "retryPolicy", "onSuccess", "onFailure", "flowControl", "catchUp",
+              "expect")
 
 
 def snapshot_of(job) -> dict | None:
-    """The item an entry of this job carries to the worker, or None when the worker must read the
-    job itself: a job whose entries leave the pack anyway, one that pauses itself after failures
-    (its failure count moves without a change of generation), one whose item is too large."""
+    """What an entry of this job carries to the worker (its item, compacted), or None when the
+    worker must read the job itself: a job whose entries leave the pack anyway, one that pauses
+    itself after failures (its failure count moves without a change of generation), one whose
+    item is too large."""
     if job.spec.target is None or job.version < 0 or not _plain(job.spec) or job.spec.pause_after_failures is not None:
         return None
-    item = {k: v for k, v in job.to_item().items() if k not in _NOT_SNAPSHOTTED}
-    if len(json.dumps(item, separators=(",", ":"))) > SNAPSHOT_MAX_BYTES:
+    snapshot: dict = {}
+    for key, value in job.to_item().items():
+        if key in _NOT_SNAPSHOTTED:
+            continue
+        if key in _JSON_TEXT:
+            snapshot[key] = json.loads(value)
+        elif key == "payload":
+            snapshot["p"] = json.loads(value)
+        else:
+            snapshot[key] = value
+    if len(json.dumps(snapshot, separators=(",", ":"))) > SNAPSHOT_MAX_BYTES:
         return None
-    return item
+    return snapshot
+
+
+def job_of_snapshot(dispatch: Dispatch):
+    """The job an entry carries (as its snapshot was taken, with the dispatch's own ids)."""
+    from jobsched.domain.jobs import Job
+
+    item = {**dispatch.snapshot, "tenantId": dispatch.tenant_id, "jobId": dispatch.job_id,
+            "generation": dispatch.generation}
+    if "p" in item:
+        item["payload"] = json.dumps(item.pop("p"))
+    return Job.from_item(item)
 
 
 def _plain(spec) -> bool:

@@ -18,7 +18,7 @@ from jobsched.domain.errors import ConditionLost
 from jobsched.domain.executions import AttemptOutcome, Dispatch, ExecutionStatus
 from jobsched.domain.jobs import Job
 from jobsched.domain.packs import (MAX_PACK_OUTPUT_BYTES, SNAPSHOT_TRUST_MS, Pack, PackKey, PackOutcome, PackStatus,
-                                   entry_tag, runs_in_pack)
+                                   entry_tag, job_of_snapshot, runs_in_pack)
 from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.worker import (LEASE_MARGIN_MS, MAX_PRECISION_WAIT_MS, UNREAD, ArrivedEarly, RedeliverLater,
                                      Worker, still_wanted)
@@ -169,10 +169,8 @@ class PackRunner:
         snapped: dict = {}
         for dispatch in carried:
             try:
-                job = Job.from_item(dispatch.snapshot)
+                job = job_of_snapshot(dispatch)
             except (KeyError, TypeError, ValueError):  # not a job's item: its job is read instead
-                continue
-            if (job.tenant_id, job.job_id, job.generation) != (dispatch.tenant_id, dispatch.job_id, dispatch.generation):
                 continue
             fence = fences.get(dispatch.job_id)
             if fence is None or dispatch.generation >= fence:
