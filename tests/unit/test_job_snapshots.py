@@ -12,7 +12,9 @@ def job(payload, **extra) -> Job:
     item = {"tenantId": "tenant-a", "jobId": "job_01b8dac5c7887ac8afc2f63445198faa", "name": "n",
             "schedule": json.dumps({"type": "RATE", "periodMs": 60000, "anchorMs": 0}),
             "target": json.dumps({"type": "HTTP", "url": "https://partner.example/hook", "method": "POST"}),
-            "payload": json.dumps(payload), "retryPolicy": json.dumps({"maxAttempts": 3, "backoff": "EXPONENTIAL", "initialDelayMs": 1000, "maxDelayMs": 60000}), "timeoutSec": 30,
+            "payload": json.dumps(payload), "timeoutSec": 30,
+            "retryPolicy": json.dumps({"maxAttempts": 3, "backoff": "EXPONENTIAL", "initialDelayMs": 1000,
+                                       "maxDelayMs": 60000}),
             "priority": "NORMAL", "state": "ACTIVE", "generation": 4, "version": 7, "createdMs": 1, "updatedMs": 2,
             "pausedSpans": [[1, 2]], **extra}
     return Job.from_item(item)
