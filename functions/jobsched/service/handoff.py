@@ -197,6 +197,10 @@ class HandOff:
                     if following is not None:
                         next_timers.append(following)
                 pending = []
+                # A later pass hands off timers of buckets another tick claimed after this one read
+                # its jobs: a change between that read and that claim is fenced only for what the
+                # change saw claimed, so those fires carry no snapshot (the worker reads their jobs).
+                snapshots = False
                 # Absence alerts: the CHECK timers of this pass, written with its next timers (and
                 # dispatched the same way if a tick already claimed their bucket).
                 checks, report.checks = report.checks, []
