@@ -269,7 +269,10 @@ class BilledDynamo:
         # The partition key's value, and a sort-key prefix (`begins_with`: the job snapshots' fences).
         prefix_name = re.search(r"begins_with\(\s*[#\w]+\s*,\s*(:\w+)\s*\)", KeyConditionExpression)
         prefix = ExpressionAttributeValues[prefix_name.group(1)]["S"] if prefix_name else ""
-        (value,) = [v for k, v in ExpressionAttributeValues.items() if not prefix_name or k != prefix_name.group(1)]
+        between = re.search(r"BETWEEN\s+(:\w+)\s+AND\s+(:\w+)", KeyConditionExpression)
+        bounds = tuple(ExpressionAttributeValues[between.group(i)]["S"] for i in (1, 2)) if between else None
+        sort_names = {prefix_name.group(1)} if prefix_name else set(between.groups()) if between else set()
+        (value,) = [v for k, v in ExpressionAttributeValues.items() if k not in sort_names]
         hash_key, range_key = self.keys[TableName]
         pk = value["S"]
         partition = self._partition(TableName, {hash_key: value})
@@ -277,6 +280,8 @@ class BilledDynamo:
         sks = self.partitions[TableName].get(pk, [])
         if prefix:
             sks = sks[bisect.bisect_left(sks, prefix):bisect.bisect_left(sks, prefix + "\U0010ffff")]
+        if bounds:
+            sks = sks[bisect.bisect_left(sks, bounds[0]):bisect.bisect_right(sks, bounds[1])]
         start = bisect.bisect_right(sks, ExclusiveStartKey[range_key]["S"]) if ExclusiveStartKey else 0
         page_sks = sks[start:start + (Limit or len(sks))]
         items = [self.items[TableName][(pk, sk)] for sk in page_sks]

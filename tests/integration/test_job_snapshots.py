@@ -53,7 +53,7 @@ def job_reads(harness, reads) -> list[str]:
 
 def fence_reads(reads) -> list[dict]:
     return [p for op, p in reads if op == "Query"
-            and p.get("ExpressionAttributeValues", {}).get(":f", {}).get("S") == FENCE_PREFIX]
+            and p.get("ExpressionAttributeValues", {}).get(":lo", {}).get("S", "").startswith(FENCE_PREFIX)]
 
 
 def calls_at(harness, job: dict, due: int) -> list[int]:
@@ -159,28 +159,32 @@ def test_a_bucket_claimed_while_a_change_is_written_is_fenced_after_it(harness, 
     job = harness.create_job({"name": "c", "type": "CRON", "schedule": "* * * * *", "target": HOOK})
     harness.advance((due - 2 * MINUTE - start) / 1000 - 0.001)  # 00:03's bucket not claimed yet
     harness.clock.set_ms(due - 2 * MINUTE + 300)
-    # Given an update whose fences are written before 00:03's bucket is claimed, and the tick that
-    # claims it and hands its fire off (with the job as it was) between those fences and the job's write
+    # Given an update whose fences are written before 00:03's and 00:04's buckets are claimed, and
+    # the ticks that claim them and hand their fires off (with the job as it was) between those
+    # fences and the job's write
     real_save = JobsStore.save
     ticked = []
 
     def tick_first(self, before, after):
         if not ticked:
+            # (two runs: the fences written before the job's write reach one bucket past the
+            # claimed ones; the second batch, after the write, covers what a tick claimed beyond)
             ticked.append(True)
-            harness.clock.set_ms(due - 2 * MINUTE + 560)
-            harness.tick_all()
+            for at in (due - 2 * MINUTE + 560, due - MINUTE + 560):
+                harness.clock.set_ms(at)
+                harness.tick_all()
         return real_save(self, before, after)
 
     monkeypatch.setattr(JobsStore, "save", tick_first)
     status, _ = harness.request("PUT", f"/v1/jobs/{job['jobId']}",
                                 {"name": "c", "type": "CRON", "schedule": "0 0 1 1 *", "target": HOOK})
     assert status == 200 and ticked
-    # When the pack of 00:03 runs
-    messages = the_pack_of(harness, due)
+    # When the pack of 00:04 runs
+    messages = the_pack_of(harness, due + MINUTE)
     assert any(d.snapshot is not None for m in messages for d in harness.stores.lanes.seal.open_pack(m["Body"]).entries)
     run_worker(harness, messages)
     # Then the old fire does not run: the bucket claimed meanwhile was fenced after the write
-    assert calls_at(harness, job, due) == []
+    assert calls_at(harness, job, due + MINUTE) == []
 
 
 def test_a_pause_whose_fences_failed_is_repeated_and_stops_the_fire(harness, monkeypatch):
@@ -198,3 +202,46 @@ def test_a_pause_whose_fences_failed_is_repeated_and_stops_the_fire(harness, mon
     run_worker(harness, the_pack_of(harness, due))
     # Then the fire handed off before the pause does not run
     assert calls_at(harness, jobs[0], due) == []
+
+
+def test_a_failed_fence_query_reads_the_jobs_instead(harness, monkeypatch):
+    from jobsched.store.packs import PacksStore
+
+    jobs, due = handed_off(harness, 2)
+
+    def refused(*args, **kwargs):
+        raise RuntimeError("ProvisionedThroughputExceededException")
+
+    monkeypatch.setattr(PacksStore, "fences", refused)
+    reads = run_worker(harness, the_pack_of(harness, due))
+    # Then the pack does not wait for a retry: its entries read their jobs and fire on time
+    assert set(job_reads(harness, reads)) == {"BatchGetItem"}
+    assert all(calls_at(harness, job, due) == [due] for job in jobs)
+
+
+def test_a_timer_left_in_another_segment_carries_no_snapshot(harness):
+    from jobsched.domain.timers import Timer, TimerKind, minute_of, segment_of
+    from jobsched.service.handoff import HandOff
+    from jobsched.store.aws import build_stores
+
+    # Given a job whose segment moved with a change of the segment count (its timer in the old one)
+    segments = harness.settings.segments
+    job = None
+    while job is None or segment_of(job["jobId"], segments) == segment_of(job["jobId"], segments + 1):
+        job = harness.create_job({"name": "m", "type": "CRON", "schedule": "* * * * *", "target": HOOK})
+    stored = harness.stores.jobs.get("tenant-a", job["jobId"], consistent=True)
+    due = (minute_of(harness.clock.now_ms()) + 2) * MINUTE
+    old = segment_of(job["jobId"], segments)
+    stores = build_stores(harness.settings, harness.session, harness.clock)
+    sent = []
+    stores.lanes.send = lambda outgoing: sent.extend(outgoing) or 1
+    # When a hand-off under the new count hands its timer off
+    for count, expect in ((segments + 1, False), (segments, True)):
+        sent.clear()
+        timer = Timer(due, TimerKind.FIRE, "tenant-a", job["jobId"], stored.generation, old)
+        HandOff(stores, harness.clock, count).hand_off([timer], {("tenant-a", job["jobId"]): stored},
+                                                      claimed_through=minute_of(due), snapshots=True)
+        entries = [o.dispatch for o in sent if o.dispatch.due_ms == due]
+        # Then it carries no snapshot (the API fences the job's new segment's partitions), and the
+        # same timer under the count it was written with does
+        assert entries and all((d.snapshot is not None) is expect for d in entries), (count, entries)

@@ -116,7 +116,10 @@ def packs_of(dispatches: list[Dispatch], segment: int, lane: str) -> list[Pack]:
     current: list[Dispatch] = []
     size = _ENVELOPE_BYTES
     for dispatch in sorted(dispatches, key=lambda d: d.execution_id):
-        entry = int(len(dispatch.to_json()) * _ESCAPED) + 1
+        # An entry with its job's snapshot is measured as sealed (its quotes escaped once more: a
+        # payload full of them grows more than the estimate); a bare dispatch by the estimate.
+        text = dispatch.to_json()
+        entry = (len(json.dumps(text)) if dispatch.snapshot is not None else int(len(text) * _ESCAPED)) + 1
         if current and (len(current) >= MAX_PACK_ENTRIES or size + entry > MAX_PACK_BYTES):
             packs.append(_sealed_pack(current, segment, lane))
             current, size = [], _ENVELOPE_BYTES
@@ -204,6 +207,9 @@ SNAPSHOT_MAX_BYTES = 4_000
 # the change's own clock against the worker's). Later than that, the worker reads the jobs.
 FENCE_BACK_MS = 60_000
 SNAPSHOT_TRUST_MS = 50_000
+# A job firing more often than this carries no snapshot (its change would write a fence for every
+# second of the window, up to 240): at most 24 fences a change.
+SNAPSHOT_MIN_PERIOD_MS = 10_000
 # A fence item's sort key in its pack partition (pack items' sort keys start with a lane's name).
 FENCE_PREFIX = "fence#"
 # A fence item lives this long after its second (it is read only within SNAPSHOT_TRUST_MS of it).
@@ -224,6 +230,9 @@ def snapshot_of(job) -> dict | None:
     item is too large."""
     if job.spec.target is None or job.version < 0 or not _plain(job.spec) or job.spec.pause_after_failures is not None:
         return None
+    period = job.spec.schedule.period_ms
+    if period is not None and period < SNAPSHOT_MIN_PERIOD_MS:
+        return None  # a change would fence up to one partition a second of its window: read instead
     snapshot: dict = {}
     for key, value in job.to_item().items():
         if key in _NOT_SNAPSHOTTED:

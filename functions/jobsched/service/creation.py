@@ -176,12 +176,21 @@ class JobCreation:
         except Exception:
             # Not half-created: the job this call wrote is taken back with its quota place (a job
             # with calendars stays; the caller's repeat with its key places its timer).
-            # Its timer may have been written and handed off before the error: fenced first.
-            claimed = self._fences.before_change(job, job.created_ms) if created and self._fences else None
+            # Its timer may have been written and handed off before the error: fenced first (best
+            # effort: a failed fence does not keep a job the caller is told was not created).
+            claimed = None
+            if created and self._fences is not None:
+                try:
+                    claimed = self._fences.before_change(job, job.created_ms)
+                except Exception:  # noqa: BLE001 - the timer's own error is the one raised
+                    claimed = None
             if created and self._jobs.remove_new(job):
                 self._jobs.give_back_quota(tenant_id, active_counter(shard))
                 if self._fences is not None:
-                    self._fences.after_change(job, job.created_ms, claimed)
+                    try:
+                        self._fences.after_change(job, job.created_ms, claimed)
+                    except Exception:  # noqa: BLE001 - the timer's own error is the one raised
+                        pass
             raise
         return job, created
 

@@ -45,8 +45,10 @@ class Fences:
         watermark = self._watermarks.get(self._handoff.segment_of(before.job_id))
         if watermark is None or watermark.claimed_through is None:
             return -1  # no bucket claimed yet: after_change fences what a tick claims meanwhile
-        self._write(before, changed_from_ms - FENCE_BACK_MS, (watermark.claimed_through + 1) * MS_PER_MINUTE - 1)
-        return watermark.claimed_through
+        # The next bucket too: a tick may claim it before the job's write, and should the second
+        # batch (after_change) never run (a crash, a time-out), its fences are written already.
+        self._write(before, changed_from_ms - FENCE_BACK_MS, (watermark.claimed_through + 2) * MS_PER_MINUTE - 1)
+        return watermark.claimed_through + 1
 
     def after_change(self, before: Job, changed_from_ms: int, claimed: int | None) -> None:
         """After the job's write: fence the occurrences of buckets a tick claimed since

@@ -320,7 +320,10 @@ class HandOff:
         path of these fires (`Dispatch.solo`), the timer's: whoever else reads it decides alike.
         `snapshots`: an occurrence of a claimed bucket, not long past, carries its job's snapshot
         (what a change fences: service/fences.py)."""
-        snapshot = snapshot_of(job) if snapshots and alone is not True else None
+        # Not for a timer left in another segment by a change of the segment count: a change fences
+        # the pack partitions of the job's segment as the API computes it now.
+        snapshot = snapshot_of(job) if (snapshots and alone is not True
+                                        and timer.segment == self.segment_of(job.job_id)) else None
         schedule = job.spec.schedule
         policy = job.spec.misfire_policy
         nominal: int | None = job.nominal_of(timer.due_ms)

@@ -74,7 +74,7 @@ class PackRunner:
             raise ArrivedEarly(due - now)
         if due > now:
             self._clock.sleep((due - now) / 1000)
-        jobs = self._jobs_after_due(pack, jobs, read_at_ms, due)
+        jobs = self._jobs_after_due(pack, jobs, read_at_ms, due, multi_region)
         started = self._clock.now_ms()
         longest = max((j.spec.timeout_sec for j in jobs.values() if isinstance(j, Job)), default=60)
         try:
@@ -139,14 +139,15 @@ class PackRunner:
             result.entries.append(future.result())
         return result
 
-    def _jobs_after_due(self, pack: Pack, jobs: dict, read_at_ms: int | None, due: int) -> dict:
+    def _jobs_after_due(self, pack: Pack, jobs: dict, read_at_ms: int | None, due: int,
+                        multi_region: bool = False) -> dict:
         """The last look at a FIRE's job follows its due instant (as Worker.process). An entry that
         carries its job's snapshot (the tick's read) is checked against its pack partition's fences
         instead, read now in one strongly consistent Query, when now is at most SNAPSHOT_TRUST_MS
         after the due instant (docs/architecture.md, "The worker reads no job"). The other entries'
         jobs (a fence names them, or they carry none) read before it, or not read, are read again,
         in one strongly consistent batch read."""
-        snapped = self._snapshots(pack, due)
+        snapped = self._snapshots(pack, due, multi_region)
         keys = [(d.tenant_id, d.job_id) for d in pack.entries if (d.tenant_id, d.job_id) not in snapped]
         if not keys or (read_at_ms is not None and read_at_ms >= due
                         and all(jobs.get(k, UNREAD) is not UNREAD for k in keys)):
@@ -157,15 +158,18 @@ class PackRunner:
             fresh = {k: self._jobs.get(k[0], k[1], consistent=True) for k in dict.fromkeys(keys)}
         return {**jobs, **{k: fresh.get(k) for k in keys}, **snapped}
 
-    def _snapshots(self, pack: Pack, due: int) -> dict:
+    def _snapshots(self, pack: Pack, due: int, multi_region: bool = False) -> dict:
         """(tenant, job) -> the job its entry carried, for the entries no fence names (a fence: a
         pause, update or delete may have come after the snapshot, and the job is read again).
         Empty when no entry carries one, or the pack is too late for them (its jobs are read)."""
         carried = [d for d in pack.entries if d.snapshot is not None]
-        if not carried or self._clock.now_ms() - due > SNAPSHOT_TRUST_MS:
-            return {}
+        if not carried or multi_region or self._clock.now_ms() - due > SNAPSHOT_TRUST_MS:
+            return {}  # (regions: no fences are written; every entry reads its job)
         key = PackKey.parse(pack.pack_id)
-        fences = self._packs.fences(key.segment, key.due_second)
+        try:
+            fences = self._packs.fences(key.segment, key.due_second, {d.job_id for d in carried})
+        except Exception:  # noqa: BLE001 - as without snapshots: the entries read their jobs
+            return {}
         snapped: dict = {}
         for dispatch in carried:
             try:

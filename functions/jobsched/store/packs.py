@@ -152,13 +152,17 @@ class PacksStore:
             if _condition_lost(exc, "fence") is None:
                 raise
 
-    def fences(self, segment: int, due_second: int) -> dict[str, int]:
-        """A partition's fences, job id -> the lowest generation still wanted: one strongly
-        consistent Query over the `fence#` sort keys only (1 read unit when there are none)."""
-        kwargs = {"TableName": self._name,
-                  "KeyConditionExpression": "jobId = :p AND begins_with(executionId, :f)",
-                  "ExpressionAttributeValues": {":p": {"S": partition_of(segment, due_second)},
-                                                ":f": {"S": FENCE_PREFIX}},
+    def fences(self, segment: int, due_second: int, job_ids: Iterable[str] = ()) -> dict[str, int]:
+        """A partition's fences, job id -> the generation below which entries read their job: one
+        strongly consistent Query over the `fence#` sort keys, only those between the smallest and
+        the largest of `job_ids` when given (a pack's own range: a bulk change's many fences in the
+        same second are not read by every pack), billed on the fences read."""
+        ids = sorted(job_ids)
+        condition, values = ("jobId = :p AND executionId BETWEEN :lo AND :hi",
+                             {":lo": {"S": fence_key(ids[0])}, ":hi": {"S": fence_key(ids[-1])}}) if ids \
+            else ("jobId = :p AND begins_with(executionId, :f)", {":f": {"S": FENCE_PREFIX}})
+        kwargs = {"TableName": self._name, "KeyConditionExpression": condition,
+                  "ExpressionAttributeValues": {":p": {"S": partition_of(segment, due_second)}, **values},
                   "ConsistentRead": True}
         found: dict[str, int] = {}
         while True:
