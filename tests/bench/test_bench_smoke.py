@@ -69,11 +69,11 @@ def test_the_cpu_benchmark_runs_the_real_handlers_on_a_tiny_input(capsys):
     out = capsys.readouterr().out
     assert "measured on one core" in out and os.sched_getaffinity(0) == cores  # pinned, then given back
     rows = {line.split("  ")[0]: line for line in out.splitlines() if line.startswith(("tick:", "worker:"))}
-    # The worker runs packs as the tick sends them (20 jobs at the deployed fill of 9: 9, 9 and 2),
-    # and messages of one (the per-execution path), each against the floor of its own requests.
+    # The worker runs packs as the tick sends them (20 jobs at the deployed fill, about 78: one pack
+    # of 20), and messages of one (the per-execution path), each against the floor of its own requests.
     assert set(rows) == {"tick: per handed-off timer",
-                         "worker: per executed job (recurring, packs of 6.7, as the tick sends them)",
-                         "worker: per executed job (one-time, packs of 6.7, as the tick sends them)",
+                         "worker: per executed job (recurring, packs of 20.0, as the tick sends them)",
+                         "worker: per executed job (one-time, packs of 20.0, as the tick sends them)",
                          "worker: per executed job (recurring, messages of one: fires sent alone, retries, triggers)",
                          "worker: per executed job (one-time, messages of one: fires sent alone, retries, triggers)"}
     assert all(row.split()[-4].endswith("x") for row in rows.values())  # ours / floor
