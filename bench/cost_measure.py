@@ -322,13 +322,15 @@ def pack_capacity(items: list[dict]) -> int:
     from jobsched.domain.packs import MAX_PACK_ENTRIES, packs_of, snapshot_of
     from jobsched.store.dynamo import plain
 
-    jobs = [Job.from_item(plain(i)) for i in items if str(i.get("jobId", "")).startswith("job_") and "schedule" in i]
-    if not jobs:
+    found = [plain(i) for i in items if str(i.get("jobId", "")).startswith("job_") and "schedule" in i]
+    if not found:
         return MAX_PACK_ENTRIES
-    job = jobs[0]
+    item = found[0]
+    job = Job.from_item(item)
     due = 1_900_000_000_000
+    snapshot = snapshot_of(job, item)
     entries = [Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id, execution_id_for(job.job_id, due + n), due + n,
-                        job.generation, run=1, solo=False, snapshot=snapshot_of(job)) for n in range(MAX_PACK_ENTRIES)]
+                        job.generation, run=1, solo=False, snapshot=snapshot) for n in range(MAX_PACK_ENTRIES)]
     return len(packs_of(entries, 0, "NORMAL")[0].entries)
 
 

@@ -218,48 +218,43 @@ FENCE_PREFIX = "fence#"
 # A fence item lives this long after its second (it is read only within SNAPSHOT_TRUST_MS of it).
 FENCE_TTL_S = 3_600
 # The snapshot leaves out what the worker never reads of the job (its pause spans, up to 4 KB) and
-# what its dispatch says already; the item's JSON-text attributes ride as JSON (a lane message's body
-# is sealed as a JSON string: text inside it is escaped twice), the payload under "p".
-_NOT_SNAPSHOTTED = ("pausedSpans", "pausedReason", "lastDeadExecution", "scheduleSinceMs", "tenantId", "jobId",
-                    "generation")
-_JSON_TEXT = ("schedule", "target", "steps", "retryPolicy", "onSuccess", "onFailure", "flowControl", "catchUp",
-              "expect")
+# what its dispatch says already. It is the item as read, its JSON-text attributes left as text: no
+# decoding and encoding again at the tick (0.14 ms a fire), for a fifth more bytes in the message.
+_NOT_SNAPSHOTTED = frozenset(("pausedSpans", "pausedReason", "lastDeadExecution", "scheduleSinceMs", "tenantId",
+                              "jobId", "generation"))
 
 
-def snapshot_of(job) -> dict | None:
-    """What an entry of this job carries to the worker (its item, compacted), or None when the
-    worker must read the job itself: a job whose entries leave the pack anyway, one that pauses
-    itself after failures (its failure count moves without a change of generation), one whose
-    item is too large."""
-    if job.spec.target is None or job.version < 0 or not _plain(job.spec) or job.spec.pause_after_failures is not None:
+def snapshot_of(job, item: dict | None) -> dict | None:
+    """What an entry of this job carries to the worker: `item`, the job's item as the tick read it
+    (plain), less what the worker never reads; None when the worker must read the job itself: a
+    job whose entries leave the pack anyway, one that pauses itself after failures (its failure
+    count moves without a change of generation), one firing more often than every 10 s, one
+    whose item is too large, or an item that is not this job's as read."""
+    if item is None or not may_carry(job):
         return None
-    period = job.spec.schedule.period_ms
-    if period is not None and period < SNAPSHOT_MIN_PERIOD_MS:
-        return None  # a change would fence up to one partition a second of its window: read instead
-    snapshot: dict = {}
-    for key, value in job.to_item().items():
-        if key in _NOT_SNAPSHOTTED:
-            continue
-        if key in _JSON_TEXT:
-            snapshot[key] = json.loads(value)
-        elif key == "payload":
-            snapshot["p"] = json.loads(value)
-        else:
-            snapshot[key] = value
-    if len(json.dumps(snapshot, separators=(",", ":"))) > SNAPSHOT_MAX_BYTES:
+    if item.get("version") != job.version or item.get("generation") != job.generation:
+        return None
+    snapshot = {k: v for k, v in item.items() if k not in _NOT_SNAPSHOTTED}
+    if sum(len(k) + len(v if isinstance(v, str) else str(v)) for k, v in snapshot.items()) > SNAPSHOT_MAX_BYTES:
         return None
     return snapshot
+
+
+def may_carry(job) -> bool:
+    """Whether this job's entries may carry its snapshot (its size aside)."""
+    if job.spec.target is None or job.version < 0 or not _plain(job.spec) or job.spec.pause_after_failures is not None:
+        return False
+    period = job.spec.schedule.period_ms
+    # A job firing more often: a change would fence up to one partition a second of its window.
+    return period is None or period >= SNAPSHOT_MIN_PERIOD_MS
 
 
 def job_of_snapshot(dispatch: Dispatch):
     """The job an entry carries (as its snapshot was taken, with the dispatch's own ids)."""
     from jobsched.domain.jobs import Job
 
-    item = {**dispatch.snapshot, "tenantId": dispatch.tenant_id, "jobId": dispatch.job_id,
-            "generation": dispatch.generation}
-    if "p" in item:
-        item["payload"] = json.dumps(item.pop("p"))
-    return Job.from_item(item)
+    return Job.from_item({**dispatch.snapshot, "tenantId": dispatch.tenant_id, "jobId": dispatch.job_id,
+                          "generation": dispatch.generation})
 
 
 def _plain(spec) -> bool:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from jobsched.domain.jobs import Job, JobState
-from jobsched.domain.packs import FENCE_BACK_MS, snapshot_of
+from jobsched.domain.packs import FENCE_BACK_MS, may_carry
 from jobsched.domain.schedule import MS_PER_MINUTE
 
 # A schedule fires at most once a second: 60 s back and the claimed buckets ahead (at most a few
@@ -79,7 +79,7 @@ class Fences:
     def _carries(self, job: Job) -> bool:
         """Whether a tick may have handed off fires of this job with its snapshot (regions: never,
         every entry reads its job)."""
-        return not self._handoff.multi_region and job.state is JobState.ACTIVE and snapshot_of(job) is not None
+        return not self._handoff.multi_region and job.state is JobState.ACTIVE and may_carry(job)
 
     def _write(self, before: Job, from_ms: int, through_ms: int) -> int:
         segment = self._handoff.segment_of(before.job_id)

@@ -163,21 +163,21 @@ class HandOff:
 
     def hand_off(self, timers: list[Timer], jobs: dict[tuple[str, str], Job], claimed_through: int,
                  calendars: CalendarCache | None = None, claimed_at: int | None = None,
-                 snapshots: bool = False) -> HandOffReport:
+                 snapshots: dict | None = None) -> HandOffReport:
         """Dispatch these due timers. For recurring jobs, write the next FIRE timer (computed
         from the due instant, never from now); occurrences that fall in already-claimed buckets
         are dispatched here too, since no tick will read them. `calendars`: the run's cache of
         exclusion calendars (a new one, read only if a job names one, when not given).
         `claimed_at`: the instant of their bucket's claim (the tick's), which with each timer's
         write instant decides its fires' path (domain/timers.py `sent_alone`). `snapshots`: the
-        jobs were read whole after the bucket's claim (the tick's), and their pack entries may
+        jobs' plain items, read whole after the bucket's claim (the tick's): their pack entries may
         carry them to the worker (domain/packs.py `snapshot_of`; service/fences.py)."""
         return self._hand_off([(t, sent_alone(t.written_ms, claimed_at)) for t in timers], jobs, claimed_through,
-                              calendars, snapshots and not self.multi_region)
+                              calendars, None if self.multi_region else snapshots)
 
     def _hand_off(self, timers: list[tuple[Timer, bool | None]], jobs: dict[tuple[str, str], Job],
                   claimed_through: int, calendars: CalendarCache | None = None,
-                  snapshots: bool = False) -> HandOffReport:
+                  snapshots: dict | None = None) -> HandOffReport:
         """hand_off(), each timer with the path of its fires (`Dispatch.solo`)."""
         report = HandOffReport()
         calendars = calendars if calendars is not None else self.calendar_cache()
@@ -200,7 +200,7 @@ class HandOff:
                 # A later pass hands off timers of buckets another tick claimed after this one read
                 # its jobs: a change between that read and that claim is fenced only for what the
                 # change saw claimed, so those fires carry no snapshot (the worker reads their jobs).
-                snapshots = False
+                snapshots = None
                 # Absence alerts: the CHECK timers of this pass, written with its next timers (and
                 # dispatched the same way if a tick already claimed their bucket).
                 checks, report.checks = report.checks, []
@@ -271,7 +271,7 @@ class HandOff:
 
     def _dispatch(self, timer: Timer, job: Job | None, claimed: int, now: int, outgoing: list[Outgoing],
                   report: HandOffReport, calendars: CalendarCache | None = None,
-                  alone: bool | None = None, snapshots: bool = False) -> Timer | None:
+                  alone: bool | None = None, snapshots: dict | None = None) -> Timer | None:
         """Add what this due timer asks for to `outgoing`; return the job's next timer, if any."""
         if timer.kind is TimerKind.CHECK:
             # Absence alerts: checked whatever became of the job (service/expectations.py decides);
@@ -314,7 +314,7 @@ class HandOff:
     def _fire_chain(self, timer: Timer, job: Job, claimed: int, now: int,
                     outgoing: list[Outgoing], report: HandOffReport,
                     calendars: CalendarCache | None = None, alone: bool | None = None,
-                    snapshots: bool = False) -> Timer | None:
+                    snapshots: dict | None = None) -> Timer | None:
         """Dispatch this occurrence and any later ones inside claimed buckets; return the timer
         of the first occurrence beyond them (None when the schedule has ended). `alone`: the
         path of these fires (`Dispatch.solo`), the timer's: whoever else reads it decides alike.
@@ -322,8 +322,8 @@ class HandOff:
         (what a change fences: service/fences.py)."""
         # Not for a timer left in another segment by a change of the segment count: a change fences
         # the pack partitions of the job's segment as the API computes it now.
-        snapshot = snapshot_of(job) if (snapshots and alone is not True
-                                        and timer.segment == self.segment_of(job.job_id)) else None
+        snapshot = snapshot_of(job, snapshots.get((job.tenant_id, job.job_id))) if (
+            snapshots is not None and alone is not True and timer.segment == self.segment_of(job.job_id)) else None
         schedule = job.spec.schedule
         policy = job.spec.misfire_policy
         nominal: int | None = job.nominal_of(timer.due_ms)

@@ -100,9 +100,10 @@ class Ticker:
                 # A CHECK (absence alerts) needs no job here (its lane's priority at most): not read for it.
                 # Whole items (the same read units: DynamoDB counts an item's size, not the projection's):
                 # the fires' pack entries carry them, and the worker reads no job (job snapshots).
-                snapshots = not self._handoff.multi_region
+                snapshots = None if self._handoff.multi_region else {}
                 jobs = self._stores.jobs.get_many([(t.tenant_id, t.job_id) for t in page.timers
-                                                   if t.kind is not TimerKind.CHECK], whole=snapshots)
+                                                   if t.kind is not TimerKind.CHECK], whole=snapshots is not None,
+                                                  items=snapshots)
                 report.handoff.add(self._handoff.hand_off(page.timers, jobs, claimed_through=minute,
                                                           calendars=calendars, claimed_at=claimed_at,
                                                           snapshots=snapshots))

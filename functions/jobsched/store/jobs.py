@@ -200,11 +200,12 @@ class JobsStore:
                                      ConsistentRead=consistent).get("Item")
         return Job.from_item(item_from_wire(item)) if item else None
 
-    def get_many(self, keys: list[tuple[str, str]], whole: bool = False) -> dict[tuple[str, str], Job]:
+    def get_many(self, keys: list[tuple[str, str]], whole: bool = False,
+                 items: dict | None = None) -> dict[tuple[str, str], Job]:
         """One BatchGetItem per 100 distinct jobs instead of a read per timer. Unless `whole`, only
         what a hand-off reads (HAND_OFF_ATTRIBUTES, Job.for_hand_off: no payload of up to 256 KB,
-        no target): the tick hands off, it never calls a target; the worker reads its batch's jobs
-        whole.
+        no target); the worker, and the tick for its jobs' snapshots, read them whole (`items`:
+        filled with the plain items too, keyed as the answer).
 
         Strongly consistent: the hand-off drops a timer whose job looks missing or of another
         generation, so a stale read of a job created, resumed or replaced a moment ago would drop
@@ -214,13 +215,14 @@ class JobsStore:
         found: dict[tuple[str, str], Job] = {}
         if len(chunks) <= 1:
             for chunk in chunks:
-                found.update(self._get_chunk(chunk, whole))
+                found.update(self._get_chunk(chunk, whole, items))
             return found
-        for part in self._pool.map(lambda chunk: self._get_chunk(chunk, whole), chunks):
+        for part in self._pool.map(lambda chunk: self._get_chunk(chunk, whole, items), chunks):
             found.update(part)
         return found
 
-    def _get_chunk(self, keys: list[tuple[str, str]], whole: bool = False) -> dict[tuple[str, str], Job]:
+    def _get_chunk(self, keys: list[tuple[str, str]], whole: bool = False,
+                   items: dict | None = None) -> dict[tuple[str, str], Job]:
         request: dict = {self._name: {
             "Keys": [{"tenantId": {"S": t}, "jobId": {"S": j}} for t, j in keys],
             "ConsistentRead": True,
@@ -237,6 +239,8 @@ class JobsStore:
                 plain_item = item_from_wire(item)
                 job = Job.from_item(plain_item) if whole else Job.for_hand_off(plain_item)
                 found[(job.tenant_id, job.job_id)] = job
+                if items is not None:  # the plain items too (job snapshots: service/handoff.py)
+                    items[(job.tenant_id, job.job_id)] = plain_item
         return found
 
     def save(self, before: Job, after: Job) -> None:
