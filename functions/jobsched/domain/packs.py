@@ -16,7 +16,7 @@ from jobsched.domain.executions import Dispatch, DispatchKind
 
 # At most this many entries a pack, and about this many bytes of sealed body. SQS bills a request
 # per 64 KB chunk, so a message's bill follows its bytes, not its count: a pack whose entries carry
-# their jobs (about 1 KB each) fills two chunks with 93 of them rather than one with 56, for the
+# their jobs (about 1.3 KB each) fills two chunks with 76 of them rather than one with 46, for the
 # same bytes a fire and half the messages, claims and invocations. Ten of them, a SendMessageBatch,
 # stay under SQS's 1 MiB a batch (with their attributes) and a Lambda batch's 6 MB.
 MAX_PACK_ENTRIES = 100
