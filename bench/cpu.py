@@ -132,6 +132,7 @@ def tick_messages(jobs: list, recurring: bool, alone: bool = False, segments: in
     from jobsched.domain.clock import FakeClock
     from jobsched.domain.executions import Dispatch, DispatchKind, execution_id_for
     from jobsched.domain.jobs import Priority
+    from jobsched.domain.packs import snapshot_of
     from jobsched.domain.timers import segment_of
     from jobsched.store.queues import LaneQueues, Outgoing
 
@@ -147,9 +148,11 @@ def tick_messages(jobs: list, recurring: bool, alone: bool = False, segments: in
     lanes = LaneQueues(sqs, {p: QUEUE_URL.format(LANES[p.value]) for p in Priority}, FakeClock(MINUTE * 60_000),
                        lambda: bytes.fromhex(DISPATCH_KEY), parallelism=1)
     lanes.segment_of = lambda job_id: segment_of(job_id, segments)
+    # Each packed fire carries its job's item as the tick read it (job snapshots), as the tick sends it.
     lanes.send([Outgoing(Priority.NORMAL, Dispatch(DispatchKind.FIRE, job.tenant_id, job.job_id,
                                                    execution_id_for(job.job_id, due), due, job.generation,
-                                                   run=1 if recurring else None, solo=alone), due)
+                                                   run=1 if recurring else None, solo=alone,
+                                                   snapshot=None if alone else snapshot_of(job, job.to_item())), due)
                 for job, due in jobs])
     return sqs.bodies
 

@@ -113,10 +113,15 @@ class InstantAws:
         return {"Responses": responses, "UnprocessedKeys": {}}
 
     def _dynamodb_Query(self, params: dict) -> dict:
-        """The key condition `hash = :value`, in range-key order, with Limit and ExclusiveStartKey."""
+        """The key condition `hash = :value` (and `range BETWEEN :lo AND :hi`: the worker's query of
+        its pack's fences), in range-key order, with Limit and ExclusiveStartKey."""
         table = params["TableName"]
-        (value,) = params["ExpressionAttributeValues"].values()
+        values = dict(params["ExpressionAttributeValues"])
+        low, high = values.pop(":lo", None), values.pop(":hi", None)
+        (value,) = values.values()
         rows = self._partitions[table].get(_key_value(value), [])
+        if low is not None and high is not None:
+            rows = [r for r in rows if _key_value(low) <= r[0] <= _key_value(high)]
         forward = params.get("ScanIndexForward", True)
         rows = rows if forward else rows[::-1]
         start = 0
