@@ -42,7 +42,7 @@ MUTATIONS = [
   "tests/integration/test_job_snapshots.py::test_a_pause_whose_fences_failed_is_repeated_and_stops_the_fire"),
  ("job snapshots: a bucket claimed during a change is fenced after the job's write",
   "functions/jobsched/service/fences.py",
-  "        if watermark is None or watermark.claimed_through is None or watermark.claimed_through <= claimed:",
+  "        if claimed is None or claimed <= fenced:",
   "        if True:",
   "tests/integration/test_job_snapshots.py::test_a_bucket_claimed_while_a_change_is_written_is_fenced_after_it"),
  ("job snapshots: the worker reads again the job of an entry its partition's fence names",

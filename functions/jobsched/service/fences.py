@@ -3,11 +3,12 @@
 The tick's hand-off puts a job's item in its pack entries; the worker runs them without reading
 the job. A change that stops or replaces a job's fires (pause, update, delete, a creation taken
 back) therefore writes, before the API answers, a fence in each pack partition where an entry of
-the job may be waiting: every occurrence of the job as it was, from FENCE_BACK_MS before the change to the end of its segment's
-claimed buckets. The fences of the buckets claimed so far are written before the job's write (a
-fence only sends the worker to read the job: one the change then does not follow costs a read,
-never a fire), those of a bucket claimed in between after it (a tick claims a bucket before it
-reads the bucket's jobs: one claimed after the job's write read the change). The worker reads its
+the job may be waiting: every occurrence of the job as it was, from FENCE_BACK_MS before the change
+to the end of its segment's claimed buckets. The fences of the buckets claimed so far and the next
+are written before the job's write (a fence only sends the worker to read the job: one the change
+then does not follow costs a read, never a fire), those of any bucket claimed beyond after it (a
+tick claims a bucket before it reads the bucket's jobs: one claimed after the job's write read the
+change). The worker reads its
 pack partition's fences after the due instant and reads again the jobs they name, as it read every
 job before."""
 from __future__ import annotations
@@ -36,55 +37,57 @@ class Fences:
 
     def before_change(self, before: Job, changed_from_ms: int) -> int | None:
         """Before `before` (the job as it is) is written changed at `changed_from_ms` (the clock
-        before the write): fence its occurrences in the buckets its segment's ticks have claimed.
-        A fence only makes the worker read the job again (it never drops a fire by itself), so a
-        change that then fails costs a read, never a fire; and a fence write that fails fails the
-        change before it is made. Returns the claimed minute read (None: nothing to fence)."""
+        before the write): fence its occurrences in the buckets its segment's ticks have claimed,
+        and the next one (a tick may claim it before the job's write; should after_change never run,
+        a crash or a time-out, its fences are written already). A fence only makes the worker read
+        the job again (it never drops a fire by itself), so a change that then fails costs a read,
+        never a fire; and a fence write that fails fails the change before it is made. Returns the
+        last minute fenced (-1: none claimed yet; None: nothing to fence)."""
         if not self._carries(before):
             return None
-        watermark = self._watermarks.get(self._handoff.segment_of(before.job_id))
-        if watermark is None or watermark.claimed_through is None:
-            return -1  # no bucket claimed yet: after_change fences what a tick claims meanwhile
-        # The next bucket too: a tick may claim it before the job's write, and should the second
-        # batch (after_change) never run (a crash, a time-out), its fences are written already.
-        self._write(before, changed_from_ms - FENCE_BACK_MS, (watermark.claimed_through + 2) * MS_PER_MINUTE - 1)
-        return watermark.claimed_through + 1
-
-    def after_change(self, before: Job, changed_from_ms: int, claimed: int | None) -> None:
-        """After the job's write: fence the occurrences of buckets a tick claimed since
-        before_change read `claimed` (a tick that claimed one then may have read the job before the
-        write). Usually none: one consistent GetItem on the segment's watermark."""
+        claimed = self._claimed(before)
         if claimed is None:
+            return -1  # no bucket claimed yet: after_change fences what a tick claims meanwhile
+        self._write(before, changed_from_ms - FENCE_BACK_MS, claimed + 1)
+        return claimed + 1
+
+    def after_change(self, before: Job, changed_from_ms: int, fenced: int | None) -> None:
+        """After the job's write: fence the occurrences of buckets a tick claimed beyond `fenced`
+        (before_change's answer): a tick that claimed one meanwhile may have read the job before the
+        write. Usually none: one consistent GetItem on the segment's watermark."""
+        if fenced is None:
             return
-        watermark = self._watermarks.get(self._handoff.segment_of(before.job_id))
-        if watermark is None or watermark.claimed_through is None or watermark.claimed_through <= claimed:
+        claimed = self._claimed(before)
+        if claimed is None or claimed <= fenced:
             return
-        start = (claimed + 1) * MS_PER_MINUTE if claimed >= 0 else changed_from_ms - FENCE_BACK_MS
-        self._write(before, max(start, changed_from_ms - FENCE_BACK_MS),
-                    (watermark.claimed_through + 1) * MS_PER_MINUTE - 1)
+        start = (fenced + 1) * MS_PER_MINUTE if fenced >= 0 else 0
+        self._write(before, max(start, changed_from_ms - FENCE_BACK_MS), claimed)
 
     def again(self, job: Job, now_ms: int) -> None:
         """A pause or delete repeated on a job already PAUSED or CANCELLED by a change at most
-        REFENCE_MS ago: its fences again (the first change's may have failed after its job write,
-        or been answered by a version that wrote none). Idempotent: the same items."""
+        REFENCE_MS ago: that change's fences again (they may have failed after its job write, or
+        been answered by a version that wrote none). Idempotent: the same items."""
         if job.state not in (JobState.PAUSED, JobState.CANCELLED) or now_ms - job.updated_ms > REFENCE_MS:
             return
         was = replace(job, state=JobState.ACTIVE, generation=job.generation - 1)
-        if not self._carries(was):
-            return
+        if self._carries(was) and (claimed := self._claimed(was)) is not None:
+            self._write(was, job.updated_ms - FENCE_BACK_MS, claimed + 1)
+
+    def _claimed(self, job: Job) -> int | None:
+        """The last bucket minute the job's segment's ticks have claimed (consistent), None if none."""
         watermark = self._watermarks.get(self._handoff.segment_of(job.job_id))
-        if watermark is not None and watermark.claimed_through is not None:
-            self._write(was, job.updated_ms - FENCE_BACK_MS, (watermark.claimed_through + 1) * MS_PER_MINUTE - 1)
+        return None if watermark is None else watermark.claimed_through
 
     def _carries(self, job: Job) -> bool:
         """Whether a tick may have handed off fires of this job with its snapshot (regions: never,
         every entry reads its job)."""
         return not self._handoff.multi_region and job.state is JobState.ACTIVE and may_carry(job)
 
-    def _write(self, before: Job, from_ms: int, through_ms: int) -> int:
+    def _write(self, before: Job, from_ms: int, through_minute: int) -> int:
+        """Fence the job's occurrences from `from_ms` to the end of bucket `through_minute`."""
         segment = self._handoff.segment_of(before.job_id)
         generation = before.generation + 1  # its entries of an older generation are read again
-        seconds = sorted({at // 1000 for at in occurrences(before, from_ms, through_ms)})
+        seconds = sorted({at // 1000 for at in occurrences(before, from_ms, (through_minute + 1) * MS_PER_MINUTE - 1)})
         if len(seconds) <= 1:
             for second in seconds:
                 self._packs.fence(segment, second, before.job_id, generation)
