@@ -41,15 +41,16 @@ def event(messages: list[dict]) -> dict:
     return sqs_event(messages, f"arn:aws:sqs:us-east-1:123456789012:{url.rsplit('/', 1)[-1]}")
 
 
-def a_pack(harness, count: int) -> tuple[list[dict], list[dict]]:
+def a_pack(harness, count: int, target: dict = HOOK, payload=None) -> tuple[list[dict], list[dict]]:
     """`count` every-minute jobs of one segment, their fires six minutes on sent as one pack (the
     writers' own direct dispatches taken off the lanes), the clock at their due second: the jobs
-    and the pack's message, received."""
+    and the pack's message, received. `payload(i)`: the i-th job's payload."""
     segment_of = harness.stores.lanes.segment_of
     jobs: list[dict] = []
     while len(jobs) < count:
         job = harness.create_job({"name": f"p{len(jobs)}", "type": "CRON", "schedule": "* * * * *",
-                                  "target": HOOK, "timeoutSec": 30})
+                                  "target": target, "timeoutSec": 30,
+                                  **({"payload": payload(len(jobs))} if payload else {})})
         if not jobs or segment_of(job["jobId"]) == segment_of(jobs[0]["jobId"]):
             jobs.append(job)
         else:

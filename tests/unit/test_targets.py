@@ -133,7 +133,7 @@ def test_lambda_target_sends_the_envelope_and_reads_function_errors():
     invoker = AwsTargetInvoker(session)
     arn = "arn:aws:lambda:us-east-1:123456789012:function:tenant-fn"
     job = job_for(Target(TargetType.LAMBDA, {"functionArn": arn}))
-    client = invoker._client("lambda", arn, job.spec.timeout_sec)
+    client = invoker.client("lambda", arn, job.spec.timeout_sec)
     context = base64.b64encode(json.dumps({"custom": {"traceparent": TRACEPARENT_1}}, separators=(",", ":")).encode())
     expected = {"FunctionName": arn, "InvocationType": "RequestResponse", "ClientContext": context.decode(),
                 "Payload": b'{"executionId":"job_abc.0000000000001","attempt":1,"jobId":"job_abc","payload":{"n":1}}'}
@@ -168,7 +168,7 @@ def test_aws_targets_receive_compact_utf8_json_as_size_checked():
     spec = JobSpec(name="t", schedule=one_time_schedule(0), target=Target(TargetType.SNS, {"topicArn": arn}),
                    payload={"city": "Zürich", "n": [1, 2]})
     job = Job("tenant", "job_abc", spec, JobState.ACTIVE, 1, 1, 0, 0)
-    client = invoker._client("sns", arn, job.spec.timeout_sec)
+    client = invoker.client("sns", arn, job.spec.timeout_sec)
     with Stubber(client) as stub:
         stub.add_response("publish", {"MessageId": "m"}, {
             "TopicArn": arn, "Message": '{"city":"Zürich","n":[1,2]}',

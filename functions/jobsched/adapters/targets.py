@@ -5,6 +5,7 @@ from typing import Any
 
 from jobsched.domain.executions import AttemptOutcome, Dispatch
 from jobsched.domain.jobs import Job, TargetType
+from jobsched.store.target_batches import TargetBatches, batch_key
 
 
 class TargetRouter:
@@ -16,6 +17,15 @@ class TargetRouter:
                progress: Any = None) -> AttemptOutcome:
         invoker = self._http if job.spec.target.type is TargetType.HTTP else self._aws
         return invoker.invoke(job, dispatch, attempt, callback_token=callback_token, progress=progress)
+
+    def batch_key(self, job: Job) -> tuple | None:
+        """What calls must share to go out in one batch request (store/target_batches.py); None:
+        this target's calls go one by one."""
+        return batch_key(job) if hasattr(self._aws, "tenant_sessions") else None
+
+    def invoke_batch(self, calls: list[tuple[Job, Dispatch, int]]) -> list[AttemptOutcome]:
+        """Calls of one batch_key, in as few requests as the service takes: each call's outcome."""
+        return TargetBatches(self._aws).invoke_batch(calls)
 
     @property
     def task_calls(self):

@@ -23,6 +23,7 @@ from jobsched.service.outcomes import Outcome, Outcomes
 from jobsched.service.worker import (LEASE_MARGIN_MS, MAX_PRECISION_WAIT_MS, UNREAD, ArrivedEarly, RedeliverLater,
                                      Worker, still_wanted)
 from jobsched.store.packs import PackLeased
+from jobsched.store.target_batches import MAX_BATCH_ENTRIES
 
 # Target calls in flight at once per container, over all the packs of its batch (ten records of up
 # to 100 entries). Each waits on its target's answer: threads, as the HTTP adapter's connection
@@ -123,15 +124,15 @@ class PackRunner:
             self._outcomes.flow.hold_back(job, dispatch)
             result.entries.append((False, "LaneShareHeld", None))
         later: list[Future] = [self._pool.submit(per_execution, d, job) for d, job in moved]
-        pending = {self._pool.submit(self._call, d, job, admission, key, claim.attempt, result)
-                   for d, job, admission in calls}
+        pending = {self._pool.submit(self._call_group, group, key, claim.attempt, result)
+                   for group in self._groups(calls)}
         stale = False
         while pending:
             done, pending = wait(pending, timeout=CHECKPOINT_SECONDS, return_when=ALL_COMPLETED)
             if stale:
                 result.entries.extend((False, "StalePackCheckpoints", None) for _ in done)
                 continue
-            finished = [f.result() for f in done]
+            finished = [r for f in done for r in f.result()]
             result.entries.extend(r for r in finished if len(r) == 3)  # accepted calls, adopted at once
             stale = not self._record(key, claim.attempt, [r for r in finished if len(r) != 3], later, result,
                                      release=not pending)
@@ -199,18 +200,44 @@ class PackRunner:
             return
         result.entries.append((False, "DuplicatesDropped", None))
 
-    def _call(self, dispatch: Dispatch, job: Job, admission, key: PackKey, attempt: int,
-              result: PackResult) -> tuple:
-        token = secrets.token_urlsafe(24)
-        # A pack's entries share a second, not an instant: each call waits for its own (never early).
-        early = dispatch.due_ms - self._clock.now_ms()
+    def _groups(self, calls: list[tuple]) -> list[list[tuple]]:
+        """The calls in the groups they are made in: those due at the same instant for one tenant's
+        queue, topic or bus, up to a batch request's ten (store/target_batches.py), the others one
+        by one."""
+        groups: dict[tuple, list[tuple]] = {}
+        alone: list[list[tuple]] = []
+        for call in calls:
+            target = self._worker.batch_key(call[1])
+            if target is None:
+                alone.append([call])
+                continue
+            group = groups.setdefault((target, call[0].due_ms), [])
+            if len(group) == MAX_BATCH_ENTRIES:
+                alone.append(group[:])  # full: made on its own, a new group begins
+                group.clear()
+            group.append(call)
+        return alone + [g for g in groups.values() if g]
+
+    def _call_group(self, group: list[tuple], key: PackKey, attempt: int, result: PackResult) -> list[tuple]:
+        """One group's calls, once their shared instant has come (never early), each call's end."""
+        early = group[0][0].due_ms - self._clock.now_ms()
         if early > 0:
             self._clock.sleep(early / 1000)
+        tokens = [secrets.token_urlsafe(24) for _ in group]
         started = self._clock.now_ms()
         try:
-            outcome = self._worker.call(job, dispatch, token)
+            if len(group) == 1:
+                outcomes = [self._worker.call(group[0][1], group[0][0], tokens[0])]
+            else:
+                outcomes = self._worker.call_batch([(job, dispatch) for dispatch, job, _ in group])
         finally:
-            self._worker.release(admission)
+            for _, _, admission in group:
+                self._worker.release(admission)
+        return [self._called(dispatch, job, outcome, started, token, key, attempt, result)
+                for (dispatch, job, _), outcome, token in zip(group, outcomes, tokens)]
+
+    def _called(self, dispatch: Dispatch, job: Job, outcome: AttemptOutcome, started: int, token: str,
+                key: PackKey, attempt: int, result: PackResult) -> tuple:
         if outcome.accepted:
             # A long-running (202) call reports back with its callback token, which its own item
             # must hold: it is checkpointed MOVED and adopted now, not at the next checkpoint.

@@ -298,6 +298,21 @@ class Worker:
     def call(self, job: Job, dispatch: Dispatch, token: str) -> AttemptOutcome:
         return self._call(job, dispatch, dispatch.attempt, token, None)
 
+    def batch_key(self, job: Job) -> tuple | None:
+        """Calls of the same key may go out in one request of the target's batch call (SQS, SNS,
+        EventBridge); None when the invoker has none."""
+        key_of = getattr(self._invoker, "batch_key", None)
+        return key_of(job) if key_of is not None else None
+
+    def call_batch(self, calls: list[tuple[Job, Dispatch]]) -> list[AttemptOutcome]:
+        """The calls of one batch_key, each its attempt's outcome, in order; a failure to make them
+        is each one's (as _call)."""
+        try:
+            return self._invoker.invoke_batch([(job, dispatch, dispatch.attempt) for job, dispatch in calls])
+        except Exception as exc:  # noqa: BLE001 - recorded on each attempt, not lost
+            return [AttemptOutcome(False, ExecutionStatus.FAILED, f"the call could not be made: "
+                                   f"{type(exc).__name__}: {str(exc)[:500]}")] * len(calls)
+
     def admit(self, job: Job, lease_until_ms: int):
         """A lane-share admission for a pack entry's call; None when its tenant or host holds its
         share (the entry is held back); True when there is no bound."""

@@ -226,7 +226,12 @@ class AwsTargetInvoker:
         self._tenants = tenant_sessions
         self.clients = clients or TargetClients(session)
 
-    def _client(self, service: str, arn_or_url: str, timeout_sec: int, tenant_id: str | None = None):
+    @property
+    def tenant_sessions(self) -> "TenantSessions | None":
+        return self._tenants
+
+    def client(self, service: str, arn_or_url: str, timeout_sec: int, tenant_id: str | None = None):
+        """The target service's client in the tenant's session, in the target's region."""
         credentials: dict = {}
         if self._tenants is not None and tenant_id is not None:
             credentials = self._tenants.session_for(tenant_id).credentials
@@ -267,13 +272,13 @@ class AwsTargetInvoker:
                 if address.endswith(".fifo"):
                     params.update(MessageGroupId=job.job_id, MessageDeduplicationId=dispatch.execution_id)
                 if kind is TargetType.SQS:
-                    answer = self._client("sqs", address, timeout, tenant).send_message(QueueUrl=address, MessageBody=body,
+                    answer = self.client("sqs", address, timeout, tenant).send_message(QueueUrl=address, MessageBody=body,
                                                                                 **params)
                 else:
                     size = sns_message_bytes(body, params["MessageAttributes"])
                     if size > SNS_MAX_MESSAGE_BYTES:
                         return _too_large("SNS message", size, SNS_MAX_MESSAGE_BYTES)
-                    answer = self._client("sns", address, timeout, tenant).publish(TopicArn=address, Message=body, **params)
+                    answer = self.client("sns", address, timeout, tenant).publish(TopicArn=address, Message=body, **params)
                 return _ok({"messageId": answer.get("MessageId")})
             if kind is TargetType.EVENTBRIDGE:
                 bus = config["eventBusName"]
@@ -283,7 +288,7 @@ class AwsTargetInvoker:
                     return _too_large("EventBridge entry", size, EVENTBRIDGE_MAX_ENTRY_BYTES)
                 # EventBridge entries have no attributes: the trace rides in TraceHeader, which
                 # takes an X-Ray header (the same ids; not counted in the entry's size).
-                answer = self._client("events", bus, timeout, tenant).put_events(Entries=[{
+                answer = self.client("events", bus, timeout, tenant).put_events(Entries=[{
                     "EventBusName": bus, "Source": config["source"], "DetailType": config["detailType"],
                     "Detail": detail, "TraceHeader": trace_context(dispatch.execution_id, attempt).xray_header}])
                 if answer.get("FailedEntryCount"):
@@ -292,7 +297,7 @@ class AwsTargetInvoker:
                 return _ok({"eventId": answer["Entries"][0].get("EventId")})
             if kind is TargetType.LAMBDA:
                 arn = config["functionArn"]
-                answer = self._client("lambda", arn, timeout, tenant).invoke(
+                answer = self.client("lambda", arn, timeout, tenant).invoke(
                     FunctionName=arn, InvocationType="RequestResponse",
                     ClientContext=_client_context(dispatch, attempt),
                     Payload=compact(_envelope(job, dispatch, attempt, progress)).encode())
@@ -303,38 +308,42 @@ class AwsTargetInvoker:
             if kind is TargetType.ECS_TASK:
                 return self._run_task(job, dispatch, attempt)
         except ClientError as exc:
-            error = exc.response.get("Error", {})
-            code = error.get("Code")
-            if code in EXPIRED_CODES and self._tenants is not None:
-                raise _Expired(f"{code}: {error.get('Message')}") from exc
-            if is_kms_refusal(error):
-                # The queue's or topic's KMS key: a grant problem (or a disabled or deleted key), not a
-                # transient one: DEAD now, naming what to grant.
-                return AttemptOutcome(False, ExecutionStatus.FAILED,
-                                      f"{code}: {error.get('Message')} ({key_grant_hint(tenant)})", retryable=False)
-            if kind is TargetType.ECS_TASK and code in THROTTLE_CODES:
-                # RunTask over the account's rate (after botocore's own retries): nothing started,
-                # the execution is held back without using an attempt (service/worker.py).
-                return AttemptOutcome(False, ExecutionStatus.FAILED, f"{code}: {error.get('Message')}",
-                                      throttled=True)
-            if code in ACCESS_DENIED_CODES:
-                # IAM decides the same way on every retry until someone grants the target: the
-                # execution ends DEAD now, naming the reason, instead of retrying into the same no.
-                hint = task_grant_hint(tenant) if kind is TargetType.ECS_TASK else grant_hint(tenant)
-                return AttemptOutcome(False, ExecutionStatus.FAILED, f"{code}: {error.get('Message')} ({hint})",
-                                      retryable=False)
-            return _failed(f"{code}: {error.get('Message')}")
+            return self.refused(exc, kind, tenant)
         except BotoCoreError as exc:
-            status = ExecutionStatus.TIMED_OUT if "timeout" in type(exc).__name__.lower() else ExecutionStatus.FAILED
-            return AttemptOutcome(False, status, str(exc))
+            return _unreached(exc)
         return _failed(f"target type {kind.value} is not an AWS target")
+
+    def refused(self, exc: ClientError, kind: TargetType, tenant: str) -> AttemptOutcome:
+        """What a target's refusal of a call is to its attempt (raises _Expired: credentials AWS no
+        longer takes, the call did not happen)."""
+        error = exc.response.get("Error", {})
+        code = error.get("Code")
+        if code in EXPIRED_CODES and self._tenants is not None:
+            raise _Expired(f"{code}: {error.get('Message')}") from exc
+        if is_kms_refusal(error):
+            # The queue's or topic's KMS key: a grant problem (or a disabled or deleted key), not a
+            # transient one: DEAD now, naming what to grant.
+            return AttemptOutcome(False, ExecutionStatus.FAILED,
+                                  f"{code}: {error.get('Message')} ({key_grant_hint(tenant)})", retryable=False)
+        if kind is TargetType.ECS_TASK and code in THROTTLE_CODES:
+            # RunTask over the account's rate (after botocore's own retries): nothing started,
+            # the execution is held back without using an attempt (service/worker.py).
+            return AttemptOutcome(False, ExecutionStatus.FAILED, f"{code}: {error.get('Message')}",
+                                  throttled=True)
+        if code in ACCESS_DENIED_CODES:
+            # IAM decides the same way on every retry until someone grants the target: the
+            # execution ends DEAD now, naming the reason, instead of retrying into the same no.
+            hint = task_grant_hint(tenant) if kind is TargetType.ECS_TASK else grant_hint(tenant)
+            return AttemptOutcome(False, ExecutionStatus.FAILED, f"{code}: {error.get('Message')} ({hint})",
+                                  retryable=False)
+        return _failed(f"{code}: {error.get('Message')}")
 
 
     # --- container tasks (ECS_TASK): RunTask, and what the worker asks of a running task -------
 
     def _ecs(self, job: Job):
         """The ECS client of the job's tenant session, in its task definition's region."""
-        return self._client("ecs", str(job.spec.target.config["taskDefinition"]), ECS_CALL_TIMEOUT_SEC, job.tenant_id)
+        return self.client("ecs", str(job.spec.target.config["taskDefinition"]), ECS_CALL_TIMEOUT_SEC, job.tenant_id)
 
     def _run_task(self, job: Job, dispatch: Dispatch, attempt: int) -> AttemptOutcome:
         """Start the attempt's task. The client token (execution id and attempt) makes a repeated
@@ -430,6 +439,12 @@ def _region_of(arn_or_url: str) -> str | None:
 
 def _ok(output: Any) -> AttemptOutcome:
     return AttemptOutcome(True, ExecutionStatus.SUCCEEDED, None, output)
+
+
+def _unreached(exc: BotoCoreError) -> AttemptOutcome:
+    """A call that got no answer (a time-out, a connection refused)."""
+    status = ExecutionStatus.TIMED_OUT if "timeout" in type(exc).__name__.lower() else ExecutionStatus.FAILED
+    return AttemptOutcome(False, status, str(exc))
 
 
 def _failed(error: str) -> AttemptOutcome:
