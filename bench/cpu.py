@@ -17,7 +17,10 @@ calls cost whatever code made them.
 The process is pinned to one core (bench/common.py one_core): Lambda gives the tick one vCPU and
 the worker less than one.
 
-`python -m bench cpu [--timers=N] [--jobs=N] [--repeat=N] [--fill=N] [--all-cores]`"""
+`--target-calls` adds the worker on packs whose jobs send to one SQS queue, their target calls made
+and measured: one SendMessage each, and SendMessageBatch of ten (batched target calls).
+
+`python -m bench cpu [--timers=N] [--jobs=N] [--repeat=N] [--fill=N] [--target-calls] [--all-cores]`"""
 from __future__ import annotations
 
 import hashlib
@@ -43,6 +46,7 @@ QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/{}"
 SEGMENTS = 20
 MINUTE = 31_557_600  # 2030-01-01T00:00Z, in minutes
 DISPATCH_KEY = "ab" * 32
+TARGET_QUEUE = QUEUE_URL.format("tenant-inbox")
 # The issue's bounds, on this machine (ms of our CPU, boto3 included).
 BOUND_TICK_MS = 0.25
 BOUND_WORKER_MS = 1.5
@@ -72,15 +76,16 @@ def _job_id(n: int) -> str:
     return f"job_{n:012x}{hashlib.sha256(str(n).encode()).hexdigest()[:20]}"
 
 
-def _job(job_id: str, index: int, due: int, recurring: bool):
+def _job(job_id: str, index: int, due: int, recurring: bool, queue: bool = False):
+    """`queue`: the job sends to the tenant's SQS queue (TARGET_QUEUE), else it calls a webhook."""
     from jobsched.domain.jobs import Job, JobSpec, JobState, Target, TargetType
     from jobsched.domain.schedule import one_time_schedule, rate_schedule
 
     created = due - 3_600_000
     schedule = rate_schedule("PT1H", created) if recurring else one_time_schedule(due)
-    spec = JobSpec(name=f"bench-{index}", schedule=schedule,
-                   target=Target(TargetType.HTTP, {"url": "https://example.com/hook", "method": "POST"}),
-                   payload={"n": index, "report": "daily"})
+    target = Target(TargetType.SQS, {"queueUrl": TARGET_QUEUE}) if queue else \
+        Target(TargetType.HTTP, {"url": "https://example.com/hook", "method": "POST"})
+    spec = JobSpec(name=f"bench-{index}", schedule=schedule, target=target, payload={"n": index, "report": "daily"})
     return Job("tenant-bench", job_id, spec, JobState.ACTIVE, 1, 1, created, created)
 
 
@@ -99,7 +104,7 @@ def jobs_of_segment(count: int, segment: int = 0, segments: int = SEGMENTS, recu
     return jobs
 
 
-def packed_jobs(count: int, fill: int, recurring: bool = True, segments: int = SEGMENTS) -> list:
+def packed_jobs(count: int, fill: int, recurring: bool = True, segments: int = SEGMENTS, queue: bool = False) -> list:
     """`count` (job, due instant) due in the bucket MINUTE + 2, segment after segment, `fill` of them
     in each second of a segment's minute (the last second used may hold fewer): the tick's hand-off
     sends each (segment, second) as one pack of `fill` entries."""
@@ -120,7 +125,7 @@ def packed_jobs(count: int, fill: int, recurring: bool = True, segments: int = S
     for segment in range(used):
         for k, job_id in enumerate(ids[segment][:min(per_segment, count - len(jobs))]):
             due = (MINUTE + 2) * 60_000 + k // fill * 1000 + len(jobs) * 997 % 1000
-            jobs.append((_job(job_id, len(jobs), due, recurring), due))
+            jobs.append((_job(job_id, len(jobs), due, recurring, queue), due))
     return jobs
 
 
@@ -273,9 +278,12 @@ def tick_cpu(timers: int, repeat: int) -> dict:
             "bound_ms": BOUND_TICK_MS}
 
 
-def worker_cpu(count: int, recurring: bool, repeat: int, fill: int | None) -> dict:
+def worker_cpu(count: int, recurring: bool, repeat: int, fill: int | None, target_calls: str | None = None) -> dict:
     """The worker's CPU per executed job on what the tick sends: packs of `fill` entries, or with
-    `fill` None messages of one dispatch each (sent alone: the per-execution path)."""
+    `fill` None messages of one dispatch each (sent alone: the per-execution path). `target_calls`: the jobs
+    send to one SQS queue of their tenant and the target calls are made and measured too, through
+    the real AWS invoker, "batched" (SendMessageBatch of ten, as deployed) or "single" (one
+    SendMessage each, as before batched target calls)."""
     from jobsched.domain.clock import FakeClock
     from jobsched.domain.executions import AttemptOutcome, ExecutionStatus
     from jobsched.handlers import worker
@@ -287,10 +295,12 @@ def worker_cpu(count: int, recurring: bool, repeat: int, fill: int | None) -> di
         def invoke(self, job, dispatch, attempt, callback_token=None, progress=None):
             return AttemptOutcome(True, ExecutionStatus.SUCCEEDED)
 
-    jobs = packed_jobs(count, fill, recurring) if fill else jobs_of_segment(count, recurring=recurring)
+    jobs = packed_jobs(count, fill, recurring, queue=target_calls is not None) if fill else \
+        jobs_of_segment(count, recurring=recurring)
     aws = instant_aws(jobs, with_timers=False)
     session = boto3.session.Session(region_name="us-east-1")
     aws.attach(session)
+    invoker = Succeeds() if target_calls is None else sqs_invoker(session, batched=target_calls == "batched")
     bodies = tick_messages(jobs, recurring, alone=not fill)
     messages = [{"MessageId": f"m{i}", "ReceiptHandle": f"r{i}", "Body": body,
                  "Attributes": {"ApproximateReceiveCount": "1"}} for i, body in enumerate(bodies)]
@@ -298,7 +308,7 @@ def worker_cpu(count: int, recurring: bool, repeat: int, fill: int | None) -> di
     events = [sqs_event(messages[i:i + worker.BATCH_SIZE], arn) for i in range(0, len(messages), worker.BATCH_SIZE)]
     # Every job is due before now: no precision wait, no sleeping in the measurement.
     clock = FakeClock((MINUTE + 3) * 60_000)
-    handler = worker.make_handler(env(), clock, session, invoker=Succeeds())
+    handler = worker.make_handler(env(), clock, session, invoker=invoker)
     context = LambdaContext("jobsched-worker")
 
     def run():
@@ -320,10 +330,26 @@ def worker_cpu(count: int, recurring: bool, repeat: int, fill: int | None) -> di
     kind = "recurring" if recurring else "one-time"
     path = (f"packs of {len(jobs) / len(bodies):.1f}, as the tick sends them" if fill else
             "messages of one: fires sent alone, retries, triggers")
+    if target_calls is not None:
+        path += ("; their SQS target called, " +
+                 ("SendMessageBatch of ten" if target_calls == "batched" else "one SendMessage each"))
     return {"what": f"worker: per executed job ({kind}, {path})", "count": count, "ours_ms": 1000 * ours / count,
             "floor_ms": 1000 * floor / count, "lean_ms": 1000 * lean / count,
             "answering_ms": 1000 * answering / count, "calls": calls,
             "bound_ms": BOUND_WORKER_MS, "messages": len(bodies)}
+
+
+def sqs_invoker(session, batched: bool):
+    """The deployed target router's AWS half, in the worker's own session (the tenant sessions'
+    AssumeRole is not what is measured); `batched` False: its calls one by one."""
+    from jobsched.adapters.targets import TargetRouter
+    from jobsched.store.targets import AwsTargetInvoker
+
+    class OneByOne(TargetRouter):
+        def batch_key(self, job):
+            return None
+
+    return (TargetRouter if batched else OneByOne)(None, AwsTargetInvoker(session))
 
 
 def deployed_fill(flags: list[str]) -> tuple[int, str]:
@@ -360,6 +386,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"measured on {where}")
         results = [tick_cpu(timers, repeat)] + [worker_cpu(count, recurring, repeat, f)
                                                 for f in (fill, None) for recurring in (True, False)]
+        if "--target-calls" in flags:
+            results += [worker_cpu(count, True, repeat, fill, how) for how in ("single", "batched")]
     print_table("Our CPU (ms), boto3 included, AWS's answers excluded", [
         (r["what"], r["count"], f"{r['ours_ms']:.3f}", f"{r['floor_ms']:.3f}", f"{r['lean_ms']:.3f}",
          f"{r['ours_ms'] - r['lean_ms']:.3f}", f"{r['ours_ms'] / r['lean_ms']:.2f}x", f"{r['bound_ms']:.2f}",

@@ -81,3 +81,21 @@ def test_requests_hold_ten_entries_and_the_services_bytes_and_keys_part_what_can
     assert batch_key(job) != batch_key(replace(job, tenant_id="other"))
     assert batch_key(job) != batch_key(replace(job, spec=replace(job.spec, timeout_sec=60)))
     assert batch_key(replace(job, spec=replace(job.spec, target=Target(TargetType.HTTP, {"url": "https://x"})))) is None
+
+
+def test_calls_share_a_request_only_within_the_window_and_each_target_alone():
+    from types import SimpleNamespace
+
+    from jobsched.domain.clock import FakeClock
+    from jobsched.service.packs import BATCH_WINDOW_MS, PackRunner
+
+    queue = [(replace(d, due_ms=1_000 + offset), job, None) for offset, (job, d, _) in
+             zip((0, 40, BATCH_WINDOW_MS, BATCH_WINDOW_MS + 1, 500), calls_to(Target(TargetType.SQS, {"queueUrl": QUEUE}), 5))]
+    hook = [(d, job, None) for job, d, _ in calls_to(Target(TargetType.HTTP, {"url": "https://x/h"}), 2)]
+    worker = SimpleNamespace(batch_key=batch_key)
+    runner = PackRunner(worker, SimpleNamespace(packs=None, jobs=None, executions=None), None, FakeClock(0), pool=object())
+    groups = runner._groups(queue + hook)
+    # The webhook's calls one by one; the queue's: 0, 40 and 100 ms together, 101 ms and 500 ms apart
+    assert sorted([d.due_ms - 1_000 for d, _, _ in g] for g in groups if g[0][1].spec.target.type is TargetType.SQS) \
+        == [[0, 40, BATCH_WINDOW_MS], [BATCH_WINDOW_MS + 1], [500]]
+    assert sum(1 for g in groups if g[0][1].spec.target.type is TargetType.HTTP and len(g) == 1) == 2

@@ -32,6 +32,10 @@ PACK_CALLS = 64
 # A checkpoint at least this often while calls run: a crash repeats at most this much of calls.
 CHECKPOINT_SECONDS = 1.0
 
+# Calls for one target due within this of each other share a batch request, made at the latest of
+# their instants: never early, at most this much later than alone (store/target_batches.py).
+BATCH_WINDOW_MS = 100
+
 # What an entry's result is: (failed, metric, lateness), as the handler counts a record's.
 EntryResult = tuple[bool, str, "int | None"]
 
@@ -201,26 +205,30 @@ class PackRunner:
         result.entries.append((False, "DuplicatesDropped", None))
 
     def _groups(self, calls: list[tuple]) -> list[list[tuple]]:
-        """The calls in the groups they are made in: those due at the same instant for one tenant's
-        queue, topic or bus, up to a batch request's ten (store/target_batches.py), the others one
-        by one."""
-        groups: dict[tuple, list[tuple]] = {}
-        alone: list[list[tuple]] = []
+        """The calls in the groups they are made in: up to a batch request's ten for one tenant's
+        queue, topic or bus (store/target_batches.py), due within BATCH_WINDOW_MS of the group's
+        first; the others one by one."""
+        groups: list[list[tuple]] = []
+        batchable: list[tuple[tuple, int, tuple]] = []
         for call in calls:
             target = self._worker.batch_key(call[1])
             if target is None:
-                alone.append([call])
-                continue
-            group = groups.setdefault((target, call[0].due_ms), [])
-            if len(group) == MAX_BATCH_ENTRIES:
-                alone.append(group[:])  # full: made on its own, a new group begins
-                group.clear()
-            group.append(call)
-        return alone + [g for g in groups.values() if g]
+                groups.append([call])
+            else:
+                batchable.append((target, call[0].due_ms, call))
+        batchable.sort(key=lambda b: (repr(b[0]), b[1]))
+        for i, (target, due, call) in enumerate(batchable):
+            last = groups[-1] if i else None
+            if (last is None or batchable[i - 1][0] != target or len(last) == MAX_BATCH_ENTRIES
+                    or due - last[0][0].due_ms > BATCH_WINDOW_MS):
+                groups.append([call])
+            else:
+                last.append(call)
+        return groups
 
     def _call_group(self, group: list[tuple], key: PackKey, attempt: int, result: PackResult) -> list[tuple]:
-        """One group's calls, once their shared instant has come (never early), each call's end."""
-        early = group[0][0].due_ms - self._clock.now_ms()
+        """One group's calls, once the latest of their instants has come (none early), each call's end."""
+        early = max(d.due_ms for d, _, _ in group) - self._clock.now_ms()
         if early > 0:
             self._clock.sleep(early / 1000)
         tokens = [secrets.token_urlsafe(24) for _ in group]
