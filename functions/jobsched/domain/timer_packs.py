@@ -32,6 +32,8 @@ from jobsched.domain.timers import TIMER_TTL_SECONDS, Timer, TimerKind
 PACK_MAX_TIMERS = 100
 PACK_MAX_BYTES = 32_000
 PACK_KIND = "PACK"
+COMPRESS_WINDOW_BITS = 12
+COMPRESS_MEM_LEVEL = 4
 _SEPARATORS = (",", ":")
 
 
@@ -105,7 +107,7 @@ def pack_item(bucket: str, chunk: list[Timer]) -> dict:
         "dueMs": {"N": str(base)},
         "segment": {"N": str(chunk[0].segment)},
         "count": {"N": str(len(chunk))},
-        "timers": {"B": zlib.compress(body, 6)},
+        "timers": {"B": compressed(body)},
         "expiresAt": {"N": str(chunk[-1].due_ms // 1000 + TIMER_TTL_SECONDS)},
     }
     # The write instant, once for the pack: its timers are written by one put, at one instant (the
@@ -114,6 +116,16 @@ def pack_item(bucket: str, chunk: list[Timer]) -> dict:
     if None not in written:
         item["writtenMs"] = {"N": str(max(written))}
     return item
+
+
+def compressed(body: bytes) -> bytes:
+    """zlib's format at level 6 with a 4 KB window and a small hash table: what a pack's entries
+    compress to is within a few bytes of the defaults' (each repeats its neighbours' tenant and id
+    prefixes, not text from kilobytes back), and a small pack compresses ten times faster (zlib
+    clears its default 256 KB of state on every call: 0.1 ms, more than the rest of a timer's
+    hand-off). Any zlib reader takes it (the window is in the stream's header)."""
+    packer = zlib.compressobj(6, zlib.DEFLATED, COMPRESS_WINDOW_BITS, COMPRESS_MEM_LEVEL)
+    return packer.compress(body) + packer.flush()
 
 
 def is_pack(item: dict) -> bool:
