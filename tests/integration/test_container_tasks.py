@@ -412,7 +412,7 @@ def test_a_tenants_session_may_describe_or_stop_only_its_own_tenants_running_tas
     aws = harness.router._aws
 
     def session_of(tenant):
-        return aws._client("ecs", definition, 30, tenant)
+        return aws.client("ecs", definition, 30, tenant)
 
     for call in (lambda ecs: ecs.describe_tasks(cluster=CLUSTER, tasks=[task["taskArn"]]),
                  lambda ecs: ecs.stop_task(cluster=CLUSTER, task=task["taskArn"], reason="not yours")):
