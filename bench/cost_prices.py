@@ -154,6 +154,7 @@ def per_execution_counts(m: Measured, rate: float, fill: float | None = None, se
                                          sum(v for (f, tb, k), v in t.units.items() if tb == table and k == kind),
                                          f"{kind}:{table}")
     out["sqs"] = mix(lambda t: sum(t.sqs_chunks.values()), "sqs")
+    out["timers_wu_joined"] = mix(lambda t: t.timers_wu_joined)
     out["calls_worker"] = sum(v for (f, s, o), v in m.fire.calls.items() if f == "worker") / n
     out["calls_api"] = sum(v for (f, s, o), v in m.create.calls.items() if f == "api") / m.scenario.jobs
     out["calls_tick_idle"] = sum(v for (f, s, o), v in m.idle.calls.items() if f == "tick") / idle_runs
@@ -235,6 +236,7 @@ class WhatIf:
     segments: int | None = None  # a quiet deployment's segments; None: the template's (`-c segments`)
     pollers_per_lane: int | None = None  # idle pollers on each lane; None: the template's mappings (lane_pollers)
     platform_lines: bool = True  # Lambda's START/END/REPORT lines (SystemLogLevel INFO, Lambda's default)
+    timer_packs_of_one_second: bool = False  # every due second its own timer pack (sparse seconds not joined)
 
 
 def bill(m: Measured, rate: float, what_if: WhatIf = WhatIf(), fill: float | None = None) -> dict[str, float]:
@@ -265,6 +267,8 @@ def bill(m: Measured, rate: float, what_if: WhatIf = WhatIf(), fill: float | Non
     for fn, v in gb_s.items():
         lines[f"Lambda GB-s {fn}"] = v * MILLION * price("lambda_arm_gb_s")
     units = {k: v for k, v in c.items() if k.startswith(("read:", "write:"))}
+    if what_if.timer_packs_of_one_second:
+        units["write:Timers"] = units.get("write:Timers", 0.0) + c["timers_wu_joined"]
     for key, v in sorted(units.items()):
         kind, table = key.split(":")
         if table in provisioned:

@@ -17,10 +17,15 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
- ("timer packs: a pack holds the timers of one due second", "functions/jobsched/domain/timer_packs.py",
-  "            groups.setdefault((timer.bucket, timer.due_ms // 1000), {})[timer.sort_key] = timer",
-  "            groups.setdefault((timer.bucket, 0), {})[timer.sort_key] = timer",
-  "tests/unit/test_timer_packs.py::test_a_pack_never_spans_two_due_seconds"),
+ ("timer packs: a pack holds the timers of one dense due second", "functions/jobsched/domain/timer_packs.py",
+  "        sparse = end - start < below\n",
+  "        sparse = True\n",
+  "tests/unit/test_timer_packs.py::test_a_pack_spans_two_due_seconds_only_over_sparse_seconds"),
+ ("timer packs: a run of sparse due seconds is one group (a quiet page's next timers one item a slice)",
+  "functions/jobsched/domain/timer_packs.py",
+  "        if sparse and sparse_run:\n",
+  "        if False:\n",
+  "tests/unit/test_timer_packs.py::test_a_quiet_pages_next_timers_make_one_item_a_bucket_slice"),
  ("job snapshots: a pause fences the fires that carry the job before it is written",
   "functions/jobsched/service/jobs.py",
   "        claimed = self._fences.before_change(job, now)\n        self._jobs.save(job, paused)\n",
