@@ -39,6 +39,10 @@ def quiet_cuts(m: Measured) -> list[tuple[str, WhatIf, str, str]]:
         cuts.append(("task-events alarms only with -c ecsClusters (2 alarm metrics)",
                      WhatIf(alarm_metrics_added=TASK_EVENTS_ALARM_METRICS), "built",
                      "nothing: without container clusters no rule invokes the task-events function"))
+    cuts.append(("DeadRate reads Dead and Succeeded (the executions that ended), not Retried as well (1 alarm metric)",
+                 WhatIf(alarm_metrics_added=1), "built",
+                 "nothing: a retried attempt has not ended; counted, it only made the dead share smaller while "
+                 "jobs retried"))
     cuts.append(("a run of sparse due seconds in one timer pack (seconds with one next timer of a bucket slice in a "
                  "hand-off; every second its own pack before)", WhatIf(timer_packs_of_one_second=True), "built",
                  "nothing measured: bench/pack_fill.py keeps 78 entries a lane message at 10,000/s minute after "
