@@ -26,7 +26,7 @@ from bench.cost_prices import (ACCESS_LOG_BYTES, API_GB, API_OWN_S, CALL_S, EVEN
                                KMS_REUSE_S, LOG_RETENTION_DAYS, PER_PACK, PLATFORM_LOG_BYTES, PRICE_DATE, PRICES,
                                PROVISIONED_UTILIZATION, RECURRING_RUNS_PER_JOB, RETENTION_DAYS, TARGET_S, TICK_GB,
                                TICK_S_PER_TIMER, WORKER_CPU_PER_RECORD_S, XRAY_RATE, XRAY_RESERVOIR_PER_S, WhatIf, bill,
-                               has_kms_key, idle_pollers, provisioned_tables, template_segments)
+                               has_kms_key, idle_pollers, lane_key_reuse_s, provisioned_tables, template_segments)
 from bench.cost_quiet import print_quiet_month
 from bench.pack_fill import SETTLE_MINUTES, minute_fills, pack_fill, steady_pack_fill
 
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{ACCESS_LOG_BYTES} B per API access-log line, kept {LOG_RETENTION_DAYS} days; X-Ray's fixed Lambda "
           f"sampling ({XRAY_RESERVOIR_PER_S:g}/s + {XRAY_RATE:.0%}) per function; stored items (measured sizes + 100 B) "
           f"kept {RETENTION_DAYS} days, PITR on; {idle_pollers(tpl)} idle pollers on the lanes (the template's mappings) "
-          f"x {IDLE_POLLS_PER_MINUTE} long polls a minute; KMS data keys (with -c encryption=kms) reused {KMS_REUSE_S} s; "
+          f"x {IDLE_POLLS_PER_MINUTE} long polls a minute; KMS data keys (with -c encryption=kms) reused {lane_key_reuse_s(tpl)} s by SQS on the lanes (the template's), {KMS_REUSE_S} s by DynamoDB; "
           f"a recurring job's create over {RECURRING_RUNS_PER_JOB} runs; one-time jobs created {AHEAD_S // 60} "
           f"minutes ahead (the '{SHORT}' column: 20 s ahead, sent by their writer); free tiers not subtracted.")
     if not quick or "--expect" in (argv or sys.argv[1:]):  # `--quick --expect`: with the quick plans

@@ -88,7 +88,7 @@ ACCESS_LOG_BYTES = 290  # one API Gateway access-log line of the stage's format
 # chance that none comes in 20 s; the other lanes' pollers poll empty all month.
 IDLE_POLLERS_CAPPED, IDLE_POLLERS_UNCAPPED, IDLE_POLLS_PER_MINUTE, LONG_POLL_S = 5, 2, 3, 20
 XRAY_RESERVOIR_PER_S, XRAY_RATE = 1.0, 0.05  # Lambda's fixed sampling: 1 a second, then 5 %
-KMS_REUSE_S = 300  # SQS's data key reuse period and DynamoDB's table-key cache
+KMS_REUSE_S = 300  # DynamoDB's table-key cache; SQS's data key reuse period when a queue sets none
 LOG_RETENTION_DAYS = 30
 RETENTION_DAYS = {"Executions": 30, "Jobs": 30, "Timers": 7}  # per-execution items' life (TTL)
 RECURRING_RUNS_PER_JOB = 1440  # a recurring job's create, amortized over a day at one run a minute
@@ -186,6 +186,15 @@ def has_kms_key(tpl: dict) -> bool:
     return any(r["Type"] in ("AWS::KMS::Key", "AWS::KMS::ReplicaKey") for r in tpl["Resources"].values())
 
 
+def lane_key_reuse_s(tpl: dict) -> int:
+    """SQS's data-key reuse period on the lanes (the queues with a dead-letter queue), as the
+    template sets it (KmsDataKeyReusePeriodSeconds; SQS's default, 300 s, when it sets none)."""
+    periods = [int(r["Properties"].get("KmsDataKeyReusePeriodSeconds", KMS_REUSE_S))
+               for r in tpl["Resources"].values()
+               if r["Type"] == "AWS::SQS::Queue" and "RedrivePolicy" in r.get("Properties", {})]
+    return min(periods, default=KMS_REUSE_S)
+
+
 def lane_pollers(tpl: dict) -> list[int]:
     """Lambda's pollers on each lane while it is idle, from the template's event source mappings:
     five on a mapping with MaximumConcurrency, two without, a provisioned mapping's minimum."""
@@ -237,6 +246,7 @@ class WhatIf:
     pollers_per_lane: int | None = None  # idle pollers on each lane; None: the template's mappings (lane_pollers)
     platform_lines: bool = True  # Lambda's START/END/REPORT lines (SystemLogLevel INFO, Lambda's default)
     timer_packs_of_one_second: bool = False  # every due second its own timer pack (sparse seconds not joined)
+    lane_key_reuse_s: int | None = None  # SQS's data-key reuse period on the lanes; None: the template's
 
 
 def bill(m: Measured, rate: float, what_if: WhatIf = WhatIf(), fill: float | None = None) -> dict[str, float]:
@@ -299,7 +309,8 @@ def bill(m: Measured, rate: float, what_if: WhatIf = WhatIf(), fill: float | Non
     # about 1,000 worker containers each hold their own cache.
     containers = max(1.0, rate * batch_s / records)
     lanes = sum(1 for r in m.template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping")
-    kms_per_s = (lanes * (2 * 3 + 1) + 5 * 3 * containers) / KMS_REUSE_S
+    sqs_reuse_s = what_if.lane_key_reuse_s or lane_key_reuse_s(m.template)
+    kms_per_s = lanes * (2 * 3 + 1) / sqs_reuse_s + 5 * 3 * containers / KMS_REUSE_S
     kms = has_kms_key(m.template) if what_if.kms is None else what_if.kms
     lines["KMS requests"] = kms_per_s / rate * MILLION / 10_000 * price("kms_request") if kms else 0.0
     percent = m.attempt_log_percent if what_if.attempt_log_percent is None else what_if.attempt_log_percent

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from bench.common import print_table
 from bench.cost_measure import Measured
-from bench.cost_prices import (QUIET_GOAL, WhatIf, has_kms_key, hourly_metrics, idle_pollers, quiet_month,
-                               traced_functions)
+from bench.cost_prices import (KMS_REUSE_S, QUIET_GOAL, WhatIf, has_kms_key, hourly_metrics, idle_pollers,
+                               lane_key_reuse_s, quiet_month, traced_functions)
 
 # The alarms the template deploys only with container tasks (`-c ecsClusters`): the task-events
 # function's errors and its on-failure queue (alarms.py). Nothing invokes that function without them.
@@ -35,6 +35,11 @@ def quiet_cuts(m: Measured) -> list[tuple[str, WhatIf, str, str]]:
                      WhatIf(kms=True), "built",
                      "the key's own policy, CloudTrail of each data-key use, crypto-shredding by deleting the key, "
                      "and signing secrets sealed by KMS (kept as the table keeps everything: encrypted at rest)"))
+    if has_kms_key(tpl) and lane_key_reuse_s(tpl) > KMS_REUSE_S:
+        cuts.append((f"SQS reuses a lane's data key {lane_key_reuse_s(tpl) // 60} minutes (5 before: SQS's default)",
+                     WhatIf(lane_key_reuse_s=KMS_REUSE_S), "built",
+                     "a disabled key or revoked grant stops SQS's use of a data key it holds after up to that long "
+                     "(5 minutes before); CloudTrail records a lane's data-key requests that much less often"))
     if not _has_task_events_alarms(tpl):
         cuts.append(("task-events alarms only with -c ecsClusters (2 alarm metrics)",
                      WhatIf(alarm_metrics_added=TASK_EVENTS_ALARM_METRICS), "built",
@@ -63,6 +68,10 @@ def quiet_cuts(m: Measured) -> list[tuple[str, WhatIf, str, str]]:
         ("Lambda's system logs at WARN (JSON log format): no START/END/REPORT lines", WhatIf(platform_lines=False),
          "weighed", "each invocation's REPORT line (duration, memory used, init); AWS notes JSON format changes "
          "how EMF lines are parsed: not verified here without an account"),
+        ("one alarm on the API's 5xx responses instead of ApiErrors and AuthorizerErrors (1 alarm metric)",
+         WhatIf(alarm_metrics_added=-1), "weighed",
+         "the failing function named by its alarm; with -c regions, the API function's errors on requests another "
+         "region forwards to it by Lambda invoke (no API Gateway of this region counts them)"),
         ("no DynamoDB throttle alarms (3 tables, 6 alarm metrics)", WhatIf(alarm_metrics_added=-6), "weighed",
          "warning of throttles the SDK's retries absorb before they show as lateness, tick delay or errors; the "
          "API's throttled requests, which no other alarm sees"),

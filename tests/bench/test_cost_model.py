@@ -192,3 +192,22 @@ def test_joined_sparse_seconds_are_counted_and_priced_back_as_packs_of_one_secon
     m.fire.timers_wu_joined = 500.0  # over the 1,000 executions measured
     deployed, apart = quiet_month(m)["total"], quiet_month(m, WhatIf(timer_packs_of_one_second=True))["total"]
     assert apart - deployed == pytest.approx(0.5 * 730 * 3600 * 0.625 / 1e6, rel=1e-6)
+
+
+def test_the_lanes_kms_requests_are_priced_at_the_templates_reuse_period():
+    """SQS asks for a lane's data key once per sender role and reuse period: bench cost reads the
+    period from the lanes (SQS's default 300 s when none is set), DynamoDB's table-key cache stays
+    300 s."""
+    from bench.cost_prices import lane_key_reuse_s
+
+    tpl = _template(key=True)
+    lanes = [{"Type": "AWS::SQS::Queue", "Properties": {"RedrivePolicy": {}, "KmsDataKeyReusePeriodSeconds": 3600}},
+             {"Type": "AWS::SQS::Queue", "Properties": {"KmsDataKeyReusePeriodSeconds": 300}}]  # a dead-letter queue
+    unset = _template(key=True)
+    unset["Resources"]["Lane"] = {"Type": "AWS::SQS::Queue", "Properties": {"RedrivePolicy": {}}}
+    tpl["Resources"].update({"Lane": lanes[0], "Dlq": lanes[1]})
+    assert lane_key_reuse_s(tpl) == 3600 and lane_key_reuse_s(unset) == 300
+    hour, five = (bill(_measured(t), 1.0)["KMS requests"] for t in (tpl, unset))
+    # 3 lanes x 7 requests a reuse period, 15 of DynamoDB's a 300 s period (one container at 1/s)
+    assert hour / five == pytest.approx((21 / 3600 + 15 / 300) / (21 / 300 + 15 / 300))
+    assert bill(_measured(tpl), 1.0, WhatIf(lane_key_reuse_s=300))["KMS requests"] == pytest.approx(five)

@@ -857,3 +857,17 @@ def test_the_dead_rate_alarm_reads_two_metrics_the_executions_that_ended(templat
     [watched] = [q["Expression"] for q in props["Metrics"] if q.get("ReturnData", True) and "Expression" in q]
     assert watched.replace(" ", "") == "100*dead/MAX([succeeded+dead,1])"
     assert props["Threshold"] == 5
+
+
+def test_the_lanes_reuse_their_data_keys_an_hour_and_the_dead_letter_queues_five_minutes(template):
+    """SQS asks KMS for a lane's data key once per sender and reuse period: an hour on the lanes
+    (the steady traffic), SQS's default 5 minutes on the dead-letter queues (no steady traffic)."""
+    queues = resources(template, "AWS::SQS::Queue")
+    lanes = {k: q["Properties"] for k, q in queues.items() if "RedrivePolicy" in q["Properties"]}
+    dead_letters = {q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0] for q in queues.values()
+                    if "RedrivePolicy" in q["Properties"]}
+    assert len(lanes) == 3 and len(dead_letters) == 3
+    for props in lanes.values():
+        assert "KmsMasterKeyId" in props and props["KmsDataKeyReusePeriodSeconds"] == 3600
+    for logical in dead_letters:
+        assert queues[logical]["Properties"]["KmsDataKeyReusePeriodSeconds"] == 300
