@@ -211,3 +211,19 @@ def test_the_lanes_kms_requests_are_priced_at_the_templates_reuse_period():
     # 3 lanes x 7 requests a reuse period, 15 of DynamoDB's a 300 s period (one container at 1/s)
     assert hour / five == pytest.approx((21 / 3600 + 15 / 300) / (21 / 300 + 15 / 300))
     assert bill(_measured(tpl), 1.0, WhatIf(lane_key_reuse_s=300))["KMS requests"] == pytest.approx(five)
+
+
+def test_aligned_sends_are_priced_as_the_ticks_wait_against_the_workers():
+    """The weighed cut 'the tick sends just before a whole second': the worker's wait for a due
+    second falls to ALIGNED_EARLY_S, the tick waits ALIGNED_TICK_WAIT_S a run at its memory."""
+    from bench.cost_prices import ALIGNED_EARLY_S, ALIGNED_TICK_WAIT_S, TICK_GB, price
+
+    m = _measured(_template())
+    deployed, aligned = bill(m, 1.0), bill(m, 1.0, WhatIf(aligned_sends=True))
+    gb_s = price("lambda_arm_gb_s") * 1e6
+    runs = per_execution_counts(m, 1.0)["tick_runs"]
+    assert aligned["Lambda GB-s tick"] - deployed["Lambda GB-s tick"] == \
+        pytest.approx(runs * ALIGNED_TICK_WAIT_S * TICK_GB * gb_s)
+    records = per_execution_counts(m, 1.0)["inv_worker"]
+    assert deployed["Lambda GB-s worker"] - aligned["Lambda GB-s worker"] == \
+        pytest.approx(records * (0.5 - ALIGNED_EARLY_S) * m.worker_gb * gb_s)
