@@ -26,9 +26,9 @@ from bench.cost_prices import (ACCESS_LOG_BYTES, API_GB, API_OWN_S, CALL_S, EVEN
                                KMS_REUSE_S, LOG_RETENTION_DAYS, PER_PACK, PLATFORM_LOG_BYTES, PRICE_DATE, PRICES,
                                PROVISIONED_UTILIZATION, RECURRING_RUNS_PER_JOB, RETENTION_DAYS, TARGET_S, TICK_GB,
                                TICK_S_PER_TIMER, WORKER_CPU_PER_RECORD_S, XRAY_RATE, XRAY_RESERVOIR_PER_S, WhatIf, bill,
-                               has_kms_key, idle_pollers, provisioned_tables, template_segments)
+                               has_kms_key, idle_pollers, lane_key_reuse_s, provisioned_tables, template_segments)
 from bench.cost_quiet import print_quiet_month
-from bench.pack_fill import minute_fills, pack_fill, steady_pack_fill
+from bench.pack_fill import SETTLE_MINUTES, minute_fills, pack_fill, steady_pack_fill
 
 FULL_RATE = 10_000.0
 # What `bench e2e` measured on the default template (docs/performance.md, current figures), each run
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{ACCESS_LOG_BYTES} B per API access-log line, kept {LOG_RETENTION_DAYS} days; X-Ray's fixed Lambda "
           f"sampling ({XRAY_RESERVOIR_PER_S:g}/s + {XRAY_RATE:.0%}) per function; stored items (measured sizes + 100 B) "
           f"kept {RETENTION_DAYS} days, PITR on; {idle_pollers(tpl)} idle pollers on the lanes (the template's mappings) "
-          f"x {IDLE_POLLS_PER_MINUTE} long polls a minute; KMS data keys (with -c encryption=kms) reused {KMS_REUSE_S} s; "
+          f"x {IDLE_POLLS_PER_MINUTE} long polls a minute; KMS data keys (with -c encryption=kms) reused {lane_key_reuse_s(tpl)} s by SQS on the lanes (the template's), {KMS_REUSE_S} s by DynamoDB; "
           f"a recurring job's create over {RECURRING_RUNS_PER_JOB} runs; one-time jobs created {AHEAD_S // 60} "
           f"minutes ahead (the '{SHORT}' column: 20 s ahead, sent by their writer); free tiers not subtracted.")
     if not quick or "--expect" in (argv or sys.argv[1:]):  # `--quick --expect`: with the quick plans
@@ -199,9 +199,10 @@ def deployed_fills(tpl: dict, measured: dict[str, Measured]) -> tuple[float, flo
     one_time = pack_fill(FULL_RATE, segments)
     path = [e / max(p, 1) for e, p in minute_fills(FULL_RATE, segments, minutes=3)]
     print(f"Pack fill at 10,000/s, bench/pack_fill.py at {segments} segments: recurring {recurring:.1f} entries a "
-          f"pack, a deployment that has run for hours (timer packs of one due second keep its pages in due "
+          f"pack, a deployment that has run for hours (timer packs of one dense due second keep its pages in due "
           f"order: from idle {path[0]:.1f} in the first minute, {path[1]:.1f} in the second, {path[2]:.1f} in "
-          f"the third); one-time {one_time:.1f} (single timers, read in due order).")
+          f"the third; from pages that each sampled their minute, the {SETTLE_MINUTES}th minute's); one-time "
+          f"{one_time:.1f} (single timers, read in due order).")
     # Each entry carries its job (job snapshots): a lane message holds as many as its bytes allow.
     caps = (measured[PACKED].pack_capacity, measured["one-time, full batches"].pack_capacity)
     print(f"Entries a lane message holds at these jobs' size (each carries its job's snapshot; "

@@ -82,6 +82,9 @@ class Tally:
     invocations: Counter = field(default_factory=Counter)
     log_bytes: Counter = field(default_factory=Counter)
     metrics: set = field(default_factory=set)  # EMF metric identities (name, dimensions) sent in the phase
+    # Timers write units that packs of one due second each would have written beyond those written
+    # (a run of sparse seconds in one pack: domain/timer_packs.py second_runs), the same timers.
+    timers_wu_joined: float = 0.0
 
 
 class Meter:
@@ -255,7 +258,7 @@ def measure(scenario: Scenario, idle_minutes: int = IDLE_MINUTES) -> Measured:
 
     clock = FakeClock(1_893_456_000_000 + 5_000)  # 2030-01-01T00:00:05Z
     meter = Meter()
-    with emulator(clock), capture_logs(meter):
+    with emulator(clock), capture_logs(meter), count_joined_seconds(meter):
         session = boto3.session.Session(region_name="us-east-1")
         meter.attach(session)
         tpl = deployed_template()
@@ -359,6 +362,40 @@ def scan_all(table) -> list[dict]:
         if "LastEvaluatedKey" not in page:
             return items
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+class count_joined_seconds:
+    """Adds to the phase's `timers_wu_joined` what each hand-off's next timers would have cost in
+    write units as packs of one due second each (`pack_timers(..., sparse_below=1)`), less what
+    they cost as written: the saving of joining sparse seconds, priced back by bench cost."""
+
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+
+    def __enter__(self):
+        import threading
+
+        import jobsched.store.timers as timers_store
+        from jobsched.local.strict_aws import item_size
+
+        self.module, self.original, lock = timers_store, timers_store.pack_timers, threading.Lock()
+
+        def units(packs: list[dict], singles: list) -> int:
+            return sum(-(-item_size(item) // 1024) for item in packs + [t.to_wire() for t in singles])
+
+        def counted(timers, sparse_below=None, _original=self.original):
+            timers = list(timers)
+            packs, singles = _original(timers, sparse_below)
+            extra = units(*_original(timers, 1)) - units(packs, singles)
+            with lock:
+                self.meter.tally.timers_wu_joined += extra
+            return packs, singles
+        timers_store.pack_timers = counted
+        return self
+
+    def __exit__(self, *exc):
+        self.module.pack_timers = self.original
+        return False
 
 
 class capture_logs:

@@ -88,10 +88,14 @@ ACCESS_LOG_BYTES = 290  # one API Gateway access-log line of the stage's format
 # chance that none comes in 20 s; the other lanes' pollers poll empty all month.
 IDLE_POLLERS_CAPPED, IDLE_POLLERS_UNCAPPED, IDLE_POLLS_PER_MINUTE, LONG_POLL_S = 5, 2, 3, 20
 XRAY_RESERVOIR_PER_S, XRAY_RATE = 1.0, 0.05  # Lambda's fixed sampling: 1 a second, then 5 %
-KMS_REUSE_S = 300  # SQS's data key reuse period and DynamoDB's table-key cache
+KMS_REUSE_S = 300  # DynamoDB's table-key cache; SQS's data key reuse period when a queue sets none
 LOG_RETENTION_DAYS = 30
 RETENTION_DAYS = {"Executions": 30, "Jobs": 30, "Timers": 7}  # per-execution items' life (TTL)
 RECURRING_RUNS_PER_JOB = 1440  # a recurring job's create, amortized over a day at one run a minute
+# A tick aligning its sends to just before a whole second: its messages surface about this early
+# for jobs due on whole seconds (SQS's delay counted from its receipt), and it waits half a second
+# a run on average to get there.
+ALIGNED_EARLY_S, ALIGNED_TICK_WAIT_S = 0.05, 0.5
 QUIET_GOAL = 20.0  # USD a month for one recurring execution a second, as deployed by default
 
 
@@ -154,6 +158,7 @@ def per_execution_counts(m: Measured, rate: float, fill: float | None = None, se
                                          sum(v for (f, tb, k), v in t.units.items() if tb == table and k == kind),
                                          f"{kind}:{table}")
     out["sqs"] = mix(lambda t: sum(t.sqs_chunks.values()), "sqs")
+    out["timers_wu_joined"] = mix(lambda t: t.timers_wu_joined)
     out["calls_worker"] = sum(v for (f, s, o), v in m.fire.calls.items() if f == "worker") / n
     out["calls_api"] = sum(v for (f, s, o), v in m.create.calls.items() if f == "api") / m.scenario.jobs
     out["calls_tick_idle"] = sum(v for (f, s, o), v in m.idle.calls.items() if f == "tick") / idle_runs
@@ -183,6 +188,15 @@ def template_segments(tpl: dict) -> int:
 def has_kms_key(tpl: dict) -> bool:
     """Whether the template deploys the stack's customer-managed key (`-c encryption=kms`)."""
     return any(r["Type"] in ("AWS::KMS::Key", "AWS::KMS::ReplicaKey") for r in tpl["Resources"].values())
+
+
+def lane_key_reuse_s(tpl: dict) -> int:
+    """SQS's data-key reuse period on the lanes (the queues with a dead-letter queue), as the
+    template sets it (KmsDataKeyReusePeriodSeconds; SQS's default, 300 s, when it sets none)."""
+    periods = [int(r["Properties"].get("KmsDataKeyReusePeriodSeconds", KMS_REUSE_S))
+               for r in tpl["Resources"].values()
+               if r["Type"] == "AWS::SQS::Queue" and "RedrivePolicy" in r.get("Properties", {})]
+    return min(periods, default=KMS_REUSE_S)
 
 
 def lane_pollers(tpl: dict) -> list[int]:
@@ -235,6 +249,9 @@ class WhatIf:
     segments: int | None = None  # a quiet deployment's segments; None: the template's (`-c segments`)
     pollers_per_lane: int | None = None  # idle pollers on each lane; None: the template's mappings (lane_pollers)
     platform_lines: bool = True  # Lambda's START/END/REPORT lines (SystemLogLevel INFO, Lambda's default)
+    timer_packs_of_one_second: bool = False  # every due second its own timer pack (sparse seconds not joined)
+    lane_key_reuse_s: int | None = None  # SQS's data-key reuse period on the lanes; None: the template's
+    aligned_sends: bool = False  # the tick sends just before a whole second (jobs due on whole seconds)
 
 
 def bill(m: Measured, rate: float, what_if: WhatIf = WhatIf(), fill: float | None = None) -> dict[str, float]:
@@ -253,18 +270,22 @@ def bill(m: Measured, rate: float, what_if: WhatIf = WhatIf(), fill: float | Non
     records = max(c["records_per_batch"], 1.0)
     wait_s = records / (records + 1) if m.scenario.kind == "one-time" else 0.5
     wait_s = wait_s if what_if.wait and not what_if.late_instead_of_wait else 0.0
+    if what_if.aligned_sends:  # the tick waits instead, at its memory, until just before a whole second
+        wait_s = min(wait_s, ALIGNED_EARLY_S)
     calls_per_record = c["calls_worker"] / max(records, 1) if c["calls_worker"] else 0
     batch_s = wait_s + TARGET_S + calls_per_record * CALL_S + records * WORKER_CPU_PER_RECORD_S / m.worker_vcpu
     # An invocation's duration: each job's calls one after another and our CPU per job (a batch's
     # invocation carries create_batch jobs; its own fixed share is not subtracted: conservative).
     api_s = (c["calls_api"] * CALL_S + API_OWN_S) * m.scenario.create_batch
-    tick_s = c["calls_tick_idle"] * CALL_S  # a run's fixed calls, then each timer
+    tick_s = c["calls_tick_idle"] * CALL_S + (ALIGNED_TICK_WAIT_S if what_if.aligned_sends else 0.0)
     gb_s = {"api": c["inv_api"] * API_GB * api_s,
             "worker": c["inv_worker"] * (what_if.worker_mb / 1024 if what_if.worker_mb else m.worker_gb) * batch_s,
             "tick": TICK_GB * (c["inv_tick"] * tick_s + TICK_S_PER_TIMER)}
     for fn, v in gb_s.items():
         lines[f"Lambda GB-s {fn}"] = v * MILLION * price("lambda_arm_gb_s")
     units = {k: v for k, v in c.items() if k.startswith(("read:", "write:"))}
+    if what_if.timer_packs_of_one_second:
+        units["write:Timers"] = units.get("write:Timers", 0.0) + c["timers_wu_joined"]
     for key, v in sorted(units.items()):
         kind, table = key.split(":")
         if table in provisioned:
@@ -295,7 +316,8 @@ def bill(m: Measured, rate: float, what_if: WhatIf = WhatIf(), fill: float | Non
     # about 1,000 worker containers each hold their own cache.
     containers = max(1.0, rate * batch_s / records)
     lanes = sum(1 for r in m.template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping")
-    kms_per_s = (lanes * (2 * 3 + 1) + 5 * 3 * containers) / KMS_REUSE_S
+    sqs_reuse_s = what_if.lane_key_reuse_s or lane_key_reuse_s(m.template)
+    kms_per_s = lanes * (2 * 3 + 1) / sqs_reuse_s + 5 * 3 * containers / KMS_REUSE_S
     kms = has_kms_key(m.template) if what_if.kms is None else what_if.kms
     lines["KMS requests"] = kms_per_s / rate * MILLION / 10_000 * price("kms_request") if kms else 0.0
     percent = m.attempt_log_percent if what_if.attempt_log_percent is None else what_if.attempt_log_percent

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from bench.common import print_table
 from bench.cost_measure import Measured
-from bench.cost_prices import (QUIET_GOAL, WhatIf, has_kms_key, hourly_metrics, idle_pollers, quiet_month,
-                               traced_functions)
+from bench.cost_prices import (KMS_REUSE_S, QUIET_GOAL, WhatIf, has_kms_key, hourly_metrics, idle_pollers,
+                               lane_key_reuse_s, quiet_month, traced_functions)
 
 # The alarms the template deploys only with container tasks (`-c ecsClusters`): the task-events
 # function's errors and its on-failure queue (alarms.py). Nothing invokes that function without them.
@@ -35,10 +35,23 @@ def quiet_cuts(m: Measured) -> list[tuple[str, WhatIf, str, str]]:
                      WhatIf(kms=True), "built",
                      "the key's own policy, CloudTrail of each data-key use, crypto-shredding by deleting the key, "
                      "and signing secrets sealed by KMS (kept as the table keeps everything: encrypted at rest)"))
+    if has_kms_key(tpl) and lane_key_reuse_s(tpl) > KMS_REUSE_S:
+        cuts.append((f"SQS reuses a lane's data key {lane_key_reuse_s(tpl) // 60} minutes (5 before: SQS's default)",
+                     WhatIf(lane_key_reuse_s=KMS_REUSE_S), "built",
+                     "a disabled key or revoked grant stops SQS's use of a data key it holds after up to that long "
+                     "(5 minutes before); CloudTrail records a lane's data-key requests that much less often"))
     if not _has_task_events_alarms(tpl):
         cuts.append(("task-events alarms only with -c ecsClusters (2 alarm metrics)",
                      WhatIf(alarm_metrics_added=TASK_EVENTS_ALARM_METRICS), "built",
                      "nothing: without container clusters no rule invokes the task-events function"))
+    cuts.append(("DeadRate reads Dead and Succeeded (the executions that ended), not Retried as well (1 alarm metric)",
+                 WhatIf(alarm_metrics_added=1), "built",
+                 "nothing: a retried attempt has not ended; counted, it only made the dead share smaller while "
+                 "jobs retried"))
+    cuts.append(("a run of sparse due seconds in one timer pack (seconds with one next timer of a bucket slice in a "
+                 "hand-off; every second its own pack before)", WhatIf(timer_packs_of_one_second=True), "built",
+                 "nothing measured: bench/pack_fill.py keeps 78 entries a lane message at 10,000/s minute after "
+                 "minute and the fill of packs of one second at 1-3,000/s (within 5 %, settled)"))
     cuts += [
         ("the worker at 128 MB (-c workerMemoryMb=128; 256 as deployed)", WhatIf(worker_mb=128), "weighed",
          "CPU: 0.072 vCPU, cold-start imports twice as long; memory: about 52 MB of process and up to 59 MB of "
@@ -47,6 +60,10 @@ def quiet_cuts(m: Measured) -> list[tuple[str, WhatIf, str, str]]:
          WhatIf(late_instead_of_wait=True), "weighed (tick and worker code)",
          "precision: SQS delays and visibility are whole seconds, so fires would start up to 1 s late "
          "(0.5 s on average) instead of on time; the 1 s p99 goal would have no room left"),
+        ("the tick sends a small hand-off's messages just before a whole second (jobs due on whole seconds wait "
+         "about 50 ms in the worker; the tick waits about 0.5 s a run at its memory)", WhatIf(aligned_sends=True),
+         "weighed (tick code)", "each tick run about 0.5 s longer; nothing for jobs due at other instants (jitter), "
+         "whose remainders stay uniform; not possible where a run's sends are many (10,000/s)"),
         ("one segment (-c segments=1; 4 as deployed)", WhatIf(segments=1), "weighed",
          "a herd's hand-off: one tick run a minute reads every timer (the sizing rule, docs/operations.md)"),
         ("no MaximumConcurrency on the lanes (2 idle pollers each instead of 5)",
@@ -55,6 +72,10 @@ def quiet_cuts(m: Measured) -> list[tuple[str, WhatIf, str, str]]:
         ("Lambda's system logs at WARN (JSON log format): no START/END/REPORT lines", WhatIf(platform_lines=False),
          "weighed", "each invocation's REPORT line (duration, memory used, init); AWS notes JSON format changes "
          "how EMF lines are parsed: not verified here without an account"),
+        ("one alarm on the API's 5xx responses instead of ApiErrors and AuthorizerErrors (1 alarm metric)",
+         WhatIf(alarm_metrics_added=-1), "weighed",
+         "the failing function named by its alarm; with -c regions, the API function's errors on requests another "
+         "region forwards to it by Lambda invoke (no API Gateway of this region counts them)"),
         ("no DynamoDB throttle alarms (3 tables, 6 alarm metrics)", WhatIf(alarm_metrics_added=-6), "weighed",
          "warning of throttles the SDK's retries absorb before they show as lateness, tick delay or errors; the "
          "API's throttled requests, which no other alarm sees"),

@@ -10,7 +10,7 @@ import pytest
 from bench.cost_measure import Measured, Scenario, Tally
 from bench.cost_prices import (WhatIf, bill, empty_polls_per_s, has_kms_key, idle_pollers, lane_pollers,
                                per_execution_counts, provisioned_tables, quiet_month)
-from bench.pack_fill import PAGE_SIZE, minute_fills, pack_fill, steady_pack_fill
+from bench.pack_fill import PAGE_SIZE, SETTLE_MINUTES, minute_fills, pack_fill, steady_pack_fill
 from jobsched.settings import Env
 
 
@@ -76,18 +76,35 @@ def test_the_pack_fill_model_gives_what_bench_e2e_measured_and_reads_the_codes_p
     assert pack_fill(10_000, 4, 1 / 50) == pytest.approx(4.2, abs=0.3)
 
 
-def test_timer_packs_of_one_due_second_keep_the_fill_minute_after_minute():
+def test_timer_packs_of_dense_seconds_keep_the_fill_minute_after_minute():
     """A slice of timer packs is read in order of each pack's earliest timer. Packs spanning their
     page's whole due range made each minute's pages wider than the last, until every page sampled
     its whole minute (9 entries a message at 10,000/s after hours, against 78 in the first minute:
-    bench e2e measured 77.9, 70.9, 63.3 over its three minutes). A pack of one due second keeps the
-    pages in due order: the fill of the first minute holds, and from any start."""
+    bench e2e measured 77.9, 70.9, 63.3 over its three minutes). A pack of one dense due second
+    (sparse seconds joined: second_runs) keeps the pages in due order: the fill of the first
+    minute holds, and from the widest start it comes back."""
     path = [e / p for e, p in minute_fills(10_000, 4, minutes=4)]
     assert max(path) / min(path) < 1.03
     steady = steady_pack_fill(10_000, 4)
     assert steady == pytest.approx(path[0], rel=0.03)
-    limit = [e / p for e, p in minute_fills(10_000, 4, minutes=2, mixed=True)]
-    assert limit[1] == pytest.approx(steady, rel=0.03)  # from pages that each sampled the minute
+    limit = [e / p for e, p in minute_fills(10_000, 4, minutes=SETTLE_MINUTES, mixed=True)]
+    assert limit[0] < limit[1] < limit[2] < limit[3]  # from pages that each sampled the minute
+    assert limit[-1] == pytest.approx(limit[-2], rel=0.03) == pytest.approx(steady, rel=0.03)
+
+
+def test_joining_sparse_seconds_keeps_the_fill_of_packs_of_one_second_at_every_rate(monkeypatch):
+    """Runs of sparse seconds in one timer pack (what a quiet deployment's next timers are: one item
+    a bucket slice instead of one a timer) cost the lane messages' fill nothing where seconds are
+    dense, and at most a few percent where a page spans many sparse ones, over 20 minutes."""
+    import jobsched.domain.timer_packs as timer_packs
+
+    for rate in (1, 60, 300, 1_000, 3_000):
+        joined = [e / p for e, p in minute_fills(rate, 4, minutes=20)]
+        monkeypatch.setattr(timer_packs, "SPARSE_SECOND_TIMERS", 1)  # every second alone
+        alone = [e / p for e, p in minute_fills(rate, 4, minutes=20)]
+        monkeypatch.undo()
+        assert min(joined[-5:]) >= 0.95 * max(alone[-5:]), rate
+        assert joined[-1] == pytest.approx(joined[1], rel=0.03), rate  # no widening minute after minute
 
 
 def test_the_ticks_are_priced_at_the_templates_segments_at_every_rate():
@@ -151,3 +168,62 @@ def test_the_pack_fill_model_follows_the_real_tick_minute_by_minute(template, mo
     assert measured == pytest.approx(modelled, rel=0.1)
     # the pages of timer packs no longer widen minute after minute (they did: 12 % a minute here)
     assert measured[2] == pytest.approx(measured[1], rel=0.05)
+
+
+def test_joined_sparse_seconds_are_counted_and_priced_back_as_packs_of_one_second_would_write():
+    """bench cost's built cut 'a run of sparse due seconds in one timer pack' is priced by putting
+    back the write units that packs of one due second each would have written for the same
+    hand-offs: the meter counts them (pack_timers again with every second alone), the bill adds
+    them to the Timers writes."""
+    import jobsched.store.timers as timers_store
+    from bench.cost_measure import Meter, count_joined_seconds
+    from jobsched.domain.timers import Timer, TimerKind
+
+    # A quiet page's next timers: one segment's fires of a minute, one every 4 seconds
+    page = [Timer(29_000_000 * 60_000 + i * 4_000, TimerKind.FIRE, "acme", f"job_{i:032x}", 1, 3) for i in range(15)]
+    meter = Meter()
+    meter.phase = "fire"
+    with count_joined_seconds(meter):
+        timers_store.pack_timers(page)
+    assert timers_store.pack_timers.__name__ == "pack_timers"  # put back
+    joined = meter.phases["fire"].timers_wu_joined
+    assert 5 <= joined < 15  # 15 single items (1 WU each) against one item a bucket slice
+    m = _measured(_template())
+    m.fire.timers_wu_joined = 500.0  # over the 1,000 executions measured
+    deployed, apart = quiet_month(m)["total"], quiet_month(m, WhatIf(timer_packs_of_one_second=True))["total"]
+    assert apart - deployed == pytest.approx(0.5 * 730 * 3600 * 0.625 / 1e6, rel=1e-6)
+
+
+def test_the_lanes_kms_requests_are_priced_at_the_templates_reuse_period():
+    """SQS asks for a lane's data key once per sender role and reuse period: bench cost reads the
+    period from the lanes (SQS's default 300 s when none is set), DynamoDB's table-key cache stays
+    300 s."""
+    from bench.cost_prices import lane_key_reuse_s
+
+    tpl = _template(key=True)
+    lanes = [{"Type": "AWS::SQS::Queue", "Properties": {"RedrivePolicy": {}, "KmsDataKeyReusePeriodSeconds": 3600}},
+             {"Type": "AWS::SQS::Queue", "Properties": {"KmsDataKeyReusePeriodSeconds": 300}}]  # a dead-letter queue
+    unset = _template(key=True)
+    unset["Resources"]["Lane"] = {"Type": "AWS::SQS::Queue", "Properties": {"RedrivePolicy": {}}}
+    tpl["Resources"].update({"Lane": lanes[0], "Dlq": lanes[1]})
+    assert lane_key_reuse_s(tpl) == 3600 and lane_key_reuse_s(unset) == 300
+    hour, five = (bill(_measured(t), 1.0)["KMS requests"] for t in (tpl, unset))
+    # 3 lanes x 7 requests a reuse period, 15 of DynamoDB's a 300 s period (one container at 1/s)
+    assert hour / five == pytest.approx((21 / 3600 + 15 / 300) / (21 / 300 + 15 / 300))
+    assert bill(_measured(tpl), 1.0, WhatIf(lane_key_reuse_s=300))["KMS requests"] == pytest.approx(five)
+
+
+def test_aligned_sends_are_priced_as_the_ticks_wait_against_the_workers():
+    """The weighed cut 'the tick sends just before a whole second': the worker's wait for a due
+    second falls to ALIGNED_EARLY_S, the tick waits ALIGNED_TICK_WAIT_S a run at its memory."""
+    from bench.cost_prices import ALIGNED_EARLY_S, ALIGNED_TICK_WAIT_S, TICK_GB, price
+
+    m = _measured(_template())
+    deployed, aligned = bill(m, 1.0), bill(m, 1.0, WhatIf(aligned_sends=True))
+    gb_s = price("lambda_arm_gb_s") * 1e6
+    runs = per_execution_counts(m, 1.0)["tick_runs"]
+    assert aligned["Lambda GB-s tick"] - deployed["Lambda GB-s tick"] == \
+        pytest.approx(runs * ALIGNED_TICK_WAIT_S * TICK_GB * gb_s)
+    records = per_execution_counts(m, 1.0)["inv_worker"]
+    assert deployed["Lambda GB-s worker"] - aligned["Lambda GB-s worker"] == \
+        pytest.approx(records * (0.5 - ALIGNED_EARLY_S) * m.worker_gb * gb_s)

@@ -846,3 +846,28 @@ def test_every_function_that_hands_off_may_put_and_batch_write_timers_and_nothin
         assert {"dynamodb:PutItem", "dynamodb:BatchWriteItem"} <= on_timers[name], name
     assert {name for name, actions in on_timers.items() if "dynamodb:Query" in actions} == {"tick"}
     assert not any(actions & {"dynamodb:DeleteItem", "dynamodb:UpdateItem"} for actions in on_timers.values())
+
+
+def test_the_dead_rate_alarm_reads_two_metrics_the_executions_that_ended(template):
+    """A standard alarm is billed per metric it reads: the share of ended executions (SUCCEEDED or
+    DEAD) that end DEAD reads two; the retried attempts, a third metric, are not an end."""
+    [props] = [a["Properties"] for k, a in resources(template, "AWS::CloudWatch::Alarm").items() if "DeadRate" in k]
+    read = {q["MetricStat"]["Metric"]["MetricName"] for q in props["Metrics"] if "MetricStat" in q}
+    assert read == {"Dead", "Succeeded"}
+    [watched] = [q["Expression"] for q in props["Metrics"] if q.get("ReturnData", True) and "Expression" in q]
+    assert watched.replace(" ", "") == "100*dead/MAX([succeeded+dead,1])"
+    assert props["Threshold"] == 5
+
+
+def test_the_lanes_reuse_their_data_keys_an_hour_and_the_dead_letter_queues_five_minutes(template):
+    """SQS asks KMS for a lane's data key once per sender and reuse period: an hour on the lanes
+    (the steady traffic), SQS's default 5 minutes on the dead-letter queues (no steady traffic)."""
+    queues = resources(template, "AWS::SQS::Queue")
+    lanes = {k: q["Properties"] for k, q in queues.items() if "RedrivePolicy" in q["Properties"]}
+    dead_letters = {q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0] for q in queues.values()
+                    if "RedrivePolicy" in q["Properties"]}
+    assert len(lanes) == 3 and len(dead_letters) == 3
+    for props in lanes.values():
+        assert "KmsMasterKeyId" in props and props["KmsDataKeyReusePeriodSeconds"] == 3600
+    for logical in dead_letters:
+        assert queues[logical]["Properties"]["KmsDataKeyReusePeriodSeconds"] == 300

@@ -2,9 +2,10 @@
 per bucket into items of up to 100, read back in due order, their keys a function of their
 contents, and a slice's pages ending at an item's end so that a saved position skips nothing."""
 import random
+from collections import Counter
 
-from jobsched.domain.timer_packs import (PACK_MAX_TIMERS, TimerExpander, is_pack, pack_item, pack_timers,
-                                         unpack)
+from jobsched.domain.timer_packs import (PACK_MAX_TIMERS, SPARSE_SECOND_TIMERS, TimerExpander, is_pack, pack_item,
+                                         pack_timers, second_runs, unpack)
 from jobsched.domain.timers import TIMER_TTL_SECONDS, Timer, TimerKind, minute_of
 from jobsched.store.timers import TimersStore
 
@@ -44,16 +45,50 @@ def test_next_timers_are_packed_per_bucket_and_second_and_read_back_in_due_order
     assert all(max(counts) - min(counts) < len(counts) for counts in by_bucket.values())
 
 
-def test_a_pack_never_spans_two_due_seconds():
-    # Given the next timers of a page spread over a whole minute
-    packs, singles = pack_timers(fires(2_000))
-    # Then each pack holds the timers of one bucket and one due second (so that the next minute's
-    # pages, ordered by each item's earliest timer, stay in due order)
-    assert packs
+def test_a_pack_spans_two_due_seconds_only_over_sparse_seconds():
+    # Given the next timers of a page of 500 spread over a whole minute (about 1 a bucket slice and
+    # second: some seconds hold none, some one, some more)
+    timers = fires(500)
+    packs, singles = pack_timers(timers)
+    # Then a pack holds one due second of its bucket, or a run of seconds with one timer each and no
+    # denser second of its bucket between them (so that the next minute's pages, ordered by each
+    # item's earliest timer, stay in due order where seconds are dense)
+    per_second = Counter((t.bucket, t.due_ms // 1000) for t in timers)
+    spanning = 0
     for item in packs:
-        assert len({t.due_ms // 1000 for t in unpack(item)}) == 1
+        members = unpack(item)
+        seconds = sorted({t.due_ms // 1000 for t in members})
+        if len(seconds) > 1:
+            spanning += 1
+            bucket = item["bucket"]["S"]
+            assert len(members) == len(seconds)
+            assert all(per_second[(bucket, s)] < SPARSE_SECOND_TIMERS
+                       for s in range(seconds[0], seconds[-1] + 1) if (bucket, s) in per_second)
+    assert spanning and len(packs) > spanning  # both kinds here
     assert sorted([t for item in packs for t in unpack(item)] + singles, key=lambda t: t.sort_key) == \
-        sorted(fires(2_000), key=lambda t: t.sort_key)
+        sorted(timers, key=lambda t: t.sort_key)
+
+
+def test_a_quiet_pages_next_timers_make_one_item_a_bucket_slice():
+    # Given a quiet deployment's page: one segment's fires of a minute, one a second
+    timers = fires(15, spread_ms=60_000)
+    timers = [Timer(MINUTE * 60_000 + i * 4_000 + 137, t.kind, t.tenant_id, t.job_id, t.generation, t.segment,
+                    runs=t.runs) for i, t in enumerate(timers)]
+    packs, singles = pack_timers(timers)
+    # Then its next timers are one item a bucket slice (not one a timer: one WU each), every second
+    # of it sparse
+    buckets = {t.bucket for t in timers}
+    assert len(packs) + len(singles) == len(buckets) < len(timers)
+    assert sorted([t for item in packs for t in unpack(item)] + singles, key=lambda t: t.sort_key) == \
+        sorted(timers, key=lambda t: t.sort_key)
+
+
+def test_second_runs_keep_dense_seconds_alone_and_join_runs_of_sparse_ones():
+    dues = [1_000, 1_500, 2_100, 3_200, 5_900, 6_000, 6_001, 7_000, 9_999]
+    # seconds: 1 (2 timers), 2 (1), 3 (1), 5 (1), 6 (2), 7 (1), 9 (1)
+    assert second_runs(dues) == [(0, 2), (2, 5), (5, 7), (7, 9)]
+    assert second_runs([]) == []
+    assert second_runs([4_000]) == [(0, 1)]
 
 
 def test_a_bucket_with_one_next_timer_and_every_other_kind_stay_single_items():

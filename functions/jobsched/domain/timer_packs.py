@@ -1,9 +1,11 @@
 """Timer packs: the next FIRE timers of many recurring jobs in one Timers item.
 
 A hand-off (the tick's page, a writer's direct dispatch) writes its next FIRE timers grouped by
-the bucket they fall in (minute, segment, slice) and their due second: each group of two or more becomes one or more
-pack items of at most PACK_MAX_TIMERS timers, instead of an item (and a write unit) per timer. A
-group of one stays a single timer item, as every other timer (RETRY, LEASE, CHECK, ...) does.
+the bucket they fall in (minute, segment, slice) and their due second, a run of consecutive sparse
+seconds (each with a single timer of the bucket in this hand-off) grouped together
+(`second_runs`): each group of two or more becomes one or more pack items of at most
+PACK_MAX_TIMERS timers, instead of an item (and a write unit) per timer. A group of one stays a
+single timer item, as every other timer (RETRY, LEASE, CHECK, ...) does.
 
 The pack lives in its timers' bucket, so the tick's query of a bucket reads single timers and packs
 alike and expands a pack into its timers. Its sort key is `<earliest due-ms>#PACK#<digest>`: it
@@ -34,6 +36,13 @@ PACK_MAX_BYTES = 32_000
 PACK_KIND = "PACK"
 COMPRESS_WINDOW_BITS = 12
 COMPRESS_MEM_LEVEL = 4
+# A due second holding fewer timers than this (of one bucket, in one hand-off) is sparse: a run of
+# consecutive sparse seconds (no denser second between them in the bucket's due order) makes one
+# group. One timer a second: a quiet deployment's page (one fire a second spread over 8 slices) is
+# all sparse seconds, one group a slice as before packs of one second; a page of 500 timers at
+# 10,000 a second holds about 39 a slice and second, and its sparse seconds are a page's cut ends
+# (never two in a row), so its packs stay of one second (docs/architecture.md, "Timer packs").
+SPARSE_SECOND_TIMERS = 2
 _SEPARATORS = (",", ":")
 
 
@@ -65,34 +74,60 @@ def _chunks(group: list[Timer]) -> Iterator[list[Timer]]:
         yield chunk
 
 
-def pack_timers(timers: Iterable[Timer]) -> tuple[list[dict], list[Timer]]:
+def pack_timers(timers: Iterable[Timer], sparse_below: int | None = None) -> tuple[list[dict], list[Timer]]:
     """(pack items in DynamoDB's wire format, timers to write as single items). The FIRE timers of a
-    bucket are deduplicated by key and packed in due order; a bucket with one of them, and every
-    other kind of timer, stay single."""
-    groups: dict[tuple[str, int], dict[str, Timer]] = {}
+    bucket are deduplicated by key and packed in due order, grouped by `second_runs`; a group of
+    one of them, and every other kind of timer, stay single. `sparse_below`: second_runs'."""
+    buckets: dict[str, dict[str, Timer]] = {}
     singles: list[Timer] = []
     for timer in timers:
         if packable(timer):
-            # One due second a pack: its span never exceeds a second, so the tick's pages of the
-            # next minute (items in order of their earliest timer) stay in due order, and the fires
-            # of a second meet in one page (one lane message). Packs spanning their page's whole
-            # due range made the next minute's pages wider, minute after minute, until each page
-            # sampled the whole minute: 9 entries a lane message instead of 78 at 10,000 a second.
-            groups.setdefault((timer.bucket, timer.due_ms // 1000), {})[timer.sort_key] = timer
+            buckets.setdefault(timer.bucket, {})[timer.sort_key] = timer
         else:
             singles.append(timer)
     packs: list[dict] = []
-    for (bucket, _), members in groups.items():
-        if len(members) == 1:
-            singles.extend(members.values())
-            continue
-        ordered = [members[k] for k in sorted(members)]
-        for chunk in _chunks(ordered):
-            if len(chunk) == 1:
-                singles.append(chunk[0])
-            else:
-                packs.append(pack_item(bucket, chunk))
+    for bucket, members in buckets.items():
+        ordered = [members[k] for k in sorted(members)]  # due order: a sort key starts with its due-ms
+        for start, end in second_runs([t.due_ms for t in ordered], sparse_below):
+            if end - start == 1:
+                singles.append(ordered[start])
+                continue
+            for chunk in _chunks(ordered[start:end]):
+                if len(chunk) == 1:
+                    singles.append(chunk[0])
+                else:
+                    packs.append(pack_item(bucket, chunk))
     return packs, singles
+
+
+def second_runs(dues_ms: list[int], sparse_below: int | None = None) -> list[tuple[int, int]]:
+    """The groups of a bucket's due-ordered instants, as index ranges [start, end): each due second
+    holding `sparse_below` (SPARSE_SECOND_TIMERS) or more alone, each run of consecutive sparse
+    seconds together (`sparse_below` 1: every second alone, as `bench cost` prices the rule).
+
+    A dense second alone keeps the tick's pages of the next minute (a slice's items in order of
+    their earliest timer) in due order, and the fires of a second in one page (one lane message):
+    packs spanning their page's whole due range made the next minute's pages wider, minute after
+    minute, until each page sampled the whole minute (9 entries a lane message instead of 78 at
+    10,000 a second). A run of sparse seconds spans only seconds with a single timer here, between
+    two dense ones: where seconds are that sparse, a page spans many of them anyway."""
+    seconds: list[tuple[int, int]] = []  # (start, end) of each due second
+    for index, due in enumerate(dues_ms):
+        if seconds and dues_ms[seconds[-1][0]] // 1000 == due // 1000:
+            seconds[-1] = (seconds[-1][0], index + 1)
+        else:
+            seconds.append((index, index + 1))
+    below = SPARSE_SECOND_TIMERS if sparse_below is None else sparse_below
+    runs: list[tuple[int, int]] = []
+    sparse_run = False
+    for start, end in seconds:
+        sparse = end - start < below
+        if sparse and sparse_run:
+            runs[-1] = (runs[-1][0], end)
+        else:
+            runs.append((start, end))
+        sparse_run = sparse
+    return runs
 
 
 def pack_item(bucket: str, chunk: list[Timer]) -> dict:
