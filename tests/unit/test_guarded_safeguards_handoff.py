@@ -92,3 +92,28 @@ def test_a_one_off_jobs_chain_ends_with_its_fire():
                                                    minute_of(T0) + 3)
     assert [o.dispatch.execution_id for o in stores.sent] == [execution_id_for("job_1", T0 + MINUTE)]
     assert report.next_timers == 0 and stores.timers_written == []
+
+
+def test_the_ticks_next_timer_is_sole_only_for_an_on_time_fire_it_sent_in_a_pack():
+    # Two senders (docs/architecture.md, "Packs"): a next timer only the tick's query will send
+    # (Timer.sole) is written only for a fire the tick itself sends in a pack, on time
+    every_minute = job()
+    claim = T0 + 5 * MINUTE
+    due = (minute_of(claim) + 2) * MINUTE
+
+    def next_timer(written_ms: int, now_ms: int, sole: bool = False) -> Timer:
+        stores = Stores()
+        timer = Timer(due, TimerKind.FIRE, "t", "job_1", 1, 0, written_ms=written_ms, sole=sole)
+        handoff(stores, now_ms).hand_off([timer], {("t", "job_1"): every_minute}, minute_of(due), claimed_at=claim)
+        [written] = stores.timers_written
+        return written
+
+    # written a minute before its bucket's claim: sent in a pack, its next timer sole
+    assert next_timer(claim - MINUTE, claim).sole
+    # written seconds before the claim (its writer may send it too): sent alone, and its next timer
+    # (which that writer's chain may write too) is not sole
+    assert not next_timer(claim - 1_000, claim).sole
+    # a sole timer rides a pack however close to the claim it was written, and so on down its chain
+    assert next_timer(claim - 1_000, claim, sole=True).sole
+    # a misfire (its next timer depends on the hand-off's clock, another run's copy may differ): not sole
+    assert not next_timer(claim - MINUTE, due + 2 * MINUTE).sole

@@ -76,11 +76,12 @@ def pack_timers(timers: Iterable[Timer]) -> tuple[list[dict], list[Timer]]:
             # of a second meet in one page (one lane message). Packs spanning their page's whole
             # due range made the next minute's pages wider, minute after minute, until each page
             # sampled the whole minute: 9 entries a lane message instead of 78 at 10,000 a second.
-            groups.setdefault((timer.bucket, timer.due_ms // 1000), {})[timer.sort_key] = timer
+            # Sole timers (Timer.sole) apart: a pack says it of all its timers.
+            groups.setdefault((timer.bucket, timer.due_ms // 1000, timer.sole), {})[timer.sort_key] = timer
         else:
             singles.append(timer)
     packs: list[dict] = []
-    for (bucket, _), members in groups.items():
+    for (bucket, _, _), members in groups.items():
         if len(members) == 1:
             singles.extend(members.values())
             continue
@@ -113,6 +114,8 @@ def pack_item(bucket: str, chunk: list[Timer]) -> dict:
     written = [t.written_ms for t in chunk]
     if None not in written:
         item["writtenMs"] = {"N": str(max(written))}
+    if chunk[0].sole:
+        item["sole"] = {"N": "1"}
     return item
 
 
@@ -125,7 +128,9 @@ def unpack(item: dict) -> list[Timer]:
     base = int(item["dueMs"]["N"])
     segment = int(item["segment"]["N"])
     written = int(item["writtenMs"]["N"]) if "writtenMs" in item else None
-    return [Timer(base + offset, TimerKind.FIRE, tenant, job, generation, segment, runs=runs, written_ms=written)
+    sole = "sole" in item
+    return [Timer(base + offset, TimerKind.FIRE, tenant, job, generation, segment, runs=runs, written_ms=written,
+                  sole=sole)
             for offset, tenant, job, generation, runs in json.loads(zlib.decompress(item["timers"]["B"]))]
 
 
