@@ -187,8 +187,9 @@ class HandOff:
         """hand_off(), each timer with the path of its fires (`Dispatch.solo`). `sole`: the tick's
         query read these timers (single region): the next timer of a fire it sends in a pack is sole
         (Timer.sole): only its bucket's query sends it. Not for a writer's own hand-off (a fire it
-        sends may be the tick's too, and so may its next timer), nor after a region's take (a rewind
-        lowers the watermarks: a bucket may be claimed again before the one before it is done)."""
+        sends may be the tick's too, and so may its next timer: what a later pass hands off here was
+        found claimed, and `_mine` never packs a FIRE), nor with regions (a take rewinds the
+        watermarks, and what the former holder's query read may never run)."""
         report = HandOffReport()
         calendars = calendars if calendars is not None else self.calendar_cache()
         # Exclusion calendars: one read for the calendars this page's firing jobs name, if not read yet.
@@ -209,8 +210,6 @@ class HandOff:
                         next_timers.append(replace(following, sole=True) if sole and alone is False
                                            and timer.due_ms >= now - MISFIRE_GRACE_MS else following)
                 pending = []
-                # A later pass hands off what this writer found claimed: it may be another sender's too.
-                sole = False
                 # A later pass hands off timers of buckets another tick claimed after this one read
                 # its jobs: a change between that read and that claim is fenced only for what the
                 # change saw claimed, so those fires carry no snapshot (the worker reads their jobs).
