@@ -41,7 +41,7 @@ E2E_TOLERANCE = 0.05
 # execution) at 10,000 a second on the default template: 0 of the 449,673 run, since the tick's next
 # timers of fires it sends in packs are sole (docs/architecture.md, "Two senders of one occurrence";
 # the run of 8ba0071 with the bench of 46bb0ca, which prints it). Before: 11.4 % (47,143 of 412,013
-# FIRE dispatches at c2d23f0), 11.8 % by the bench's own count at 24dd65b (performance.md).
+# FIRE dispatches at c2d23f0), 11.5 % by the bench's own count at 24dd65b (51,585 of 449,673).
 E2E_SENT_ALONE = 0 / 449_673
 SENT_ALONE_LINE = "fires sent alone (bench e2e)"
 

@@ -102,7 +102,7 @@ MUTATIONS = [
  ("two senders: a fire sent alone never rides a pack", "functions/jobsched/domain/packs.py",
   "\n            and dispatch.solo is not True)",
   ")",
-  "tests/integration/test_two_senders.py::test_a_next_timer_written_into_a_bucket_another_tick_run_claimed_meanwhile_runs_once"),
+  "tests/integration/test_two_senders.py::test_a_one_time_job_created_seconds_before_its_fire_is_sent_alone_and_runs_once"),
  ("two senders: a writer leaves to the tick a fire its query surely read", "functions/jobsched/service/handoff.py",
   "                    continue  # the tick's own: it rides its pack",
   "                    pass",
