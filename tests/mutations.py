@@ -102,7 +102,7 @@ MUTATIONS = [
  ("two senders: a fire sent alone never rides a pack", "functions/jobsched/domain/packs.py",
   "\n            and dispatch.solo is not True)",
   ")",
-  "tests/integration/test_two_senders.py::test_a_one_time_job_created_seconds_before_its_fire_is_sent_alone_and_runs_once"),
+  "tests/unit/test_guarded_safeguards_handoff.py::test_a_fire_sent_alone_never_rides_a_pack"),
  ("two senders: a writer leaves to the tick a fire its query surely read", "functions/jobsched/service/handoff.py",
   "                    continue  # the tick's own: it rides its pack",
   "                    pass",

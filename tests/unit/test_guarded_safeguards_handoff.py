@@ -1,7 +1,8 @@
 """Catch-up and hand-off safeguards that a mutation pass found held by no test, checked on the
 hand-off over stand-in stores: a release beyond SQS's delay reach becomes a CATCHUP timer; an
 occurrence dispatched without a FIRE timer of its own gets its CHECK timer; the SKIPPED records of
-one hand-off are capped; a one-off job's chain ends with its fire."""
+one hand-off are capped; a one-off job's chain ends with its fire; the tick's next timer is sole only
+for an on-time fire it sent in a pack; a fire sent alone never rides a pack."""
 from types import SimpleNamespace
 
 from jobsched.domain.catchup import CATCH_UP_SQS_REACH_MS
@@ -117,3 +118,16 @@ def test_the_ticks_next_timer_is_sole_only_for_an_on_time_fire_it_sent_in_a_pack
     assert next_timer(claim - 1_000, claim, sole=True).sole
     # a misfire (its next timer depends on the hand-off's clock, another run's copy may differ): not sole
     assert not next_timer(claim - MINUTE, due + 2 * MINUTE).sole
+
+
+def test_a_fire_sent_alone_never_rides_a_pack():
+    # Two senders: a fire its sender sends alone (its other sender may send it too) is a message of
+    # one, claimed per execution, whatever its job's age; one decided for a pack, or undecided, may ride one
+    from jobsched.domain.executions import Dispatch, DispatchKind
+    from jobsched.domain.packs import packable
+
+    def fire(solo):
+        return Dispatch(DispatchKind.FIRE, "t", "job_1", execution_id_for("job_1", T0), T0, 1, run=1, solo=solo)
+
+    assert not packable(fire(True))
+    assert packable(fire(False)) and packable(fire(None))
