@@ -34,12 +34,15 @@ FULL_RATE = 10_000.0
 # What `bench e2e` measured on the default template (docs/performance.md, current figures), each run
 # from idle on whole segments: (rate, segments, minutes, entries a message, run). bench/pack_fill.py
 # gives the same runs; bench cost prints both and flags a gap over E2E_TOLERANCE.
-E2E_MEASURED = ((10_000.0, 4, 3, 69.0, "bench e2e --scenario=sustained (10,000 a second, 3 minutes)"),
+E2E_MEASURED = ((10_000.0, 4, 3, 67.5, "bench e2e --scenario=sustained (10,000 a second, 3 minutes)"),
                 (20.0, 4, 1, 5.1, "bench e2e --quick (20 a second, 1 minute)"))
 E2E_TOLERANCE = 0.05
 # The share of fires `bench e2e --scenario=sustained` saw sent alone (messages of one, claimed per
-# execution) at 10,000 a second on the default template: 47,143 of 412,013 FIRE dispatches.
-E2E_SENT_ALONE = 47_143 / 412_013
+# execution) at 10,000 a second on the default template: 0 of the 449,673 run, since the tick's next
+# timers of fires it sends in packs are sole (docs/architecture.md, "Two senders of one occurrence";
+# the run of 8ba0071 with the bench of 46bb0ca, which prints it). Before: 11.4 % (47,143 of 412,013
+# FIRE dispatches at c2d23f0), 11.5 % by the bench's own count at 24dd65b (51,585 of 449,673).
+E2E_SENT_ALONE = 0 / 449_673
 SENT_ALONE_LINE = "fires sent alone (bench e2e)"
 
 # Packs: 400 jobs created within one second (4 batch creates), so that their fires share a due
@@ -127,16 +130,16 @@ def main(argv: list[str] | None = None) -> None:
     columns.append(("one-time created 20 s ahead, 10,000/s", bill(measured[SHORT], FULL_RATE)))
     bills = dict(columns)
     # Recurring at 10,000/s on the deployed segments: the share of fires bench e2e sees sent alone
-    # (next timers written into a bucket the next tick claimed while this one's hand-off ran late),
-    # each priced at what a fire sent alone costs over one in a pack (the one-time columns' difference).
+    # (none since sole timers: a run behind claims the buckets it has just written next timers into,
+    # but those are its own, sent by its query alone), each priced at what a fire sent alone costs over one in a pack (the one-time columns' difference).
     alone = E2E_SENT_ALONE * (bills["one-time created 20 s ahead, 10,000/s"]["total"]
                               - bills["one-time 10,000/s"]["total"])
     recurring = bills["recurring 10,000/s"]
     recurring[SENT_ALONE_LINE] = alone
     recurring["total"] += alone
     print(f"\nSent alone: bench e2e at 10,000/s on the default template's {template_segments(tpl)} segments sends "
-          f"{E2E_SENT_ALONE:.1%} of the recurring fires alone (the two-senders rule, while the tick's hand-off of a "
-          f"minute runs late): the line '{SENT_ALONE_LINE}' of the recurring 10,000/s column, "
+          f"{E2E_SENT_ALONE:.1%} of the recurring fires alone (the two-senders rule; the tick's own next "
+          f"timers are sole): the line '{SENT_ALONE_LINE}' of the recurring 10,000/s column, "
           f"{alone:.3f} USD a million.")
     names = list(dict.fromkeys(k for _, b in columns for k in b if k != "total")) + ["total"]
     print_table("Modelled cost per million executions (USD), by line, as deployed",

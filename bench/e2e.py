@@ -229,6 +229,8 @@ def _print(rows: list, details: list) -> None:
         print(f"  pack fill: {sum(sizes) / max(len(sizes), 1):.1f} entries a message received "
               f"({len(sizes):,} messages, largest {max(sizes, default=0)}); peak in flight: "
               + ", ".join(f"{lane.name} {lane.in_flight_peak:,.0f}" for lane in sim.lanes.values() if lane.peak))
+        print(f"  fires sent alone (the two-senders rule: a message of one, claimed per execution): "
+              f"{sim.sent_alone:,} of the {len(sim.late_ms):,} run ({sim.sent_alone / max(len(sim.late_ms), 1):.1%})")
         collapsed = sim.expected - len(sim.late_ms)
         print(f"  due in the window: {sim.expected:,}; ran: {len(sim.late_ms):,}"
               + (f"; {collapsed:,} never ran: handed off over a minute late, a recurring job's missed fires "

@@ -221,6 +221,7 @@ class Simulation:
         self.pending = 0  # events other than the pollers' scaling
         self.polls: set = set()  # (lane, instant) polls already scheduled
         self.late_ms: list[int] = []
+        self.sent_alone = 0  # of the executions run in the window: fires sent alone (`Dispatch.solo`)
         self.late_second_half: list[int] = []  # due in the window's second half (the pollers scaled)
         self.due_window = (0, 0)
         self.tick_late: list[int] = []  # ms a bucket's hand-off ended after its first second
@@ -270,7 +271,12 @@ class Simulation:
                       self.start_ms - 86_400_000)
             self.dynamo.put_wire("jobs", values_to_wire(job.to_item()))
             due = job.fire_at(first_ms)
-            timer = Timer(due, TimerKind.FIRE, job.tenant_id, job_id, 1, segment_of(job_id, self.deployment.segments))
+            # Written by a deployment that keeps write instants (the two-senders rule, docs/architecture.md
+            # "Packs"), when the job was registered: a timer without one (written before the rule) is
+            # sent undecided, and its chain's next timer is never sole (sent alone when the tick that
+            # wrote it claims its bucket seconds later, as a run behind does).
+            timer = Timer(due, TimerKind.FIRE, job.tenant_id, job_id, 1, segment_of(job_id, self.deployment.segments),
+                          written_ms=job.created_ms)
             self.dynamo.put_wire("timers", timer.to_wire())
             count += 1
         self.expected = count if s.herd or s.one_time else count * s.minutes
@@ -293,6 +299,7 @@ class Simulation:
     def record(self, dispatch, call_ms: int) -> None:
         if self.due_window[0] <= dispatch.due_ms < self.due_window[1]:
             self.late_ms.append(call_ms - dispatch.due_ms)
+            self.sent_alone += dispatch.solo is True  # a message of one by the two-senders rule
             if dispatch.due_ms >= (self.due_window[0] + self.due_window[1]) // 2:
                 self.late_second_half.append(call_ms - dispatch.due_ms)
 

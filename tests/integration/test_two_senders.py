@@ -76,16 +76,39 @@ def test_a_next_timer_written_into_a_bucket_another_tick_run_claimed_meanwhile_r
     assert reads.count(segment) >= 2 and report.buckets == [n + 2]
     harness.ticks_enabled = True
     harness.advance(6 * 60)
-    # Then that fire runs once (R1 sends it itself, or leaves it to R2, as the instants say; R2 read
-    # it too): not once per pack
+    # Then that fire runs once: R1, whose next timer of a fire it sent in a pack is sole, leaves it to
+    # R2, whose query read it (R2 handed bucket n + 2 off too before its claim of n + 3): in R2's pack
     runs = runs_of(harness, job["jobId"])
     assert runs.get(execution_id_for(job["jobId"], due)) == 1, runs
+    assert own_item(harness, job["jobId"], execution_id_for(job["jobId"], due)) is None
     assert set(runs.values()) == {1}
     assert list(runs_of(harness, beside["jobId"]).values()) == [1]
     # and a later fire, read by a run from a timer written a minute before its bucket's claim, rides
     # a pack again (no item of its own)
     assert own_item(harness, job["jobId"], execution_id_for(job["jobId"], due + 3 * MINUTE)) is None
     assert runs.get(execution_id_for(job["jobId"], due + 3 * MINUTE)) == 1
+
+
+def test_a_tick_run_behind_packs_the_next_timers_it_wrote_itself_just_before_claiming_their_bucket(harness):
+    # Given an every-minute job, its timers written a minute or more before their buckets' claims
+    job = harness.create_job({"name": "behind", "type": "CRON", "schedule": "* * * * *", "target": HOOK})
+    harness.advance(3 * 60)
+    n = minute_of(harness.clock.now_ms()) + 1
+    # and the ticks of minutes n and n + 1 missed (an outage of the rules, or runs out of time): the
+    # run of minute n + 2 hands off buckets n + 2, n + 3 and n + 4 one after another, each hand-off
+    # writing the job's next timer into the bucket it claims milliseconds later
+    harness.ticks_enabled = False
+    harness.advance(((n + 2) * MINUTE - 500 - harness.clock.now_ms()) / 1000)
+    harness.ticks_enabled = True
+    harness.advance(4 * 60)
+    # Then each fire runs once, and those of n + 3 and n + 4 ride the run's packs: the run wrote their
+    # timers itself, for fires it sent in packs, and never sends such a timer as their writer
+    runs = runs_of(harness, job["jobId"])
+    assert set(runs.values()) == {1}, runs
+    for minute in (n + 2, n + 3, n + 4, n + 5):
+        execution_id = execution_id_for(job["jobId"], minute * MINUTE)
+        assert runs.get(execution_id) == 1, (minute - n, runs)
+        assert own_item(harness, job["jobId"], execution_id) is None, minute - n
 
 
 def writer_stalled_before_its_watermark_read(harness, stall_s: int) -> dict:

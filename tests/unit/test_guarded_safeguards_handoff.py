@@ -1,7 +1,8 @@
 """Catch-up and hand-off safeguards that a mutation pass found held by no test, checked on the
 hand-off over stand-in stores: a release beyond SQS's delay reach becomes a CATCHUP timer; an
 occurrence dispatched without a FIRE timer of its own gets its CHECK timer; the SKIPPED records of
-one hand-off are capped; a one-off job's chain ends with its fire."""
+one hand-off are capped; a one-off job's chain ends with its fire; the tick's next timer is sole only
+for an on-time fire it sent in a pack; a fire sent alone never rides a pack."""
 from types import SimpleNamespace
 
 from jobsched.domain.catchup import CATCH_UP_SQS_REACH_MS
@@ -92,3 +93,45 @@ def test_a_one_off_jobs_chain_ends_with_its_fire():
                                                    minute_of(T0) + 3)
     assert [o.dispatch.execution_id for o in stores.sent] == [execution_id_for("job_1", T0 + MINUTE)]
     assert report.next_timers == 0 and stores.timers_written == []
+
+
+def test_the_ticks_next_timer_is_sole_only_for_an_on_time_fire_it_sent_in_a_pack():
+    # Two senders (docs/architecture.md, "Packs"): a next timer only the tick's query will send
+    # (Timer.sole) is written only for a fire the tick itself sends in a pack, on time
+    every_minute = job()
+    claim = T0 + 5 * MINUTE
+    due = (minute_of(claim) + 2) * MINUTE
+
+    def next_timer(written_ms: int, now_ms: int, sole: bool = False, regions: bool = False) -> Timer:
+        stores = Stores()
+        timer = Timer(due, TimerKind.FIRE, "t", "job_1", 1, 0, written_ms=written_ms, sole=sole)
+        tick = (HandOff(stores, SimpleNamespace(now_ms=lambda: now_ms), 1, ownership=SimpleNamespace(multi_region=True))
+                if regions else handoff(stores, now_ms))
+        tick.hand_off([timer], {("t", "job_1"): every_minute}, minute_of(due), claimed_at=claim)
+        [written] = stores.timers_written
+        return written
+
+    # written a minute before its bucket's claim: sent in a pack, its next timer sole
+    assert next_timer(claim - MINUTE, claim).sole
+    # written seconds before the claim (its writer may send it too): sent alone, and its next timer
+    # (which that writer's chain may write too) is not sole
+    assert not next_timer(claim - 1_000, claim).sole
+    # a sole timer rides a pack however close to the claim it was written, and so on down its chain
+    assert next_timer(claim - 1_000, claim, sole=True).sole
+    # a misfire (its next timer depends on the hand-off's clock, another run's copy may differ): not sole
+    assert not next_timer(claim - MINUTE, due + 2 * MINUTE).sole
+    # with regions (a take rewinds the watermarks: what the former holder's query read may never run): not sole
+    assert not next_timer(claim - MINUTE, claim, regions=True).sole
+
+
+def test_a_fire_sent_alone_never_rides_a_pack():
+    # Two senders: a fire its sender sends alone (its other sender may send it too) is a message of
+    # one, claimed per execution, whatever its job's age; one decided for a pack, or undecided, may ride one
+    from jobsched.domain.executions import Dispatch, DispatchKind
+    from jobsched.domain.packs import packable
+
+    def fire(solo):
+        return Dispatch(DispatchKind.FIRE, "t", "job_1", execution_id_for("job_1", T0), T0, 1, run=1, solo=solo)
+
+    assert not packable(fire(True))
+    assert packable(fire(False)) and packable(fire(None))

@@ -203,3 +203,17 @@ def test_a_pack_carries_its_write_instant_once_and_its_timers_read_back_with_it(
     single = replace(fires(1)[0], written_ms=written)
     assert Timer.from_wire(single.to_wire()).written_ms == written
     assert Timer.from_item(single.to_item()).written_ms == written
+
+
+def test_a_pack_of_sole_timers_says_so_and_sole_timers_never_share_a_pack_with_others():
+    # Two senders: a sole timer (only its bucket's query sends it) reads back sole, single or packed
+    from dataclasses import replace
+    timers = [replace(t, sole=i % 2 == 0) for i, t in enumerate(fires(400, spread_ms=1_000))]
+    packs, singles = pack_timers(timers)
+    read = [t for p in packs for t in unpack(p)] + singles
+    assert packs and all(len({t.sole for t in unpack(p)}) == 1 for p in packs)
+    assert {t.sort_key for t in read if t.sole} == {t.sort_key for t in timers if t.sole}
+    assert len(read) == len(timers)
+    sole, others = [t for t in timers if t.sole], [t for t in timers if not t.sole]
+    assert Timer.from_wire(sole[0].to_wire()).sole and Timer.from_item(sole[0].to_item()).sole
+    assert not Timer.from_wire(others[0].to_wire()).sole

@@ -78,15 +78,16 @@ def pack_timers(timers: Iterable[Timer], sparse_below: int | None = None) -> tup
     """(pack items in DynamoDB's wire format, timers to write as single items). The FIRE timers of a
     bucket are deduplicated by key and packed in due order, grouped by `second_runs`; a group of
     one of them, and every other kind of timer, stay single. `sparse_below`: second_runs'."""
-    buckets: dict[str, dict[str, Timer]] = {}
+    buckets: dict[tuple[str, bool], dict[str, Timer]] = {}
     singles: list[Timer] = []
     for timer in timers:
         if packable(timer):
-            buckets.setdefault(timer.bucket, {})[timer.sort_key] = timer
+            # Sole timers (Timer.sole) apart: a pack says it of all its timers.
+            buckets.setdefault((timer.bucket, timer.sole), {})[timer.sort_key] = timer
         else:
             singles.append(timer)
     packs: list[dict] = []
-    for bucket, members in buckets.items():
+    for (bucket, _), members in buckets.items():
         ordered = [members[k] for k in sorted(members)]  # due order: a sort key starts with its due-ms
         for start, end in second_runs([t.due_ms for t in ordered], sparse_below):
             if end - start == 1:
@@ -150,6 +151,8 @@ def pack_item(bucket: str, chunk: list[Timer]) -> dict:
     written = [t.written_ms for t in chunk]
     if None not in written:
         item["writtenMs"] = {"N": str(max(written))}
+    if chunk[0].sole:
+        item["sole"] = {"N": "1"}
     return item
 
 
@@ -172,7 +175,9 @@ def unpack(item: dict) -> list[Timer]:
     base = int(item["dueMs"]["N"])
     segment = int(item["segment"]["N"])
     written = int(item["writtenMs"]["N"]) if "writtenMs" in item else None
-    return [Timer(base + offset, TimerKind.FIRE, tenant, job, generation, segment, runs=runs, written_ms=written)
+    sole = "sole" in item
+    return [Timer(base + offset, TimerKind.FIRE, tenant, job, generation, segment, runs=runs, written_ms=written,
+                  sole=sole)
             for offset, tenant, job, generation, runs in json.loads(zlib.decompress(item["timers"]["B"]))]
 
 

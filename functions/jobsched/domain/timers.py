@@ -118,6 +118,10 @@ class Timer:
     # The writer's clock (ms) just before it wrote this timer (None: written before timers carried
     # it). Not part of the key: the same timer written again carries the later instant.
     written_ms: int | None = None
+    # Two senders (docs/architecture.md, "Packs"): a next FIRE timer the tick's hand-off wrote for a
+    # fire it sent in a pack. Its writers never send it themselves (HandOff._mine), so only the query
+    # of its bucket does, and it rides a pack whenever it was written (`sent_alone`).
+    sole: bool = False
 
     @property
     def minute(self) -> int:
@@ -152,6 +156,8 @@ class Timer:
             item["runs"] = self.runs
         if self.written_ms is not None:
             item["writtenMs"] = self.written_ms
+        if self.sole:
+            item["sole"] = 1
         return item
 
     def to_wire(self) -> dict:
@@ -173,6 +179,7 @@ class Timer:
             attempt=int(item["attempt"]["N"]) if "attempt" in item else 1,
             runs=int(item["runs"]["N"]) if "runs" in item else 0,
             written_ms=int(item["writtenMs"]["N"]) if "writtenMs" in item else None,
+            sole="sole" in item,
         )
 
     @classmethod
@@ -188,6 +195,7 @@ class Timer:
             attempt=int(item.get("attempt", 1)),
             runs=int(item.get("runs", 0)),
             written_ms=int(item["writtenMs"]) if item.get("writtenMs") is not None else None,
+            sole=bool(item.get("sole")),
         )
 
 
@@ -224,12 +232,15 @@ def claim_slot(minute: int) -> str:
     return f"claim{minute % CLAIM_SLOTS}"
 
 
-def sent_alone(written_ms: int | None, claimed_at_ms: int | None) -> bool | None:
+def sent_alone(written_ms: int | None, claimed_at_ms: int | None, sole: bool = False) -> bool | None:
     """Whether a timer of a claimed bucket goes out on the per-execution path (a message of one,
     claimed per execution): True when it was written less than SOLO_BOUND_MS before its bucket's
     claim (its writer may have seen the claim and sent it too); False when written earlier (only
-    the tick's query sends it: it rides a pack); None when either instant is unknown (a timer or a
+    the tick's query sends it: it rides a pack), or when `sole` (Timer.sole: its writers never send
+    it, however close to the claim they wrote it); None when either instant is unknown (a timer or a
     claim of before the upgrade: the worker decides, as before, from the job's age)."""
+    if sole:
+        return False
     if written_ms is None or claimed_at_ms is None:
         return None
     return written_ms > claimed_at_ms - SOLO_BOUND_MS

@@ -3,7 +3,7 @@ direct dispatch and the worker's long retries, so every writer follows the same 
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from jobsched.domain.catchup import CATCH_UP_SQS_REACH_MS, CatchUpPlan, plan_catch_up
 from jobsched.domain.clock import Clock
@@ -144,12 +144,17 @@ class HandOff:
         that one the tick sends, in a pack. A FIRE the tick sends alone, should its query have read
         it, goes alone from here too; one the tick would pack but may have missed goes alone, counted
         (`uncertain`: never lost, twice if the tick did read it). A claim instant not kept (claimed
-        before the upgrade): sent undecided, as before, the worker deciding from the job's age."""
+        before the upgrade): sent undecided, as before, the worker deciding from the job's age. A sole
+        timer (Timer.sole: the tick's own next timer of a fire it sent in a pack) is never sent here:
+        a tick claims a bucket only after the bucket before it is done, every page of which some run
+        handed off, its next timers written, before that mark, so the query after the claim read it."""
         mine: list[tuple[Timer, bool | None]] = []
         for timer in timers:
             if not is_claimed(timer.minute, watermark):
                 continue
             assert watermark is not None
+            if timer.sole:
+                continue  # the claiming run's query read a copy: it rides that run's pack
             claimed_at = watermark.claimed_at(timer.minute)
             alone = sent_alone(written, claimed_at)
             if alone is False and timer.kind is TimerKind.FIRE:
@@ -172,13 +177,19 @@ class HandOff:
         write instant decides its fires' path (domain/timers.py `sent_alone`). `snapshots`: the
         jobs' plain items, read whole after the bucket's claim (the tick's): their pack entries may
         carry them to the worker (domain/packs.py `snapshot_of`; service/fences.py)."""
-        return self._hand_off([(t, sent_alone(t.written_ms, claimed_at)) for t in timers], jobs, claimed_through,
-                              calendars, None if self.multi_region else snapshots)
+        return self._hand_off([(t, sent_alone(t.written_ms, claimed_at, t.sole)) for t in timers], jobs,
+                              claimed_through, calendars, None if self.multi_region else snapshots,
+                              sole=not self.multi_region)
 
     def _hand_off(self, timers: list[tuple[Timer, bool | None]], jobs: dict[tuple[str, str], Job],
                   claimed_through: int, calendars: CalendarCache | None = None,
-                  snapshots: dict | None = None) -> HandOffReport:
-        """hand_off(), each timer with the path of its fires (`Dispatch.solo`)."""
+                  snapshots: dict | None = None, sole: bool = False) -> HandOffReport:
+        """hand_off(), each timer with the path of its fires (`Dispatch.solo`). `sole`: the tick's
+        query read these timers (single region): the next timer of a fire it sends in a pack is sole
+        (Timer.sole): only its bucket's query sends it. Not for a writer's own hand-off (a fire it
+        sends may be the tick's too, and so may its next timer: what a later pass hands off here was
+        found claimed, and `_mine` never packs a FIRE), nor with regions (a take rewinds the
+        watermarks, and what the former holder's query read may never run)."""
         report = HandOffReport()
         calendars = calendars if calendars is not None else self.calendar_cache()
         # Exclusion calendars: one read for the calendars this page's firing jobs name, if not read yet.
@@ -195,7 +206,9 @@ class HandOff:
                     following = self._dispatch(timer, jobs.get((timer.tenant_id, timer.job_id)), claimed, now,
                                                outgoing, report, calendars, alone, snapshots)
                     if following is not None:
-                        next_timers.append(following)
+                        # Not of a misfire: its next timer depends on `now`, so another run's copy may differ.
+                        next_timers.append(replace(following, sole=True) if sole and alone is False
+                                           and timer.due_ms >= now - MISFIRE_GRACE_MS else following)
                 pending = []
                 # A later pass hands off timers of buckets another tick claimed after this one read
                 # its jobs: a change between that read and that claim is fenced only for what the
