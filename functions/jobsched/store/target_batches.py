@@ -25,9 +25,8 @@ from jobsched.store.targets import (EXPIRED_CODES, AwsTargetInvoker, TargetSessi
 # Entries per request: SQS SendMessageBatch, SNS PublishBatch and EventBridge PutEvents take ten.
 MAX_BATCH_ENTRIES = 10
 # A request's entries together (shared/AWS-LIMITS.md): SendMessageBatch 1 MiB, PublishBatch 256 KiB;
-# PutEvents 256 KB, the only figure in AWS's own text (per entry there; held for the whole request
-# here, which never refuses what AWS takes).
-MAX_BATCH_BYTES = {TargetType.SQS: 1_048_576, TargetType.SNS: 262_144, TargetType.EVENTBRIDGE: 262_144}
+# PutEvents "less than 256KB" for the entries batched in one request (its API reference), ten at most.
+MAX_BATCH_BYTES = {TargetType.SQS: 1_048_576, TargetType.SNS: 262_144, TargetType.EVENTBRIDGE: 262_143}
 # Whole-request refusals one entry may cause: the entries are then sent one by one.
 ENTRY_CAUSED = frozenset({"BatchRequestTooLong", "InvalidParameterValue", "InvalidParameter", "ValidationException",
                           "TooManyEntriesInBatchRequest", "InvalidBatchEntryId", "BatchEntryIdsNotDistinct",
