@@ -185,6 +185,10 @@ def test_oversize_messages_are_refused_by_sqs_sns_and_eventbridge(harness):
         refused(lambda: events.put_events(Entries=[{"Source": "jobsched", "DetailType": "fire",
                                                     "Detail": '"' + "x" * (256 * 1024) + '"'}]),
                 "ValidationException")
+        # and two entries that fit alone but not together in one request
+        half = {"Source": "jobsched", "DetailType": "fire", "Detail": '"' + "x" * (140 * 1024) + '"'}
+        events.put_events(Entries=[half])
+        refused(lambda: events.put_events(Entries=[half, half]), "ValidationException")
 
 
 def test_batches_over_their_limits_are_refused(harness):

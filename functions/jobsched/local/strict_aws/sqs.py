@@ -169,10 +169,12 @@ class Messaging:
             raise _error(client, call.operation, "ValidationException",
                          f"1 validation error detected: Value at 'entries' failed to satisfy constraint: Member "
                          f"must have length less than or equal to {EVENTS_MAX_ENTRIES}", 400)
-        for entry in entries:
-            size = (14 if entry.get("Time") else 0) + sum(len(str(entry.get(k) or "").encode("utf-8"))
-                                                          for k in ("Source", "DetailType", "Detail")) \
-                + sum(len(r.encode("utf-8")) for r in entry.get("Resources") or [])
+        # Each entry's size (eb-putevent-size), and the request's entries together: "you can batch
+        # multiple event entries into one request ... the total entry size must be less than 256KB".
+        sizes = [(14 if entry.get("Time") else 0) + sum(len(str(entry.get(k) or "").encode("utf-8"))
+                                                       for k in ("Source", "DetailType", "Detail"))
+                 + sum(len(r.encode("utf-8")) for r in entry.get("Resources") or []) for entry in entries]
+        for size in (*sizes, sum(sizes)):
             if size > EVENTS_MAX_ENTRY_BYTES:
                 raise _error(client, call.operation, "ValidationException",
                              f"Total size of the entries in the request is over the limit ({size} bytes > "
