@@ -8,19 +8,15 @@ others of its batch. What a whole-request refusal says of the target (access den
 missing queue) is each entry's outcome, as each single call would have got it."""
 from __future__ import annotations
 
-from typing import Any
-
 from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched.domain.executions import AttemptOutcome, Dispatch
 from jobsched.domain.jobs import Job, TargetType
 from jobsched.domain.json_text import compact
-from jobsched.domain.target_envelopes import (EVENTBRIDGE_MAX_ENTRY_BYTES, SNS_MAX_MESSAGE_BYTES,
-                                              eventbridge_entry_bytes, sns_message_bytes)
+from jobsched.domain.target_envelopes import EVENTBRIDGE_MAX_ENTRY_BYTES, SNS_MAX_MESSAGE_BYTES, sns_message_bytes
 from jobsched.domain.tenant_tags import is_taggable
-from jobsched.domain.trace import trace_context
-from jobsched.store.targets import (EXPIRED_CODES, AwsTargetInvoker, TargetSessionUnavailable, _attributes, _envelope,
-                                    _Expired, _failed, _ok, _too_large, _unreached)
+from jobsched.store.targets import (EXPIRED_CODES, AwsTargetInvoker, TargetSessionUnavailable, _Expired, _failed,
+                                    _ok, _too_large, _unreached, event_entry, message_params)
 
 # Entries per request: SQS SendMessageBatch, SNS PublishBatch and EventBridge PutEvents take ten.
 MAX_BATCH_ENTRIES = 10
@@ -131,28 +127,21 @@ class TargetBatches:
 
 def _entry(kind: TargetType, job: Job, dispatch: Dispatch, attempt: int, index: int
            ) -> tuple[dict, int, AttemptOutcome | None]:
-    """The batch entry of one call, its size as the service counts it, or the refusal a single call
-    would have got before sending (an SNS message or EventBridge entry over the service's limit)."""
+    """The batch entry of one call (what a single call sends: store/targets.py), its size as the
+    service counts it, or the refusal a single call would have got before sending (an SNS message or
+    EventBridge entry over the service's limit)."""
     if kind is TargetType.EVENTBRIDGE:
-        config = job.spec.target.config
-        detail = compact(_envelope(job, dispatch, attempt, None))
-        size = eventbridge_entry_bytes(config["source"], config["detailType"], detail)
+        entry, size = event_entry(job, dispatch, attempt)
         if size > EVENTBRIDGE_MAX_ENTRY_BYTES:
             return {}, size, _too_large("EventBridge entry", size, EVENTBRIDGE_MAX_ENTRY_BYTES)
-        return ({"EventBusName": config["eventBusName"], "Source": config["source"],
-                 "DetailType": config["detailType"], "Detail": detail,
-                 "TraceHeader": trace_context(dispatch.execution_id, attempt).xray_header}, size, None)
+        return entry, size, None
     body = compact(job.spec.payload)
-    attributes = _attributes(dispatch, attempt, job)
-    size = sns_message_bytes(body, attributes)  # SQS counts a message the same way: body and attributes
+    address = str(job.spec.target.config["queueUrl" if kind is TargetType.SQS else "topicArn"])
+    params = message_params(job, dispatch, attempt, address)
+    size = sns_message_bytes(body, params["MessageAttributes"])  # SQS counts a message the same way
     if kind is TargetType.SNS and size > SNS_MAX_MESSAGE_BYTES:
         return {}, size, _too_large("SNS message", size, SNS_MAX_MESSAGE_BYTES)
-    entry: dict[str, Any] = {"Id": f"e{index}", "MessageAttributes": attributes,
-                             ("MessageBody" if kind is TargetType.SQS else "Message"): body}
-    address = str(job.spec.target.config["queueUrl" if kind is TargetType.SQS else "topicArn"])
-    if address.endswith(".fifo"):
-        entry.update(MessageGroupId=job.job_id, MessageDeduplicationId=dispatch.execution_id)
-    return entry, size, None
+    return {"Id": f"e{index}", ("MessageBody" if kind is TargetType.SQS else "Message"): body, **params}, size, None
 
 
 def _chunks(entries: list[tuple[int, dict, int]], max_bytes: int) -> list[list[tuple[int, dict, int]]]:

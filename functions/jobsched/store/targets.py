@@ -207,6 +207,26 @@ def _client_context(dispatch: Dispatch, attempt: int) -> str:
     return base64.b64encode(compact({"custom": custom}).encode()).decode()
 
 
+def message_params(job: Job, dispatch: Dispatch, attempt: int, address: str) -> dict[str, Any]:
+    """A queue's or topic's message beside its body, the same for both: the attributes, and a FIFO
+    one's group (the job) and deduplication id (the execution id). A single call's and a batch entry's."""
+    params: dict[str, Any] = {"MessageAttributes": _attributes(dispatch, attempt, job)}
+    if address.endswith(".fifo"):
+        params.update(MessageGroupId=job.job_id, MessageDeduplicationId=dispatch.execution_id)
+    return params
+
+
+def event_entry(job: Job, dispatch: Dispatch, attempt: int, progress: Any = None) -> tuple[dict, int]:
+    """A bus's PutEvents entry and its size as EventBridge counts it. EventBridge entries have no
+    attributes: the trace rides in TraceHeader, which takes an X-Ray header (the same ids; not
+    counted in the entry's size)."""
+    config = job.spec.target.config
+    detail = compact(_envelope(job, dispatch, attempt, progress))
+    return ({"EventBusName": config["eventBusName"], "Source": config["source"], "DetailType": config["detailType"],
+             "Detail": detail, "TraceHeader": trace_context(dispatch.execution_id, attempt).xray_header},
+            eventbridge_entry_bytes(config["source"], config["detailType"], detail))
+
+
 def _envelope(job: Job, dispatch: Dispatch, attempt: int, progress: Any) -> dict:
     envelope = {"executionId": dispatch.execution_id, "attempt": attempt, "jobId": job.job_id,
                 "payload": job.spec.payload}
@@ -266,11 +286,8 @@ class AwsTargetInvoker:
         body = compact(job.spec.payload)
         try:
             if kind in (TargetType.SQS, TargetType.SNS):
-                # Same message shape for a queue and a topic; FIFO ones dedupe on the execution id.
                 address = config["queueUrl"] if kind is TargetType.SQS else config["topicArn"]
-                params: dict[str, Any] = {"MessageAttributes": _attributes(dispatch, attempt, job)}
-                if address.endswith(".fifo"):
-                    params.update(MessageGroupId=job.job_id, MessageDeduplicationId=dispatch.execution_id)
+                params = message_params(job, dispatch, attempt, address)
                 if kind is TargetType.SQS:
                     answer = self.client("sqs", address, timeout, tenant).send_message(QueueUrl=address, MessageBody=body,
                                                                                 **params)
@@ -282,15 +299,10 @@ class AwsTargetInvoker:
                 return _ok({"messageId": answer.get("MessageId")})
             if kind is TargetType.EVENTBRIDGE:
                 bus = config["eventBusName"]
-                detail = compact(_envelope(job, dispatch, attempt, progress))
-                size = eventbridge_entry_bytes(config["source"], config["detailType"], detail)
+                entry, size = event_entry(job, dispatch, attempt, progress)
                 if size > EVENTBRIDGE_MAX_ENTRY_BYTES:
                     return _too_large("EventBridge entry", size, EVENTBRIDGE_MAX_ENTRY_BYTES)
-                # EventBridge entries have no attributes: the trace rides in TraceHeader, which
-                # takes an X-Ray header (the same ids; not counted in the entry's size).
-                answer = self.client("events", bus, timeout, tenant).put_events(Entries=[{
-                    "EventBusName": bus, "Source": config["source"], "DetailType": config["detailType"],
-                    "Detail": detail, "TraceHeader": trace_context(dispatch.execution_id, attempt).xray_header}])
+                answer = self.client("events", bus, timeout, tenant).put_events(Entries=[entry])
                 if answer.get("FailedEntryCount"):
                     entry = answer["Entries"][0]
                     return _failed(f"{entry.get('ErrorCode')}: {entry.get('ErrorMessage')}")
