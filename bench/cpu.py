@@ -71,9 +71,10 @@ def _wire(item: dict) -> dict:
 
 
 def _job_id(n: int) -> str:
-    """As new_job_id makes them: 20 random hex digits after the time (made from n, so every run has
-    the same jobs). Not zeros: a timer pack's compression would make its items too small."""
-    return f"job_{n:012x}{hashlib.sha256(str(n).encode()).hexdigest()[:20]}"
+    """As new_job_id makes them: the shard mark and 19 random hex digits after the time (made from
+    n, so every run has the same jobs). Not zeros: a timer pack's compression would make its items
+    too small."""
+    return f"job_{n:012x}k{hashlib.sha256(str(n).encode()).hexdigest()[:19]}"
 
 
 def _job(job_id: str, index: int, due: int, recurring: bool, queue: bool = False):

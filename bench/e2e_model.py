@@ -234,7 +234,7 @@ class Simulation:
     def load(self) -> int:
         """The jobs of the sample, and their first timers (written before the run: not billed).
         Returns the number that run for real."""
-        from jobsched.domain.jobs import Job, JobSpec, JobState, Target as JobTarget, TargetType
+        from jobsched.domain.jobs import KEYED_BY_SHARD, Job, JobSpec, JobState, Target as JobTarget, TargetType
         from jobsched.domain.schedule import cron_schedule, one_time_schedule
         from jobsched.domain.timers import Timer, TimerKind, segment_of
         from jobsched.store.wire import values_to_wire
@@ -257,9 +257,9 @@ class Simulation:
                     continue
             elif s.sample_by == "job" and n % round(1 / s.sample):
                 continue
-            # As new_job_id makes them (creation millisecond, then 20 random hex digits), from a seeded
-            # generator.
-            job_id = f"job_{self.start_ms - 86_400_000:012x}{ids.getrandbits(80):020x}"
+            # As new_job_id makes them (creation millisecond, the shard mark, then 19 random hex
+            # digits: the job's item on one of its tenant's 32 keys), from a seeded generator.
+            job_id = f"job_{self.start_ms - 86_400_000:012x}{KEYED_BY_SHARD}{ids.getrandbits(76):019x}"
             if s.sample_by == "segment" and segment_of(job_id, self.deployment.segments) >= self.ticking:
                 continue
             if s.one_time:  # due `rate` a second, evenly: each completes its job once

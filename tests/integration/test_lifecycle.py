@@ -4,6 +4,7 @@ import pytest
 from jobsched.domain.schedule import format_instant
 
 from .harness import ACCEPTED, FAIL, KEY_B, TENANT_A
+from jobsched.store.jobs import job_key
 
 HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/hook"}
 
@@ -231,7 +232,7 @@ def test_a_state_filtered_list_reads_its_matches_not_the_tenants_history(harness
     ended = harness.create_job({"name": "once", "type": "DELAYED", "delaySeconds": 10, "target": HOOK})
     harness.advance(20)
     table = harness.session.resource("dynamodb").Table(harness.settings.jobs_table)
-    item = table.get_item(Key={"tenantId": TENANT_A, "jobId": ended["jobId"]})["Item"]
+    item = table.get_item(Key=job_key(TENANT_A, ended["jobId"]))["Item"]
     assert item["state"] == "COMPLETED"
     with table.batch_writer() as batch:  # a tenant's history: 80 ended jobs, older than the active ones
         for i in range(80):

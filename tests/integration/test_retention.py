@@ -1,6 +1,7 @@
 """Ended executions expire after the retention (DynamoDB TTL from their end); waiting ones do not;
 an Idempotency-Key is honoured for its own lifetime, not DynamoDB's deletion lag."""
 from .harness import FAIL
+from jobsched.store.jobs import job_key
 
 HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/hook"}
 RETENTION_S = 30 * 86_400
@@ -48,7 +49,7 @@ def test_an_idempotency_key_past_its_expiry_is_free_again_before_dynamodb_delete
 
 def jobs_item(harness, job_id):
     table = harness.session.resource("dynamodb").Table(harness.settings.jobs_table)
-    return table.get_item(Key={"tenantId": "tenant-a", "jobId": job_id})["Item"]
+    return table.get_item(Key=job_key("tenant-a", job_id))["Item"]
 
 
 def test_an_ended_one_time_job_expires_after_the_retention_and_a_recurring_one_never(harness):

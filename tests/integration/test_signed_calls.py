@@ -14,6 +14,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from jobsched.handlers import worker
 from jobsched.local.events import Function, sqs_event
+from jobsched.store.jobs import job_key
 
 from .harness import KEY_B, QuietHandler, loopback
 from .test_faults import take_messages
@@ -319,7 +320,7 @@ def test_a_job_stored_with_a_signed_call_header_never_sends_it(harness, target_u
     """A job stored before the names were reserved: its header is dropped, ours is sent."""
     job = http_job(harness, target_url)
     table = harness.session.resource("dynamodb").Table(harness.settings.jobs_table)
-    item = table.get_item(Key={"tenantId": "tenant-a", "jobId": job["jobId"]})["Item"]
+    item = table.get_item(Key=job_key("tenant-a", job["jobId"]))["Item"]
     [(name, text)] = [(k, v) for k, v in item.items() if isinstance(v, str) and target_url in v]  # the spec's JSON
 
     def with_headers(node):
@@ -329,7 +330,7 @@ def test_a_job_stored_with_a_signed_call_header_never_sends_it(harness, target_u
             return {k: with_headers(v) for k, v in node.items()}
         return node
 
-    table.update_item(Key={"tenantId": "tenant-a", "jobId": job["jobId"]}, UpdateExpression="SET #n = :t",
+    table.update_item(Key=job_key("tenant-a", job["jobId"]), UpdateExpression="SET #n = :t",
                       ExpressionAttributeNames={"#n": name},
                       ExpressionAttributeValues={":t": json.dumps(with_headers(json.loads(text)))})
     secret = rotate(harness)["secret"]

@@ -15,6 +15,7 @@ from jobsched.store.jobs_state_index import (JOBS_BY_STATE_SHARD_INDEX, STATE_SH
                                              UPGRADE_KEY, backfill_state_shards, state_shard)
 
 from .harness import TENANT_A
+from jobsched.store.jobs import job_key
 
 HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/x"}
 
@@ -37,7 +38,7 @@ def ids_of_every_page(harness, query: str, limit: int) -> list[str]:
 def test_a_state_list_merges_the_shards_in_job_id_order_and_each_page_resumes_after_one_job_id(harness):
     jobs = [rate_job(harness, f"r-{i}") for i in range(12)]
     table = harness.session.resource("dynamodb").Table(harness.settings.jobs_table)
-    shards = {table.get_item(Key={"tenantId": TENANT_A, "jobId": j["jobId"]})["Item"][STATE_SHARD_ATTRIBUTE]
+    shards = {table.get_item(Key=job_key(TENANT_A, j["jobId"]))["Item"][STATE_SHARD_ATTRIBUTE]
               for j in jobs}
     assert len(shards) > 4 and all(s.startswith(f"{TENANT_A}#ACTIVE#") for s in shards)  # spread, by job id
     created = sorted(j["jobId"] for j in jobs)
@@ -47,7 +48,7 @@ def test_a_state_list_merges_the_shards_in_job_id_order_and_each_page_resumes_af
     paused = sorted(j["jobId"] for j in jobs[3:6])
     assert ids_of_every_page(harness, "state=PAUSED", 2) == paused  # the entry moved to the PAUSED keys
     assert ids_of_every_page(harness, "state=ACTIVE", 4) == [i for i in created if i not in paused]
-    shard = table.get_item(Key={"tenantId": TENANT_A, "jobId": paused[0]})["Item"][STATE_SHARD_ATTRIBUTE]
+    shard = table.get_item(Key=job_key(TENANT_A, paused[0]))["Item"][STATE_SHARD_ATTRIBUTE]
     assert shard == state_shard(TENANT_A, "PAUSED", paused[0])
 
 
@@ -55,7 +56,7 @@ def test_a_completion_moves_the_job_to_its_completed_shard(harness):
     ended = harness.create_job({"name": "once", "type": "DELAYED", "delaySeconds": 10, "target": HOOK})
     harness.advance(20)
     item = harness.session.resource("dynamodb").Table(harness.settings.jobs_table).get_item(
-        Key={"tenantId": TENANT_A, "jobId": ended["jobId"]})["Item"]
+        Key=job_key(TENANT_A, ended["jobId"]))["Item"]
     assert item["state"] == "COMPLETED" and item[STATE_SHARD_ATTRIBUTE] == state_shard(TENANT_A, "COMPLETED",
                                                                                          ended["jobId"])
     assert ids_of_every_page(harness, "state=COMPLETED", 20) == [ended["jobId"]]
@@ -69,7 +70,7 @@ def test_the_upgrade_gives_the_jobs_of_the_release_before_their_shard_resumably(
     resource = harness.session.resource("dynamodb")
     table = resource.Table(harness.settings.jobs_table)
     for job_id in jobs:
-        table.update_item(Key={"tenantId": TENANT_A, "jobId": job_id}, UpdateExpression="REMOVE stateShard")
+        table.update_item(Key=job_key(TENANT_A, job_id), UpdateExpression="REMOVE stateShard")
     legacy = JobsStore(resource, harness.settings.jobs_table, state_index=JOBS_BY_STATE_INDEX)
     sharded = JobsStore(resource, harness.settings.jobs_table, state_index=JOBS_BY_STATE_SHARD_INDEX)
     assert sorted(j.job_id for j in legacy.list_in_state(TENANT_A, JobState.ACTIVE, 100, None).items) == jobs
@@ -91,18 +92,18 @@ def test_the_upgrade_writes_the_shard_of_the_state_a_job_has_now(harness, monkey
     # read) fails, the job is read again, and it gets the PAUSED shard.
     job_id = rate_job(harness, "moving")["jobId"]
     table = harness.session.resource("dynamodb").Table(harness.settings.jobs_table)
-    table.update_item(Key={"tenantId": TENANT_A, "jobId": job_id}, UpdateExpression="REMOVE stateShard")
+    table.update_item(Key=job_key(TENANT_A, job_id), UpdateExpression="REMOVE stateShard")
     scan = table.scan
 
     def scan_then_pause(**kwargs):
         answer = scan(**kwargs)
-        table.update_item(Key={"tenantId": TENANT_A, "jobId": job_id}, UpdateExpression="SET #s = :p",
+        table.update_item(Key=job_key(TENANT_A, job_id), UpdateExpression="SET #s = :p",
                           ExpressionAttributeNames={"#s": "state"}, ExpressionAttributeValues={":p": "PAUSED"})
         return answer
 
     monkeypatch.setattr(table, "scan", scan_then_pause)
     assert backfill_state_shards(table)["written"] == 1
-    item = table.get_item(Key={"tenantId": TENANT_A, "jobId": job_id})["Item"]
+    item = table.get_item(Key=job_key(TENANT_A, job_id))["Item"]
     assert item[STATE_SHARD_ATTRIBUTE] == state_shard(TENANT_A, "PAUSED", job_id)
 
 
@@ -115,11 +116,13 @@ def test_one_tenants_completions_in_one_second_spread_over_the_shards(harness, m
     resource = harness.session.resource("dynamodb")
     store = JobsStore(resource, harness.settings.jobs_table, state_index=JOBS_BY_STATE_SHARD_INDEX)
     table = resource.Table(harness.settings.jobs_table)
-    model = plain(table.get_item(Key={"tenantId": TENANT_A, "jobId": rate_job(harness, "m")["jobId"]})["Item"])
+    model = plain(table.get_item(Key=job_key(TENANT_A, rate_job(harness, "m")["jobId"]))["Item"])
     jobs = []
     for i in range(800):
         job_id = f"job_{i:06d}"
-        item = {**model, "jobId": job_id, STATE_SHARD_ATTRIBUTE: state_shard(TENANT_A, "ACTIVE", job_id)}
+        # Ids of jobs made before the tenant's keys were sharded: on the tenant's own key.
+        item = {**model, "tenantId": TENANT_A, "jobId": job_id,
+                STATE_SHARD_ATTRIBUTE: state_shard(TENANT_A, "ACTIVE", job_id)}
         if i % 400 == 0:
             harness.clock.advance_ms(1000)  # 400 puts a second: the table's key has room
         table.put_item(Item=item)

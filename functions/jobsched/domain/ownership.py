@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 MS_PER_MINUTE = 60_000
 REGION_MARK = "r"
-_MARKED = re.compile(r"job_[0-9a-f]{30}r[0-9]")
+_MARKED = re.compile(r"job_[0-9a-f]{12}(?:k[0-9a-z]{17}|[0-9a-f]{18})r[0-9]")  # new_job_id's, either form
 # A later region in the takeover order waits this much longer than the one before it: two tick
 # periods, as a tick runs anywhere within its minute.
 TAKEOVER_STAGGER_MS = 2 * MS_PER_MINUTE

@@ -12,10 +12,10 @@ from botocore.exceptions import ClientError
 
 from jobsched.domain.calendars import calendars_held
 from jobsched.domain.errors import ChangedConcurrently, ConditionLost, Conflict, FieldProblem, InvalidRequest
-from jobsched.domain.jobs import CompletedReason, Job, JobState
+from jobsched.domain.jobs import CompletedReason, Job, JobState, job_partition, tenant_of, tenant_partitions
 from jobsched.store.dynamo import BATCH_GET_LIMIT, GET_PARALLELISM, Page, _condition_lost, batch_until_done, decode_cursor, encode_cursor, plain, raw_client, sharded_counter
 from jobsched.store.jobs_state_index import (JOBS_BY_STATE_SHARD_INDEX, STATE_SHARD_ATTRIBUTE, merged_entries,
-                                              shard_query, state_shard)
+                                              merged_items, shard_query, state_shard)
 from jobsched.store.wire import item_from_wire, values_to_wire
 
 JOB_ID_PREFIX = "job_"
@@ -50,6 +50,16 @@ HAND_OFF_ATTRIBUTES = ("tenantId", "jobId", "schedule", "priority", "misfirePoli
                        "maxRuns", "catchUp",  # catchUp: catch-up that does not flood
                        "excludeCalendars",
                        "expect")  # absence alerts: a CHECK timer beside each FIRE timer
+
+
+def job_key(tenant_id: str, job_id: str) -> dict:
+    """A job item's key: its tenant's own key or one of its shards (domain/jobs.py job_partition);
+    the tenant's other items (index entries, idempotency records, counters) stay on its own key."""
+    return {"tenantId": job_partition(tenant_id, job_id), "jobId": job_id}
+
+
+def _wire_key(tenant_id: str, job_id: str) -> dict:
+    return {"tenantId": {"S": job_partition(tenant_id, job_id)}, "jobId": {"S": job_id}}
 
 
 def active_counter(shard: int) -> str:
@@ -123,7 +133,7 @@ class JobsStore:
         if job.spec.exclude_calendars:
             return False
         try:
-            self._table.delete_item(Key={"tenantId": job.tenant_id, "jobId": job.job_id},
+            self._table.delete_item(Key=job_key(job.tenant_id, job.job_id),
                                     ConditionExpression="version = :first AND generation = :first",
                                     ExpressionAttributeValues={":first": 1})
         except ClientError as exc:
@@ -196,7 +206,7 @@ class JobsStore:
                 return Page(items, None, after)
 
     def get(self, tenant_id: str, job_id: str, consistent: bool = False) -> Job | None:
-        item = self._client.get_item(TableName=self._name, Key={"tenantId": {"S": tenant_id}, "jobId": {"S": job_id}},
+        item = self._client.get_item(TableName=self._name, Key=_wire_key(tenant_id, job_id),
                                      ConsistentRead=consistent).get("Item")
         return Job.from_item(item_from_wire(item)) if item else None
 
@@ -224,7 +234,7 @@ class JobsStore:
     def _get_chunk(self, keys: list[tuple[str, str]], whole: bool = False,
                    items: dict | None = None) -> dict[tuple[str, str], Job]:
         request: dict = {self._name: {
-            "Keys": [{"tenantId": {"S": t}, "jobId": {"S": j}} for t, j in keys],
+            "Keys": [_wire_key(t, j) for t, j in keys],
             "ConsistentRead": True,
         }}
         if not whole:
@@ -329,16 +339,36 @@ class JobsStore:
         is eventually consistent), so its cost grows with the matches, never with the tenant's
         history of ended jobs."""
         start = decode_cursor(cursor, {"tenantId": str, "jobId": str, "state": str})
-        if start and (start["tenantId"] != tenant_id or start["state"] != state.value):
+        if start and (tenant_of(start["tenantId"]) != tenant_id or start["state"] != state.value):
             raise InvalidRequest("cursor: belongs to another list", [FieldProblem("cursor", "belongs to another list")])
         if self._state_index == JOBS_BY_STATE_SHARD_INDEX:
             return self._list_in_state_shards(tenant_id, state, limit, start["jobId"] if start else None)
-        query = {"IndexName": JOBS_BY_STATE_INDEX,
-                 "KeyConditionExpression": Key("tenantId").eq(tenant_id) & Key("state").eq(state.value)}
-        # A job gone, or moved on since the index was written, is passed over.
-        return self._read_matches(tenant_id, query, start, limit, lambda raw: raw["jobId"],
-                                  lambda job: job.state is state,
-                                  lambda raw: {"tenantId": tenant_id, "jobId": raw["jobId"], "state": state.value})
+        # The old index is keyed by the job item's partition: the tenant's own key, then each of
+        # its shards in turn (tenant_partitions); a cursor names the key it stopped on.
+        partitions = tenant_partitions(tenant_id)
+        if start and start["tenantId"] not in partitions:
+            raise InvalidRequest("cursor: belongs to another list", [FieldProblem("cursor", "belongs to another list")])
+        items: list[Job] = []
+        positions: dict[str, str] = {}
+
+        def cursor_after(job: Job) -> str | None:
+            return positions[job.job_id]
+
+        for partition in partitions[partitions.index(start["tenantId"]) if start else 0:]:
+            query = {"IndexName": JOBS_BY_STATE_INDEX,
+                     "KeyConditionExpression": Key("tenantId").eq(partition) & Key("state").eq(state.value)}
+            resume = start if start and start["tenantId"] == partition else None
+            # A job gone, or moved on since the index was written, is passed over.
+            page = self._read_matches(tenant_id, query, resume, limit - len(items), lambda raw: raw["jobId"],
+                                      lambda job: job.state is state,
+                                      lambda raw, p=partition: {"tenantId": p, "jobId": raw["jobId"],
+                                                                "state": state.value})
+            for job in page.items:
+                positions[job.job_id] = page.cursor_after(job)
+            items.extend(page.items)
+            if len(items) == limit:
+                return Page(items, cursor_after(items[-1]), cursor_after)
+        return Page(items, None, cursor_after)
 
     def _list_in_state_shards(self, tenant_id: str, state: JobState, limit: int, after: str | None) -> Page:
         """The jobs in `state` after the job id `after`, in job id order (creation order, as the
@@ -367,33 +397,40 @@ class JobsStore:
                 return Page(items, None, cursor_after)
 
     def list_for_tenant(self, tenant_id: str, state: JobState | None, limit: int, cursor: str | None) -> Page:
-        """In creation order (job ids are time-ordered). A cursor is the last key returned, so
-        jobs created meanwhile appear at the end and none is skipped or repeated."""
+        """In creation order (job ids are time-ordered): the tenant's keys (its own and its 32
+        shards: tenant_partitions) read in parallel and merged in job id order. A cursor is the
+        last job returned (the one position every key's query resumes after), so jobs created
+        meanwhile appear at the end and none is skipped or repeated; a cursor of the single-key
+        list before the shards has the same form and reads on."""
         start = decode_cursor(cursor, {"tenantId": str, "jobId": str})
         if start and start["tenantId"] != tenant_id:
             raise InvalidRequest("cursor: belongs to another list", [FieldProblem("cursor", "belongs to another list")])
-        items: list[Job] = []
+        after = start["jobId"] if start else None
 
-        def after(job: Job) -> str | None:
+        def cursor_after(job: Job) -> str | None:
             return encode_cursor({"tenantId": tenant_id, "jobId": job.job_id})
 
-        while True:
+        def query(partition: str, resume: dict | None) -> dict:
             kwargs: dict[str, Any] = {
-                "KeyConditionExpression": Key("tenantId").eq(tenant_id) & Key("jobId").begins_with(JOB_ID_PREFIX),
-                "Limit": limit - len(items) if state is None else max(limit, 25),
+                # Job ids only: "job_" up to "job_~" ("~" sorts after every id character), after the cursor.
+                "KeyConditionExpression": Key("tenantId").eq(partition)
+                & Key("jobId").between(after or JOB_ID_PREFIX, f"{JOB_ID_PREFIX}~"),
+                "Limit": max(limit, 10) if state is None else max(limit, 25),
             }
             if state is not None:
                 kwargs["FilterExpression"] = Attr("state").eq(state.value)
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            answer = self._table.query(**kwargs)
-            for raw in answer.get("Items", []):
-                items.append(Job.from_item(plain(raw)))
-                if len(items) == limit:
-                    return Page(items, after(items[-1]), after)
-            start = answer.get("LastEvaluatedKey")
-            if not start:
-                return Page(items, None, after)
+            if resume:
+                kwargs["ExclusiveStartKey"] = resume
+            return self._table.query(**kwargs)
+
+        items: list[Job] = []
+        for raw in merged_items(query, tenant_partitions(tenant_id), self._pool.map):
+            if raw["jobId"] == after:  # BETWEEN takes the cursor's own job too
+                continue
+            items.append(Job.from_item(plain(raw)))
+            if len(items) == limit:
+                return Page(items, cursor_after(items[-1]), cursor_after)
+        return Page(items, None, cursor_after)
 
     def remember_request(self, tenant_id: str, scope: str, key: str, result_id: str, body_hash: str,
                          now_s: int, ttl_s: int) -> tuple[str, str] | None:
@@ -516,7 +553,7 @@ class JobsStore:
         try:
             self._client.update_item(
                 TableName=self._name,
-                Key={"tenantId": {"S": job.tenant_id}, "jobId": {"S": job.job_id}},
+                Key=_wire_key(job.tenant_id, job.job_id),
                 UpdateExpression="SET #state = :completed, #shard = :shard, #ver = #ver + :one, updatedMs = :now"
                                  + (", expiresAt = :expires" if expires_at is not None else "")
                                  + (", completedReason = :reason" if reason is not None else "")
@@ -550,7 +587,7 @@ class JobsStore:
         try:
             answer = self._client.update_item(
                 TableName=self._name,
-                Key={"tenantId": {"S": job.tenant_id}, "jobId": {"S": job.job_id}},
+                Key=_wire_key(job.tenant_id, job.job_id),
                 UpdateExpression="SET consecutiveFailures = if_not_exists(consecutiveFailures, :zero) + :one, "
                                  "lastDeadExecution = :eid, #ver = #ver + :one, updatedMs = :now",
                 ConditionExpression="attribute_exists(jobId) AND "
@@ -574,7 +611,7 @@ class JobsStore:
         """ACTIVE → PAUSED with its reason, once the count reached `threshold`; the generation
         moves on (its timers and in-flight fires are dropped, as for a pause asked for)."""
         return self._update_if(
-            Key={"tenantId": job.tenant_id, "jobId": job.job_id},
+            Key=job_key(job.tenant_id, job.job_id),
             # The occurrence ledger: the pause opens a span (at most MAX_PAUSED_SPANS + 1: the resume,
             # a whole put, keeps the newest MAX_PAUSED_SPANS).
             UpdateExpression="SET #state = :paused, #shard = :shard, pausedReason = :reason, "
@@ -590,7 +627,7 @@ class JobsStore:
     def clear_failures(self, job: Job, now_ms: int) -> None:
         """A success ends the run of failures (a no-op if another end cleared it first)."""
         self._update_if(
-            Key={"tenantId": job.tenant_id, "jobId": job.job_id},
+            Key=job_key(job.tenant_id, job.job_id),
             UpdateExpression="SET consecutiveFailures = :zero, #ver = #ver + :one, updatedMs = :now "
                              "REMOVE lastDeadExecution",
             ConditionExpression="consecutiveFailures > :zero",

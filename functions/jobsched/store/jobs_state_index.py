@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import ClientError
 
+from jobsched.domain.jobs import tenant_of
 from jobsched.store.dynamo import _condition_lost, plain
 
 JOBS_BY_STATE_SHARD_INDEX = "JobsByStateShard"
@@ -55,25 +56,32 @@ def state_shard(tenant_id: str, state: str, job_id: str) -> str:
 def merged_entries(query_shard: Callable[[int, dict | None], dict], map_shards: Callable) -> Iterator[str]:
     """The job ids of every shard's entries, in job id order: each shard's first page in parallel
     (`map_shards`, the store's pool), then each shard's next page when its last entry is next."""
-    firsts = list(map_shards(lambda shard: query_shard(shard, None), range(STATE_SHARDS)))
+    return (str(raw["jobId"]) for raw in merged_items(query_shard, range(STATE_SHARDS), map_shards))
+
+
+def merged_items(query_part: Callable[[Any, dict | None], dict], parts, map_parts: Callable) -> Iterator[dict]:
+    """The items of several queries (one a part: a shard of an index, a key of the table), each in
+    job id order, merged in job id order: each part's first page in parallel (`map_parts`), then a
+    part's next page when its last item is next."""
+    parts = list(parts)
+    firsts = list(map_parts(lambda part: query_part(part, None), parts))
     heads: list[tuple[str, int]] = []
-    buffers: dict[int, list[str]] = {}
+    buffers: dict[int, list[dict]] = {}
     more: dict[int, dict | None] = {}
-    for shard, answer in enumerate(firsts):
-        buffers[shard] = [str(raw["jobId"]) for raw in answer.get("Items", [])]
-        more[shard] = answer.get("LastEvaluatedKey")
-        buffers[shard].reverse()
-        if buffers[shard]:
-            heapq.heappush(heads, (buffers[shard].pop(), shard))
+    for i, answer in enumerate(firsts):
+        buffers[i] = list(reversed(answer.get("Items", [])))
+        more[i] = answer.get("LastEvaluatedKey")
+        if buffers[i]:
+            heapq.heappush(heads, (str(buffers[i][-1]["jobId"]), i))
     while heads:
-        job_id, shard = heapq.heappop(heads)
-        yield job_id
-        if not buffers[shard] and more[shard]:
-            answer = query_shard(shard, more[shard])
-            buffers[shard] = [str(raw["jobId"]) for raw in reversed(answer.get("Items", []))]
-            more[shard] = answer.get("LastEvaluatedKey")
-        if buffers[shard]:
-            heapq.heappush(heads, (buffers[shard].pop(), shard))
+        _, i = heapq.heappop(heads)
+        yield buffers[i].pop()
+        if not buffers[i] and more[i]:
+            answer = query_part(parts[i], more[i])
+            buffers[i] = list(reversed(answer.get("Items", [])))
+            more[i] = answer.get("LastEvaluatedKey")
+        if buffers[i]:
+            heapq.heappush(heads, (str(buffers[i][-1]["jobId"]), i))
 
 
 def shard_query(table, tenant_id: str, state: str, after: str | None, page: int) -> Callable[[int, dict | None], dict]:
@@ -128,7 +136,7 @@ def backfill_state_shards(table, pages: int | None = None, page_size: int = 500,
 def _give_shard(table, item: dict) -> int:
     """1 when this wrote the item's stateShard, 0 when it was right (or the job is gone)."""
     for _ in range(5):
-        want = state_shard(item["tenantId"], item["state"], item["jobId"])
+        want = state_shard(tenant_of(item["tenantId"]), item["state"], item["jobId"])  # its key may be a shard
         if item.get(STATE_SHARD_ATTRIBUTE) == want:
             return 0
         try:
