@@ -101,8 +101,8 @@ class Env:
     # to the region that schedules them, store/region_apis.py). Absent: nothing is forwarded (503).
     REGION_API_FUNCTION = "REGION_API_FUNCTION"
     LEASE_MS = "LEASE_MS"
-    # The Jobs index GET /v1/jobs?state= reads (API; optional, JobsByState when absent):
-    # JobsByStateShard once every job has its stateShard (store/jobs_state_index.py).
+    # The Jobs index GET /v1/jobs?state= reads (API; optional, JobsByStateShard when absent; JobsByState
+    # where the table keeps the old index: store/jobs_state_index.py).
     JOBS_STATE_INDEX = "JOBS_STATE_INDEX"
     CLOCK_BOUND_MS = "CLOCK_BOUND_MS"
 
@@ -168,7 +168,7 @@ class Settings:
     region_api_function: str = ""  # Env.REGION_API_FUNCTION (api)
     lease_ms: int = 90_000
     clock_bound_ms: int = 2_000
-    jobs_state_index: str = "JobsByState"  # Env.JOBS_STATE_INDEX
+    jobs_state_index: str = "JobsByStateShard"  # Env.JOBS_STATE_INDEX
 
     @property
     def multi_region(self) -> bool:
@@ -228,7 +228,7 @@ class Settings:
             ecs_clusters=_list_or_none(env, Env.ECS_CLUSTERS),
             ecs_networks=_networks(env),
             function=function,
-            jobs_state_index=_choice(env, Env.JOBS_STATE_INDEX, ("JobsByState", "JobsByStateShard")),
+            jobs_state_index=_choice(env, Env.JOBS_STATE_INDEX, ("JobsByStateShard", "JobsByState")),
             **_regions(env),
         )
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from jobsched.domain.jobs import JOB_KEY_SHARDS
 from jobsched.domain.item_size import READ_UNIT_BYTES, WRITE_UNIT_BYTES
 from jobsched.domain.timers import TIMER_SLICES
 from jobsched.store.queues import SEND_PARALLELISM, SQS_BATCH
@@ -466,16 +467,32 @@ def size(workload: Workload) -> Sizing:
                     math.ceil(per_slice_write), _spread(0, per_slice_write), 1)]
     tenant_share = 1.0 if w.one_tenant_whole_rate else 1.0 / w.tenants
     tenant_read = jobs_peak_read * tenant_share
-    # The lane shares' slot items have keys of their own (sharded per lane and tenant): on the
-    # tenant's key only a one-time job's writes land (its creation and completion).
-    tenant_write = drain * one_time_writes * tenant_share
-    needed = _spread(tenant_read, tenant_write)
+    # A tenant's job items are on JOB_KEY_SHARDS keys (domain/jobs.py job_partition): the tick's
+    # reads and a one-time job's item writes (its creation and completion) spread over them. The
+    # lane shares' slot items have keys of their own (sharded per lane and tenant).
+    # Its one-time jobs complete at the drain rate; it creates them at most as fast as one tenant
+    # may create (ahead of their instants: "one tenant cannot create ..." above).
+    tenant_completions = drain * w.one_time_share * tenant_share
+    tenant_creates = min(tenant_completions, TENANT_CREATES_PER_SECOND_LIMIT)
+    tenant_item_write = (tenant_completions + tenant_creates) * (ONE_TIME_JOB_ITEM_WRITES / 2) * job_write
+    needed = _spread(tenant_read, tenant_item_write)
     keys.append(KeyLoad(
-        "Jobs", "tenantId", math.ceil(tenant_read), math.ceil(tenant_write), needed, 1,
-        "" if needed <= 1 else
-        f"one tenant's jobs are one partition key: {math.ceil(tenant_read):,} read units a second need its job "
-        f"items spread over {needed} keys (for example tenantId#<crc32(jobId) mod {needed}>); the code does not "
-        "spread them (DynamoDB may split a hot key's items by sort key for heat, which AWS does not bound)"))
+        "Jobs", f"tenantId#<n> (a tenant's jobs, {JOB_KEY_SHARDS} keys)", math.ceil(tenant_read),
+        math.ceil(tenant_item_write), needed, JOB_KEY_SHARDS,
+        "" if needed <= JOB_KEY_SHARDS else
+        f"one tenant's job items take {math.ceil(tenant_read):,} read and {math.ceil(tenant_item_write):,} write "
+        f"units a second: they need {needed} keys, the code spreads them over {JOB_KEY_SHARDS}"))
+    # On the tenant's own key stay the small items of its creates (name and tag entries,
+    # idempotency records, its quota counters): at most the creates one tenant may make a second.
+    own_write = tenant_creates * ONE_TIME_EXTRA_SMALL_WRITES
+    own_needed = _spread(0, own_write)
+    keys.append(KeyLoad(
+        "Jobs", "tenantId (a tenant's other items)", 0, math.ceil(own_write), own_needed, 1,
+        "" if own_needed <= 1 else
+        f"one tenant's creates ({tenant_creates:,.0f} a second) write {math.ceil(own_write):,} units a second of small "
+        "items (name entries, idempotency records, quota counters) on its own key: about "
+        f"{int(PARTITION_WCU / ONE_TIME_EXTRA_SMALL_WRITES):,} creates a second fit its {PARTITION_WCU:,}; those "
+        "items are not spread over keys"))
     # A job runs at most once a second (PT1S): its executions' key takes two small writes a second.
     keys.append(KeyLoad("Executions", "jobId", 1, EXECUTION_WRITES, 1, 1))
     # A writer that places a timer within the look-ahead reads its segment's watermark (one

@@ -35,7 +35,7 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
             # indexes by the same pattern, with the name in place of the resource's attribute.
             _acknowledge(role, f"AwsSolutions-IAM5[Resource::arn:{partition}:dynamodb:{stack.region}:"
                                f"{account}:table/{table_name}/index/*]",
-                f"The {table} table's indexes ({'JobsByState, JobsByStateShard' if table == 'Jobs' else 'DeadLetters'}) "
+                f"The {table} table's indexes ({'JobsByStateShard, and JobsByState where kept' if table == 'Jobs' else 'DeadLetters'}) "
                          "in this region's replica; CDK's table grants name indexes with this pattern.")
         _acknowledge(role, "AwsSolutions-IAM5[Resource::*]",
             "X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions "
@@ -44,7 +44,7 @@ def acknowledge_findings(stack: Stack, functions: dict[str, lambda_.Function], a
             "The Executions table's only index is DeadLetters (sparse, dead executions only); CDK's "
                    "table grants name indexes with this pattern.")
         _acknowledge(role, "AwsSolutions-IAM5[Resource::<StorageJobs4C7573CB.Arn>/index/*]",
-            "The Jobs table's indexes are JobsByState and its sharded successor JobsByStateShard (keys "
+            "The Jobs table's indexes are JobsByStateShard and, where a deployment keeps it, JobsByState (keys "
                    "only: tenant, state, job id), which the API queries for GET /v1/jobs?state=; only the "
                    "API holds dynamodb:Query on the Jobs table, so the other functions' grants name them "
                    "without being able to read them.")

@@ -92,11 +92,13 @@ class StackConfig:
     # "rest": the REST API ($3.50), for X-Ray on the API hop, a WAF web ACL or request validators.
     api: str = "http"
     # The Jobs index GET /v1/jobs?state= reads (functions/jobsched/store/jobs_state_index.py):
-    # "JobsByState" (this release's default: the table also gets JobsByStateShard, which
-    # `jobsched upgrade state-shards` completes), then "JobsByStateShard" (lists read it, and the
-    # table deletes JobsByState: CloudFormation adds or deletes one index per update, so this
-    # follows a deployment of the default, never the release before it).
-    state_index: str = "JobsByState"
+    # "JobsByStateShard" (the default since the release after the one that added it: the table
+    # has that index alone; jobs a release before it wrote are listed from the tenant's own key
+    # until `jobsched upgrade state-shards` is done), or "JobsByState" (the table keeps the old
+    # index too and lists through it). CloudFormation adds or deletes one index of a table per
+    # update: a deployment of a release before JobsByStateShard first deploys this release with
+    # `-c stateIndex=JobsByState` (adds it), then the default (deletes the old one).
+    state_index: str = "JobsByStateShard"
     # Lambda's active tracing on every function ("active", or "on") or none ("off", the default:
     # Lambda's PassThrough, which traces only a request whose caller sent a sampled trace header,
     # and nothing upstream of these functions sends one). Lambda samples a fixed 1 request a second
@@ -229,7 +231,7 @@ class StackConfig:
             attempt_log_percent=_int_in(get("attemptLogPercent", base.attempt_log_percent), 0, 100,
                                         "attemptLogPercent"),
             api=_choice(get("api", "http"), ("http", "rest"), "api"),
-            state_index=_choice(get("stateIndex", "JobsByState"), ("JobsByState", "JobsByStateShard"), "stateIndex"),
+            state_index=_choice(get("stateIndex", "JobsByStateShard"), ("JobsByStateShard", "JobsByState"), "stateIndex"),
             tracing=_choice(get("tracing", "off"), ("active", "on", "off"), "tracing"),
             lane_max_concurrency=caps,
             lane_pollers=pollers,

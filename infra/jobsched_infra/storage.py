@@ -21,7 +21,7 @@ N = ddb.AttributeType.NUMBER
 class Storage(Construct):
     def __init__(self, scope: Construct, construct_id: str, encryption: str = "kms",
                  tables: tuple[TableSizing, ...] = (), plan: RegionPlan | None = None,
-                 primary_key_arn: str | None = None, state_index: str = JOBS_BY_STATE_INDEX) -> None:
+                 primary_key_arn: str | None = None, state_index: str = JOBS_BY_STATE_SHARD_INDEX) -> None:
         super().__init__(scope, construct_id)
         # Regions (regions.py): the data tables are global tables (MREC) defined in one stack and
         # referenced by name in the others; the ownership table is MRSC. None: one region, as before.
@@ -49,8 +49,9 @@ class Storage(Construct):
         # Ended one-time jobs expire too (expiresAt: their end plus the retention).
         self.jobs = self._table("Jobs", ("tenantId", S), ("jobId", S), ttl="expiresAt")
         # GET /v1/jobs?state=: keys only (a write that leaves `state` as it is writes nothing here;
-        # a change of state writes two small entries), the jobs then read by key. Kept until a
-        # deployment reads its successor (config.state_index): one tenant's key takes every entry.
+        # a change of state writes two small entries), the jobs then read by key. The old index
+        # (partition tenantId, sort state) only where a deployment keeps it (config.state_index:
+        # `-c stateIndex=JobsByState`, the step from a release before JobsByStateShard).
         if state_index == JOBS_BY_STATE_INDEX:
             self._index(
                 self.jobs, index_name=JOBS_BY_STATE_INDEX,
@@ -58,12 +59,11 @@ class Storage(Construct):
                 sort_key=ddb.Attribute(name="state", type=S),
                 projection_type=ddb.ProjectionType.KEYS_ONLY,
             )
-        # Its successor, one tenant's entries over 32 keys per state (store/jobs_state_index.py:
-        # partition "<tenant>#<state>#<n>", sort jobId, keys only). CloudFormation adds or deletes
-        # one index of a table per update (both in one update fails), and DynamoDB backfills an
-        # added index before it is ACTIVE: this release adds JobsByStateShard and keeps
-        # JobsByState, which lists read until `jobsched upgrade state-shards` has given every job
-        # its stateShard and `-c stateIndex=JobsByStateShard` is deployed (deleting JobsByState).
+        # One tenant's entries over 32 keys per state (store/jobs_state_index.py: partition
+        # "<tenant>#<state>#<n>", sort jobId, keys only). CloudFormation adds or deletes one index
+        # of a table per update (both in one update fails), and DynamoDB backfills an added index
+        # before it is ACTIVE: a table with JobsByState alone gets this one first (with
+        # `-c stateIndex=JobsByState`), then loses JobsByState (the default).
         self._index(
             self.jobs, index_name=JOBS_BY_STATE_SHARD_INDEX,
             partition_key=ddb.Attribute(name=STATE_SHARD_ATTRIBUTE, type=S),

@@ -151,8 +151,7 @@ def test_data_tables_are_global_tables_with_a_replica_in_every_region_defined_on
             assert ttl == {"AttributeName": "expiresAt", "Enabled": True}
         else:
             assert ttl is None
-    assert [g["IndexName"] for g in data["Jobsched-Jobs"][0][1]["GlobalSecondaryIndexes"]] == [
-        "JobsByState", "JobsByStateShard"]
+    assert [g["IndexName"] for g in data["Jobsched-Jobs"][0][1]["GlobalSecondaryIndexes"]] == ["JobsByStateShard"]
     assert [g["IndexName"] for g in data["Jobsched-Executions"][0][1]["GlobalSecondaryIndexes"]] == ["DeadLetters"]
     # Every stack's functions name the same tables (the home stack by a reference to its definition).
     for stack in five.values():

@@ -144,21 +144,26 @@ def test_each_profile_stays_within_what_aws_documents(name):
         assert quota.raise_to == 0 or quota.raise_to >= quota.needed > quota.default
 
 
-def test_one_tenant_at_10k_a_second_is_a_finding_the_code_lacks_the_layout_for():
+def test_one_tenant_at_10k_a_second_fits_its_32_job_keys_and_its_creates_are_a_finding():
     one_tenant = sizing.profile_sizing("10k")
-    [jobs] = [k for k in one_tenant.keys if k.table == "Jobs"]
-    assert jobs.peak_read > sizing.PARTITION_RCU and jobs.spread_needed > 1 and not jobs.within_limits
-    # Recurring runs write nothing on the tenant's key (the lane shares' slots have keys of their
+    [jobs, own] = [k for k in one_tenant.keys if k.table == "Jobs"]
+    # The tick's reads of one tenant's jobs are over one key's 3,000 and within the 32 it has.
+    assert jobs.peak_read > sizing.PARTITION_RCU and 1 < jobs.spread_needed <= jobs.spread_in_code == 32
+    assert jobs.within_limits and not any("job items take" in f for f in one_tenant.findings)
+    # Recurring runs write nothing on the tenant's keys (the lane shares' slots have keys of their
     # own); one-time jobs write their item at creation and at completion.
-    assert jobs.peak_write == 0
+    assert jobs.peak_write == 0 and own.peak_write == 0
     one_time = sizing.size(sizing.Workload(jobs_per_second=2000, herd=120_000, one_tenant_whole_rate=True,
                                            one_time_share=1.0))
-    [one_time_jobs] = [k for k in one_time.keys if k.table == "Jobs"]
+    [one_time_jobs, one_time_own] = [k for k in one_time.keys if k.table == "Jobs"]
     job_write_units = 2  # a job item of 600 B plus a 1 KB payload
-    assert one_time_jobs.peak_write == math.ceil(2000 * (2 * job_write_units + sizing.ONE_TIME_EXTRA_SMALL_WRITES))
-    # ... and cannot be created that fast through the API by one tenant.
+    creates = sizing.TENANT_CREATES_PER_SECOND_LIMIT  # ahead of time, at most this fast
+    assert one_time_jobs.peak_write == (2000 + creates) * job_write_units and one_time_jobs.within_limits
+    # ... cannot be created that fast through the API by one tenant, and its creates' small items
+    # stay on its own key, which they fill.
+    assert one_time_own.peak_write == math.ceil(creates * sizing.ONE_TIME_EXTRA_SMALL_WRITES)
+    assert not one_time_own.within_limits and one_time_own.finding in one_time.findings
     assert any("cannot create 2,000 one-time jobs a second" in f for f in one_time.findings)
-    assert any("one partition key" in f for f in one_tenant.findings)
     # The same rate over a thousand tenants needs no spread; a tenant gets its whole lane only when
     # it may be the whole rate.
     spread = sizing.size(sizing.Workload(jobs_per_second=10_000, herd=600_000, tenants=1000))
@@ -254,7 +259,7 @@ app = cdk.App(outdir=os.environ["CDK_OUTDIR"] + "-storage")
 stack = cdk.Stack(app, "StorageOnly")
 Storage(stack, "Storage", encryption="aws-owned",
         tables=tuple(TableSizing(**t) for t in json.loads(os.environ["STORAGE_TABLES"])))
-Storage(cdk.Stack(app, "StorageSharded"), "Storage", encryption="aws-owned", state_index="JobsByStateShard")
+Storage(cdk.Stack(app, "StorageSharded"), "Storage", encryption="aws-owned", state_index="JobsByState")
 for name, mode in (("TracingOff", "off"), ("TracingOn", "on")):
     single = cdk.Stack(app, name)
     single.node.set_context("tracing", mode)
@@ -374,19 +379,21 @@ def test_the_operations_page_lists_each_profiles_findings():
             assert " ".join(finding.split()) in text, finding
 
 
-def test_the_deployment_after_the_upgrade_reads_the_sharded_state_index_and_deletes_the_old_one(synthesized):
-    """`-c stateIndex=JobsByStateShard` (after `jobsched upgrade state-shards`): the Jobs table keeps
-    JobsByStateShard alone, one index deleted from the default's two (CloudFormation's one index
-    change per update); a value of its own is refused by name."""
+def test_the_default_reads_the_sharded_state_index_alone_and_the_step_from_before_it_keeps_both(synthesized):
+    """The default deploys JobsByStateShard alone (the tests' template: test_template.py);
+    `-c stateIndex=JobsByState`, the step of a deployment from a release before it, keeps the old
+    index beside it (CloudFormation's one index change per update: the step adds one, the default
+    then deletes one); a value of its own is refused by name."""
     from jobsched_infra.config import ConfigError, StackConfig
 
-    assert StackConfig().state_index == "JobsByState"
-    assert StackConfig.from_context(_Node({"stateIndex": "JobsByStateShard"})).state_index == "JobsByStateShard"
+    assert StackConfig().state_index == "JobsByStateShard"
+    assert StackConfig.from_context(_Node({})).state_index == "JobsByStateShard"
+    assert StackConfig.from_context(_Node({"stateIndex": "JobsByState"})).state_index == "JobsByState"
     with pytest.raises(ConfigError, match="stateIndex"):
         StackConfig.from_context(_Node({"stateIndex": "sharded"}))
     [jobs] = [t["Properties"] for t in synthesized["storage-sharded"]["Resources"].values()
               if t["Type"] == "AWS::DynamoDB::Table" and t["Properties"]["KeySchema"][0]["AttributeName"] == "tenantId"]
-    assert [i["IndexName"] for i in jobs["GlobalSecondaryIndexes"]] == ["JobsByStateShard"]
+    assert [i["IndexName"] for i in jobs["GlobalSecondaryIndexes"]] == ["JobsByState", "JobsByStateShard"]
 
 
 def test_a_table_the_model_provisions_gets_its_capacity_and_auto_scaling(synthesized):

@@ -633,30 +633,28 @@ def test_the_api_encrypts_only_signing_secrets_and_the_worker_decrypts_them(temp
 
 
 def test_jobs_have_a_keys_only_state_index_and_expire(template):
-    """Issue 28, item 8: GET /v1/jobs?state= reads the JobsByState index (its cost follows the
-    matches); ended one-time jobs expire by TTL."""
+    """Issue 28, item 8: GET /v1/jobs?state= reads a state index (its cost follows the matches),
+    JobsByStateShard alone as deployed by default; ended one-time jobs expire by TTL."""
     jobs = next(t for t in resources(template, "AWS::DynamoDB::Table").values()
                 if t["Properties"]["KeySchema"] == [{"AttributeName": "tenantId", "KeyType": "HASH"},
                                                     {"AttributeName": "jobId", "KeyType": "RANGE"}])
-    index, sharded = jobs["Properties"]["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == "JobsByState" and index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
-    assert [k["AttributeName"] for k in index["KeySchema"]] == ["tenantId", "state"]
+    [sharded] = jobs["Properties"]["GlobalSecondaryIndexes"]
     assert sharded["IndexName"] == "JobsByStateShard" and sharded["Projection"] == {"ProjectionType": "KEYS_ONLY"}
     assert jobs["Properties"]["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
 
 
-def test_the_state_index_moves_to_its_sharded_successor_one_index_per_update(template):
+def test_the_state_index_is_sharded_and_the_api_lists_through_it(template):
     """One tenant's state index entries over 32 keys per state (store/jobs_state_index.py): the
-    Jobs table gains JobsByStateShard (partition stateShard, sort jobId, keys only) and keeps
-    JobsByState for this release, as CloudFormation adds or deletes only one index of a table per
-    update; the API's Query grant covers both."""
+    Jobs table has JobsByStateShard (partition stateShard, sort jobId, keys only) alone, as
+    deployed by default (`-c stateIndex=JobsByState` keeps the old one too: test_sizing.py); the
+    API's Query grant covers the table's indexes and the API lists through it."""
     from jobsched.store.jobs_state_index import JOBS_BY_STATE_SHARD_INDEX, STATE_SHARD_ATTRIBUTE
 
     jobs = next(t for t in resources(template, "AWS::DynamoDB::Table").values()
                 if t["Properties"]["KeySchema"][0]["AttributeName"] == "tenantId"
                 and t["Properties"].get("GlobalSecondaryIndexes"))
     indexes = {i["IndexName"]: i for i in jobs["Properties"]["GlobalSecondaryIndexes"]}
-    assert set(indexes) == {"JobsByState", JOBS_BY_STATE_SHARD_INDEX}  # one added, none deleted
+    assert set(indexes) == {JOBS_BY_STATE_SHARD_INDEX}
     assert indexes[JOBS_BY_STATE_SHARD_INDEX]["KeySchema"] == [
         {"AttributeName": STATE_SHARD_ATTRIBUTE, "KeyType": "HASH"}, {"AttributeName": "jobId", "KeyType": "RANGE"}]
     assert {"AttributeName": STATE_SHARD_ATTRIBUTE, "AttributeType": "S"} in jobs["Properties"]["AttributeDefinitions"]
@@ -665,9 +663,8 @@ def test_the_state_index_moves_to_its_sharded_successor_one_index_per_update(tem
     queries = [s for s in _statements(template, api_logical) if "dynamodb:Query" in _as_list(s["Action"])]
     assert any("StorageJobs" in json.dumps(s["Resource"]) and "/index/*" in json.dumps(s["Resource"])
                for s in queries)
-    # This release lists through JobsByState (its jobs get their stateShard by the upgrade first).
     env = template["Resources"][api_logical]["Properties"]["Environment"]["Variables"]
-    assert env[Env.JOBS_STATE_INDEX] == "JobsByState"
+    assert env[Env.JOBS_STATE_INDEX] == JOBS_BY_STATE_SHARD_INDEX
 
 
 def test_the_worker_may_cut_its_records_visibility_on_the_lanes_and_the_lanes_keep_six_times_its_timeout(template):

@@ -7,7 +7,7 @@ from jobsched.domain.jobs import JOB_KEY_SHARDS, JobState, job_partition, keyed_
 from jobsched.store.jobs import JOBS_BY_STATE_INDEX, JobsStore, job_key
 from jobsched.store.jobs_state_index import JOBS_BY_STATE_SHARD_INDEX
 
-from .harness import TENANT_A
+from .harness import TENANT_A, keep_old_state_index
 
 HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/x"}
 
@@ -67,6 +67,7 @@ def test_the_list_merges_the_tenants_keys_in_creation_order_page_by_page(harness
     assert harness.request("POST", f"/v1/jobs/{new[1]}/pause")[0] == 200
     assert harness.request("POST", f"/v1/jobs/{old[0]}/pause")[0] == 200
     assert ids_of_every_page(harness, "state=PAUSED", 1) == sorted([old[0], new[1]])
+    keep_old_state_index(harness)  # a table that keeps JobsByState (`-c stateIndex=JobsByState`)
     resource = harness.session.resource("dynamodb")
     for index in (JOBS_BY_STATE_SHARD_INDEX, JOBS_BY_STATE_INDEX):
         store = JobsStore(resource, harness.settings.jobs_table, state_index=index)

@@ -5,6 +5,8 @@ from jobsched.domain.schedule import format_instant
 
 from .harness import ACCEPTED, FAIL, KEY_B, TENANT_A
 from jobsched.store.jobs import job_key
+from jobsched.domain.jobs import job_partition
+from jobsched.store.jobs_state_index import STATE_SHARD_ATTRIBUTE, state_shard
 
 HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/hook"}
 
@@ -236,7 +238,9 @@ def test_a_state_filtered_list_reads_its_matches_not_the_tenants_history(harness
     assert item["state"] == "COMPLETED"
     with table.batch_writer() as batch:  # a tenant's history: 80 ended jobs, older than the active ones
         for i in range(80):
-            batch.put_item(Item={**item, "jobId": f"job_0000{i:04d}"})
+            job_id = f"job_{i:012x}k{0:019x}"  # as new_job_id makes them: on the tenant's job keys
+            batch.put_item(Item={**item, "tenantId": job_partition(TENANT_A, job_id), "jobId": job_id,
+                                 STATE_SHARD_ATTRIBUTE: state_shard(TENANT_A, "COMPLETED", job_id)})
     reads = ReadUnits(harness.settings.jobs_table).install(monkeypatch)
     _, page = harness.request("GET", "/v1/jobs?state=ACTIVE&limit=10")
     monkeypatch.undo()

@@ -14,7 +14,7 @@ from jobsched.store.jobs import JOBS_BY_STATE_INDEX, JobsStore
 from jobsched.store.jobs_state_index import (JOBS_BY_STATE_SHARD_INDEX, STATE_SHARD_ATTRIBUTE, STATE_SHARDS,
                                              UPGRADE_KEY, backfill_state_shards, state_shard)
 
-from .harness import TENANT_A
+from .harness import TENANT_A, keep_old_state_index
 from jobsched.store.jobs import job_key
 
 HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/x"}
@@ -63,10 +63,15 @@ def test_a_completion_moves_the_job_to_its_completed_shard(harness):
     assert ids_of_every_page(harness, "state=ACTIVE", 20) == []
 
 
-def test_the_upgrade_gives_the_jobs_of_the_release_before_their_shard_resumably(harness):
-    # The release before wrote no stateShard: its jobs are in JobsByState only, which this
-    # release's default lists through, until the upgrade has given each its shard.
+def test_the_upgrade_gives_the_jobs_of_the_release_before_their_shard_resumably(harness, monkeypatch):
+    # The release before wrote no stateShard: its jobs are in JobsByState only, until the upgrade
+    # has given each its shard. Its ids were all hex: its jobs are on the tenant's own key.
+    made = iter(range(100))
+    monkeypatch.setattr("jobsched.service.creation.new_job_id", lambda now: f"job_{now:012x}{next(made):020x}")
     jobs = sorted(rate_job(harness, f"old-{i}")["jobId"] for i in range(7))
+    monkeypatch.undo()
+    keep_old_state_index(harness)  # the table of the release before: both indexes
+    new = rate_job(harness, "new")["jobId"]  # this release's: on one of the tenant's shards, with its stateShard
     resource = harness.session.resource("dynamodb")
     table = resource.Table(harness.settings.jobs_table)
     for job_id in jobs:
@@ -74,7 +79,12 @@ def test_the_upgrade_gives_the_jobs_of_the_release_before_their_shard_resumably(
     legacy = JobsStore(resource, harness.settings.jobs_table, state_index=JOBS_BY_STATE_INDEX)
     sharded = JobsStore(resource, harness.settings.jobs_table, state_index=JOBS_BY_STATE_SHARD_INDEX)
     assert sorted(j.job_id for j in legacy.list_in_state(TENANT_A, JobState.ACTIVE, 100, None).items) == jobs
-    assert sharded.list_in_state(TENANT_A, JobState.ACTIVE, 100, None).items == []
+    # Before the upgrade, a list through JobsByStateShard reads them from the tenant's own key
+    # (the jobs without a stateShard), merged with the index's entries, page by page.
+    assert [j.job_id for j in sharded.list_in_state(TENANT_A, JobState.ACTIVE, 100, None).items] == jobs + [new]
+    first_page = sharded.list_in_state(TENANT_A, JobState.ACTIVE, 4, None)
+    rest_page = sharded.list_in_state(TENANT_A, JobState.ACTIVE, 4, first_page.next_cursor)
+    assert [j.job_id for j in first_page.items + rest_page.items] == jobs + [new] and rest_page.next_cursor is None
 
     first = backfill_state_shards(table, pages=1, page_size=5)  # stopped after one page
     assert not first["done"] and not table.get_item(Key=UPGRADE_KEY)["Item"]["done"]
@@ -82,9 +92,12 @@ def test_the_upgrade_gives_the_jobs_of_the_release_before_their_shard_resumably(
     assert main(["--json", "upgrade", "--table", harness.settings.jobs_table, "state-shards"], out=out) == 0
     rest = json.loads(out.getvalue())
     assert rest["done"] and table.get_item(Key=UPGRADE_KEY)["Item"]["done"]
-    assert first["written"] + rest["written"] == len(jobs)
-    assert [j.job_id for j in sharded.list_in_state(TENANT_A, JobState.ACTIVE, 100, None).items] == jobs
+    assert first["written"] + rest["written"] == len(jobs)  # the job on a shard key already had its own
+    assert [j.job_id for j in sharded.list_in_state(TENANT_A, JobState.ACTIVE, 100, None).items] == jobs + [new]
     assert backfill_state_shards(table)["written"] == 0  # repeatable: nothing left to write
+    # Once the record says done, a list reads the index alone: a job without its shard is not listed.
+    table.update_item(Key=job_key(TENANT_A, jobs[0]), UpdateExpression="REMOVE stateShard")
+    assert [j.job_id for j in sharded.list_in_state(TENANT_A, JobState.ACTIVE, 100, None).items] == jobs[1:] + [new]
 
 
 def test_the_upgrade_writes_the_shard_of_the_state_a_job_has_now(harness, monkeypatch):
@@ -112,6 +125,7 @@ def test_one_tenants_completions_in_one_second_spread_over_the_shards(harness, m
     # of a second is throttled; on JobsByStateShard (after `-c stateIndex=JobsByStateShard`
     # deletes the old index) each completion writes 1 WCU on one of 32 ACTIVE keys and 1 on one
     # of 32 COMPLETED keys, and none is near its 1,000.
+    keep_old_state_index(harness)  # the table of the release before: both indexes
     template = harness.strict.template.tables[harness.settings.jobs_table]
     resource = harness.session.resource("dynamodb")
     store = JobsStore(resource, harness.settings.jobs_table, state_index=JOBS_BY_STATE_SHARD_INDEX)

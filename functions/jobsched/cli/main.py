@@ -459,7 +459,7 @@ def run_upgrade(args, out) -> int:
     if args.json:
         print(json.dumps(counts), file=out)
     elif counts["done"]:
-        print("done: lists read JobsByStateShard; the next release may delete JobsByState", file=out)
+        print("done: every job has its stateShard; lists by state read JobsByStateShard alone", file=out)
     else:
         print("stopped before the end: run it again to go on from there", file=out)
     return EXIT_OK

@@ -14,8 +14,8 @@ from jobsched.domain.calendars import calendars_held
 from jobsched.domain.errors import ChangedConcurrently, ConditionLost, Conflict, FieldProblem, InvalidRequest
 from jobsched.domain.jobs import CompletedReason, Job, JobState, job_partition, tenant_of, tenant_partitions
 from jobsched.store.dynamo import BATCH_GET_LIMIT, GET_PARALLELISM, Page, _condition_lost, batch_until_done, decode_cursor, encode_cursor, plain, raw_client, sharded_counter
-from jobsched.store.jobs_state_index import (JOBS_BY_STATE_SHARD_INDEX, STATE_SHARD_ATTRIBUTE, merged_entries,
-                                              merged_items, shard_query, state_shard)
+from jobsched.store.jobs_state_index import (JOBS_BY_STATE_SHARD_INDEX, STATE_SHARD_ATTRIBUTE, STATE_SHARDS,
+                                              UPGRADE_KEY, merged_items, shard_query, state_shard)
 from jobsched.store.wire import item_from_wire, values_to_wire
 
 JOB_ID_PREFIX = "job_"
@@ -31,15 +31,18 @@ QUOTA_PREFIX = "quota#"
 ACTIVE_JOBS_COUNTER = "active"
 
 
-# Jobs by tenant and state (partition tenantId, sort state; keys only). Only job items carry
-# `state`, so index entries, counters and idempotency records are not in it. Every write that
-# changes a job's state moves it in the index by itself: nothing to maintain. Replaced by
-# JobsByStateShard (store/jobs_state_index.py: one tenant's entries on 32 keys per state), which
-# lists read once every job has its shard (the upgrade, then `-c stateIndex=JobsByStateShard`).
+# Jobs by tenant and state (partition tenantId, sort state; keys only): the old state index, on a
+# table only where a deployment keeps it (`-c stateIndex=JobsByState`). Only job items carry
+# `state`. Its partition is the job item's (the tenant's own key, or one of its shards). Replaced
+# by JobsByStateShard (store/jobs_state_index.py: one tenant's entries on 32 keys per state).
 JOBS_BY_STATE_INDEX = "JobsByState"
 
 
 BULK_PREFIX = "bulk#"
+
+
+# A list by state's part that reads the jobs JobsByStateShard does not hold yet (_unsharded_query).
+UNSHARDED = "unsharded"
 
 
 # What a hand-off reads of a job: everything but the payload.
@@ -102,7 +105,7 @@ def ended_job_expires_at(job: Job, retention_days: int) -> int | None:
 
 class JobsStore:
     def __init__(self, dynamodb, table_name: str, sleep: Callable[[float], None] = time.sleep, client=None,
-                 retention_days: int = 30, state_index: str = JOBS_BY_STATE_INDEX) -> None:
+                 retention_days: int = 30, state_index: str = JOBS_BY_STATE_SHARD_INDEX) -> None:
         self._retention_days = retention_days
         self._table = dynamodb.Table(table_name)
         self._dynamodb = dynamodb
@@ -112,6 +115,7 @@ class JobsStore:
         self._name = table_name
         self._sleep = sleep
         self._state_index = state_index  # the index lists by state read (Settings.jobs_state_index)
+        self._shards_done = False  # the state-shard upgrade's record said done (_state_shards_done)
 
     def put_new(self, job: Job) -> None:
         self._index(job.tenant_id, index_keys(job))  # index first: see index_keys
@@ -381,8 +385,18 @@ class JobsStore:
         def cursor_after(job: Job) -> str | None:
             return encode_cursor({"tenantId": tenant_id, "jobId": job.job_id, "state": state.value})
 
-        entries = merged_entries(shard_query(self._table, tenant_id, state.value, after, max(limit, 10)),
-                                 self._pool.map)
+        index_query = shard_query(self._table, tenant_id, state.value, after, max(limit, 10))
+        parts: list = list(range(STATE_SHARDS))
+        if not self._state_shards_done():
+            parts.append(UNSHARDED)  # jobs of a release before the index: not in it until the upgrade
+
+        def query(part, resume: dict | None) -> dict:
+            if part == UNSHARDED:
+                return self._unsharded_query(tenant_id, state, after, max(limit, 10), resume)
+            return index_query(part, resume)
+
+        entries = (job_id for job_id in (str(raw["jobId"]) for raw in merged_items(query, parts, self._pool.map))
+                   if job_id != after)
         while True:
             chunk = [job_id for _, job_id in zip(range(max(limit - len(items), 10)), entries)]
             found = self.get_many([(tenant_id, job_id) for job_id in chunk], whole=True)
@@ -395,6 +409,30 @@ class JobsStore:
                     return Page(items, cursor_after(job), cursor_after)
             if not chunk:
                 return Page(items, None, cursor_after)
+
+    def _state_shards_done(self) -> bool:
+        """Whether `jobsched upgrade state-shards` has given every job its stateShard (its record,
+        UPGRADE_KEY). Read on each list by state until it says so, then never again in this
+        container: an eventually consistent read that lags only reads the fallback once more."""
+        if not self._shards_done:
+            record = self._table.get_item(Key=UPGRADE_KEY).get("Item") or {}
+            self._shards_done = bool(record.get("done"))
+        return self._shards_done
+
+    def _unsharded_query(self, tenant_id: str, state: JobState, after: str | None, page: int,
+                         resume: dict | None) -> dict:
+        """The jobs in `state` that JobsByStateShard does not hold yet: written by a release before
+        it (no stateShard), all on the tenant's own key (made before the tenant's shards too), in
+        job id order after `after`. Until the upgrade is done, a list by state reads them here: it
+        then reads every job of the tenant's own key (the filter applies after the read)."""
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": Key("tenantId").eq(tenant_id)
+            & Key("jobId").between(after or JOB_ID_PREFIX, f"{JOB_ID_PREFIX}~"),
+            "FilterExpression": Attr(STATE_SHARD_ATTRIBUTE).not_exists() & Attr("state").eq(state.value),
+            "ProjectionExpression": "jobId", "Limit": page}
+        if resume:
+            kwargs["ExclusiveStartKey"] = resume
+        return self._table.query(**kwargs)
 
     def list_for_tenant(self, tenant_id: str, state: JobState | None, limit: int, cursor: str | None) -> Page:
         """In creation order (job ids are time-ordered): the tenant's keys (its own and its 32

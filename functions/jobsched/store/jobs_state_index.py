@@ -53,12 +53,6 @@ def state_shard(tenant_id: str, state: str, job_id: str) -> str:
     return f"{tenant_id}#{state}#{zlib.crc32(job_id.encode('utf-8')) % STATE_SHARDS}"
 
 
-def merged_entries(query_shard: Callable[[int, dict | None], dict], map_shards: Callable) -> Iterator[str]:
-    """The job ids of every shard's entries, in job id order: each shard's first page in parallel
-    (`map_shards`, the store's pool), then each shard's next page when its last entry is next."""
-    return (str(raw["jobId"]) for raw in merged_items(query_shard, range(STATE_SHARDS), map_shards))
-
-
 def merged_items(query_part: Callable[[Any, dict | None], dict], parts, map_parts: Callable) -> Iterator[dict]:
     """The items of several queries (one a part: a shard of an index, a key of the table), each in
     job id order, merged in job id order: each part's first page in parallel (`map_parts`), then a
