@@ -217,6 +217,11 @@ def _print(rows: list, details: list) -> None:
         for key, rcu, wcu in r["peaks"][:5]:
             refused = r["throttled"].get(key, 0)
             print(f"    {key}: {rcu:,.0f} RCU/s, {wcu:,.0f} WCU/s" + (f", refused {refused:,}" if refused else ""))
+        tables_of = sorted({k.split("[", 1)[0] for k, _, _ in r["peaks"]})
+        print("  hottest key of each table and index (by write units, then read units): " + "; ".join(
+            "{} {:,.0f} RCU/s, {:,.0f} WCU/s".format(*max(((k, rc, wc) for k, rc, wc in r["peaks"] if k.startswith(f"{t}[")),
+                                                        key=lambda x: (x[2], x[1])))
+            for t in tables_of))
         for kind, of_kind in (("table", lambda k: "/" not in k.split("[", 1)[0]), ("index", lambda k: "/" in k.split("[", 1)[0])):
             key, _, wcu = max(((k, r, w) for k, r, w in r["peaks"] if of_kind(k)), key=lambda x: x[2], default=("-", 0, 0))
             print(f"  peak write units on one {kind} key: {wcu:,.0f} WCU/s ({key}; limit 1,000)")
