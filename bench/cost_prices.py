@@ -92,10 +92,10 @@ KMS_REUSE_S = 300  # DynamoDB's table-key cache; SQS's data key reuse period whe
 LOG_RETENTION_DAYS = 30
 RETENTION_DAYS = {"Executions": 30, "Jobs": 30, "Timers": 7}  # per-execution items' life (TTL)
 RECURRING_RUNS_PER_JOB = 1440  # a recurring job's create, amortized over a day at one run a minute
-# A tick aligning its sends to just before a whole second: its messages surface about this early
-# for jobs due on whole seconds (SQS's delay counted from its receipt), and it waits half a second
-# a run on average to get there.
-ALIGNED_EARLY_S, ALIGNED_TICK_WAIT_S = 0.05, 0.5
+# The worker's wait for a recurring fire's instant when the tick sends as it comes (before aligned
+# sends, and in the scenarios not measured timed): SQS surfaces a message up to a second before
+# it, by the sub-second remainder of its delay, uniform over the second: half a second on average.
+UNALIGNED_WAIT_S = 0.5
 QUIET_GOAL = 20.0  # USD a month for one recurring execution a second, as deployed by default
 
 
@@ -251,7 +251,7 @@ class WhatIf:
     platform_lines: bool = True  # Lambda's START/END/REPORT lines (SystemLogLevel INFO, Lambda's default)
     timer_packs_of_one_second: bool = False  # every due second its own timer pack (sparse seconds not joined)
     lane_key_reuse_s: int | None = None  # SQS's data-key reuse period on the lanes; None: the template's
-    aligned_sends: bool = False  # the tick sends just before a whole second (jobs due on whole seconds)
+    unaligned_sends: bool = False  # the tick sends as it comes: the model's wait, not the measured ones
 
 
 def bill(m: Measured, rate: float, what_if: WhatIf = WhatIf(), fill: float | None = None) -> dict[str, float]:
@@ -268,16 +268,18 @@ def bill(m: Measured, rate: float, what_if: WhatIf = WhatIf(), fill: float | Non
     # (records run at once): the wait for the due second (the latest of n uniform instants in the
     # second SQS surfaced them), the target, our calls and our CPU for all records on its vCPU share.
     records = max(c["records_per_batch"], 1.0)
-    wait_s = records / (records + 1) if m.scenario.kind == "one-time" else 0.5
-    wait_s = wait_s if what_if.wait and not what_if.late_instead_of_wait else 0.0
-    if what_if.aligned_sends:  # the tick waits instead, at its memory, until just before a whole second
-        wait_s = min(wait_s, ALIGNED_EARLY_S)
+    wait_s = records / (records + 1) if m.scenario.kind == "one-time" else UNALIGNED_WAIT_S
+    # Measured (Scenario.timed): the real tick's sends, aligned where it aligns them, and its runs' wait.
+    measured = m.worker_wait_s is not None and not what_if.unaligned_sends
+    waits = what_if.wait and not what_if.late_instead_of_wait
+    wait_s = (m.worker_wait_s if measured else wait_s) if waits else 0.0
+    tick_wait_s = m.tick_wait_s if measured and waits else 0.0
     calls_per_record = c["calls_worker"] / max(records, 1) if c["calls_worker"] else 0
     batch_s = wait_s + TARGET_S + calls_per_record * CALL_S + records * WORKER_CPU_PER_RECORD_S / m.worker_vcpu
     # An invocation's duration: each job's calls one after another and our CPU per job (a batch's
     # invocation carries create_batch jobs; its own fixed share is not subtracted: conservative).
     api_s = (c["calls_api"] * CALL_S + API_OWN_S) * m.scenario.create_batch
-    tick_s = c["calls_tick_idle"] * CALL_S + (ALIGNED_TICK_WAIT_S if what_if.aligned_sends else 0.0)
+    tick_s = c["calls_tick_idle"] * CALL_S + tick_wait_s  # the wait: not overlapped with its calls (conservative)
     gb_s = {"api": c["inv_api"] * API_GB * api_s,
             "worker": c["inv_worker"] * (what_if.worker_mb / 1024 if what_if.worker_mb else m.worker_gb) * batch_s,
             "tick": TICK_GB * (c["inv_tick"] * tick_s + TICK_S_PER_TIMER)}
