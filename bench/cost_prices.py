@@ -252,6 +252,7 @@ class WhatIf:
     timer_packs_of_one_second: bool = False  # every due second its own timer pack (sparse seconds not joined)
     lane_key_reuse_s: int | None = None  # SQS's data-key reuse period on the lanes; None: the template's
     unaligned_sends: bool = False  # the tick sends as it comes: the model's wait, not the measured ones
+    hourly_metrics_added: int = 0  # custom metrics sent every hour beside those measured (a cut priced back)
 
 
 def bill(m: Measured, rate: float, what_if: WhatIf = WhatIf(), fill: float | None = None) -> dict[str, float]:
@@ -375,10 +376,11 @@ def quiet_month(m_rec: Measured, what_if: WhatIf = WhatIf()) -> dict[str, float]
     alarmed += what_if.alarm_metrics_added
     dashboards = sum(1 for r in m_rec.template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Dashboard")
     hourly = hourly_metrics(m_rec)
+    sent = len(hourly) + what_if.hourly_metrics_added
     kms = has_kms_key(m_rec.template) if what_if.kms is None else what_if.kms
     lines["KMS key (+ a rotated version a year)"] = 2 * price("kms_key_month") if kms else 0.0
     lines[f"custom metrics ({len(hourly)} sent every hour; the API's "
-          f"{len(m_rec.metrics - hourly)} only in hours it is called)"] = len(hourly) * price("metric_month")
+          f"{len(m_rec.metrics - hourly)} only in hours it is called)"] = sent * price("metric_month")
     lines[f"alarms ({alarms}, {alarmed} alarm metrics)"] = alarmed * price("alarm_month")
     lines[f"dashboards ({dashboards}, 3 free)"] = max(0, dashboards - 3) * price("dashboard_month")
     lines["total"] = sum(lines.values())

@@ -3,6 +3,8 @@ deploys it by default, and the cuts to it: those built (their saving: the same c
 what the cut removed) and those weighed and not built, each with what it gives up."""
 from __future__ import annotations
 
+import json
+
 from bench.common import print_table
 from bench.cost_measure import Measured
 from bench.cost_prices import (KMS_REUSE_S, QUIET_GOAL, UNALIGNED_WAIT_S, WhatIf, has_kms_key, hourly_metrics,
@@ -12,6 +14,11 @@ from jobsched.store.queues import ALIGN_EARLY_MS
 # The alarms the template deploys only with container tasks (`-c ecsClusters`): the task-events
 # function's errors and its on-failure queue (alarms.py). Nothing invokes that function without them.
 TASK_EVENTS_ALARM_METRICS = 2
+
+
+def _has_throttle_alarms(tpl: dict) -> bool:
+    return any(r["Type"] == "AWS::CloudWatch::Alarm" and "ThrottleEvents" in json.dumps(r["Properties"])
+               for r in tpl["Resources"].values())
 
 
 def _has_task_events_alarms(tpl: dict) -> bool:
@@ -57,6 +64,17 @@ def quiet_cuts(m: Measured) -> list[tuple[str, WhatIf, str, str]]:
                      "nothing of precision (a message surfaces 100 ms before its instant: late only if its send and "
                      "Lambda's poll take longer, where unaligned every message whose remainder was shorter was); "
                      "each tick run up to a second longer; a bucket of several pages (a herd, 10,000/s) sent as before"))
+    if not any(name == "Dispatched" for name, _ in hourly_metrics(m)):
+        cuts.append(("no Dispatched metric: the dashboard sums the ticks' log lines a minute at a time (Logs Insights)",
+                     WhatIf(hourly_metrics_added=1), "built",
+                     "the count as a metric (15 months in CloudWatch, for alarms of one's own); the log lines keep it "
+                     "30 days, and Logs Insights bills $0.005 a GB scanned while the dashboard is open"))
+    if not _has_throttle_alarms(tpl):
+        cuts.append(("one alarm on the API's own 5xx answers (Api5xx, sent only when not zero) instead of the "
+                     "DynamoDB throttle alarms (3 tables, 6 alarm metrics)", WhatIf(alarm_metrics_added=5), "built",
+                     "warning of throttles the SDK's retries absorb (they cost time only; the dashboard still graphs "
+                     "them); a throttle they do not absorb fires ApiServerErrors (the API's 503s had no alarm), "
+                     "TickBehind or TickErrors, WorkerRecordErrors or LatenessP99"))
     cuts.append(("a run of sparse due seconds in one timer pack (seconds with one next timer of a bucket slice in a "
                  "hand-off; every second its own pack before)", WhatIf(timer_packs_of_one_second=True), "built",
                  "nothing measured: bench/pack_fill.py keeps 78 entries a lane message at 10,000/s minute after "
@@ -81,9 +99,6 @@ def quiet_cuts(m: Measured) -> list[tuple[str, WhatIf, str, str]]:
          WhatIf(alarm_metrics_added=-1), "weighed",
          "the failing function named by its alarm; with -c regions, the API function's errors on requests another "
          "region forwards to it by Lambda invoke (no API Gateway of this region counts them)"),
-        ("no DynamoDB throttle alarms (3 tables, 6 alarm metrics)", WhatIf(alarm_metrics_added=-6), "weighed",
-         "warning of throttles the SDK's retries absorb before they show as lateness, tick delay or errors; the "
-         "API's throttled requests, which no other alarm sees"),
     ]
     return cuts
 

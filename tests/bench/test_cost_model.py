@@ -231,3 +231,13 @@ def test_aligned_sends_are_priced_from_the_waits_measured_and_the_cut_by_the_mod
     invocations = per_execution_counts(m, 1.0)["inv_worker"]
     assert unaligned["Lambda GB-s worker"] - deployed["Lambda GB-s worker"] == \
         pytest.approx(invocations * (UNALIGNED_WAIT_S - 0.1) * m.worker_gb * gb_s)
+
+
+def test_a_metric_cut_is_priced_back_by_the_metrics_it_removed():
+    """The Dispatched metric (built): the quiet month's metrics are the ones measured sent every hour;
+    the cut's saving puts one back."""
+    m = _measured(_template())
+    m.fire.metrics = {("FireLatenessMs", (("service", "jobsched-worker"),))}
+    line = next(k for k in quiet_month(m) if k.startswith("custom metrics"))
+    assert quiet_month(m)[line] == pytest.approx(0.30)
+    assert quiet_month(m, WhatIf(hourly_metrics_added=1))[line] == pytest.approx(0.60)
