@@ -15,7 +15,7 @@ HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/hook"}
 PHASE_MS = 370  # the tick's rule runs at any instant of its minute, here 370 ms into a second
 
 
-def quiet_bucket(harness, jobs: int = 40) -> tuple[int, dict[int, list[str]]]:
+def quiet_bucket(harness, jobs: int = 30) -> tuple[int, dict[int, list[str]]]:
     """One-time jobs due at whole seconds of the bucket three minutes ahead, created with the ticks
     off; the clock is then moved to PHASE_MS into the minute whose tick hands that bucket off.
     Returns the bucket and the jobs by segment, the fullest segment first."""
@@ -44,13 +44,13 @@ def lane_messages(harness) -> list[tuple[int, int]]:
 
 def test_the_tick_sends_a_quiet_bucket_just_before_each_whole_second_and_every_job_runs_once_on_time(harness):
     bucket, by_segment = quiet_bucket(harness)
-    assert len(next(iter(by_segment.values()))) >= 10
+    assert len(next(iter(by_segment.values()))) >= 10  # worth a wait (ALIGN_COST), within ALIGN_MAX_MESSAGES
     started = harness.clock.now_ms()
     for segment in by_segment:  # the fullest first: it waits for its second; the others find it come
         harness.tick_fn.invoke({"segment": segment})
     # Each message surfaces ALIGN_EARLY_MS before its instant (sent as they came, 630 ms before it)
     sends = lane_messages(harness)
-    assert len(sends) == 40 and {due - visible for due, visible in sends} == {ALIGN_EARLY_MS}
+    assert len(sends) == 30 and {due - visible for due, visible in sends} == {ALIGN_EARLY_MS}
     # and the runs waited once, less than a second
     assert harness.clock.now_ms() - started == 1000 - PHASE_MS - ALIGN_EARLY_MS
     harness.ticks_enabled = True

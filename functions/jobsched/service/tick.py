@@ -27,10 +27,11 @@ TIME_RESERVE_MS = 3_000
 
 # Aligned sends (docs/architecture.md, "Aligned sends"): a bucket handed off whole in one page (at
 # most a page of timers, read at once) by the run it is due in (not a catch-up) sends its messages
-# just before whole seconds ahead of their instants (store/queues.py `aligned_plan`, at most 160
-# messages, within the second), when the worker's wait that saves outweighs the tick's: a second of
-# the tick's memory costs ALIGN_COST seconds of the worker's as the default template deploys them.
-# A bucket of several pages (a herd, 10,000 a second) is sent as it comes, as before.
+# just before whole seconds ahead of their instants (store/queues.py `aligned_plan`: a quiet
+# bucket's, at most 30 messages, within the second), when the worker's wait that saves outweighs
+# the tick's: a second of the tick's memory costs ALIGN_COST seconds of the worker's as the default
+# template deploys them. A bucket of several pages or more messages (a herd, 20 or 10,000 a second)
+# is sent as it comes, as before.
 ALIGN_COST = TICK_MEMORY_MB / QUIET_WORKER_MEMORY_MB
 ALIGN_MAX_WAIT_MS = 1_000
 
