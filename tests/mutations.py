@@ -17,6 +17,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MUTATIONS = [
+ ("alarms: the API's own 5xx answers are alarmed (the throttle alarms' replacement)", "infra/jobsched_infra/alarms.py",
+  "        add(\"ApiServerErrors\", app_metric(\"jobsched-api\", \"Api5xx\").with_(period=Duration.minutes(5)), API_5XX_ALARM,",
+  "        (lambda *a, **k: None)(\"ApiServerErrors\", app_metric(\"jobsched-api\", \"Api5xx\").with_(period=Duration.minutes(5)), API_5XX_ALARM,",
+  "tests/infra/test_template.py::test_alarms_publish_to_one_topic_and_cover_dlqs_ticks_lateness_errors_and_the_apis_5xx"),
  ("aligned sends: a message due within the margin is sent at once", "functions/jobsched/store/queues.py",
   "    waits = [(at - ALIGN_EARLY_MS - now_ms) % 1000 if at - now_ms >= ALIGN_EARLY_MS else 0 for _, at in messages]\n",
   "    waits = [(at - ALIGN_EARLY_MS - now_ms) % 1000 for _, at in messages]\n",
