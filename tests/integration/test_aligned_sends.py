@@ -74,3 +74,31 @@ def test_a_bucket_of_several_pages_is_sent_at_once_as_before(harness):
     assert report.buckets == [bucket] and report.handoff.dispatched == len(jobs)
     assert harness.clock.now_ms() == started  # no wait
     assert {due - visible for due, visible in lane_messages(harness)} == {1000 - PHASE_MS}
+
+
+def test_a_run_near_its_time_limit_sends_at_once(harness):
+    from jobsched.service.tick import TIME_RESERVE_MS
+
+    bucket, by_segment = quiet_bucket(harness)
+    segment, jobs = next(iter(by_segment.items()))
+    stores = build_stores(harness.settings, harness.session, harness.clock)
+    ticker = Ticker(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock)
+    started = harness.clock.now_ms()
+    # Time for its page, not for a second's wait besides: the run must not wait into its reserve
+    report = ticker.run(segment, remaining_ms=lambda: TIME_RESERVE_MS + 500)
+    assert report.buckets == [bucket] and report.handoff.dispatched == len(jobs) and not report.out_of_time
+    assert harness.clock.now_ms() == started
+    assert {due - visible for due, visible in lane_messages(harness)} == {1000 - PHASE_MS}
+
+
+def test_a_run_catching_up_sends_a_bucket_before_its_due_one_at_once(harness):
+    bucket, by_segment = quiet_bucket(harness)
+    harness.advance(60)  # the ticks of the bucket's minute missed: the next run catches it up
+    segment, jobs = next(iter(by_segment.items()))
+    stores = build_stores(harness.settings, harness.session, harness.clock)
+    ticker = Ticker(stores, HandOff(stores, harness.clock, harness.settings.segments), harness.clock)
+    started = harness.clock.now_ms()
+    report = ticker.run(segment)
+    assert report.buckets[-2:] == [bucket, bucket + 1] and report.handoff.dispatched == len(jobs)
+    assert harness.clock.now_ms() == started
+    assert {due - visible for due, visible in lane_messages(harness)} == {1000 - PHASE_MS}
