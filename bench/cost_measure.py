@@ -6,6 +6,7 @@ import io
 import json
 import logging
 import math
+import random
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -85,6 +86,10 @@ class Tally:
     # Timers write units that packs of one due second each would have written beyond those written
     # (a run of sparse seconds in one pack: domain/timer_packs.py second_runs), the same timers.
     timers_wu_joined: float = 0.0
+    # Each lane message sent: how long before its due instant SQS makes it visible (its send's
+    # instant plus its DelaySeconds), what the worker that receives it waits (Scenario.timed).
+    early_ms: list = field(default_factory=list)
+    busy_ms: Counter = field(default_factory=Counter)  # function → ms of the clock its invocations lasted
 
 
 class Meter:
@@ -96,6 +101,8 @@ class Meter:
         self.phase = "setup"
         self.tables: dict[str, str] = {}  # physical name → logical
         self.log: LogMeter | None = None
+        self.clock = None
+        self.open_pack = None  # a lane message's pack (the stack's seal), once the stack exists
 
     @property
     def tally(self) -> Tally:
@@ -116,6 +123,11 @@ class Meter:
         if service == "sqs":
             size = len(json.dumps(params, default=str).encode())
             self.tally.sqs_chunks[self.who()] += max(1, math.ceil(size / (64 * 1024)))
+            if model.name == "SendMessageBatch" and self.open_pack is not None:
+                now = self.clock.now_ms()
+                for entry in params.get("Entries", []):
+                    due = self.open_pack(entry["MessageBody"]).due_ms
+                    self.tally.early_ms.append(max(0, due - (now + entry.get("DelaySeconds", 0) * 1000)))
 
     def _after(self, http_response, parsed, model, **kwargs):
         if model.service_model.service_name == "sqs" and model.name == "ReceiveMessage" and not parsed.get("Messages"):
@@ -143,7 +155,11 @@ class Meter:
 
             def counted(event, _original=original, _name=name):
                 self.tally.invocations[_name] += 1
-                return _original(event)
+                started = self.clock.now_ms()
+                try:
+                    return _original(event)
+                finally:
+                    self.tally.busy_ms[_name] += self.clock.now_ms() - started
             function.invoke = counted
 
     def take_logs(self) -> None:
@@ -181,6 +197,10 @@ class Scenario:
     settle_minutes: int = 0
     # One-time jobs: created this long before their fire (AHEAD_S: as a scheduler's one-time jobs are).
     lead_s: int = 0
+    # Settle and fire phases run each segment's tick at its own instant of the minute and deliver each
+    # lane message as SQS makes it visible (advance_timed): the worker's wait for the due second and
+    # the tick's wait before its sends (aligned sends) are then measured through the real code.
+    timed: bool = False
 
     def keys(self) -> dict[str, str]:
         return {"bench": "bench-key"} if self.tenants == 1 else {f"bench{t}": f"bench-key-{t}" for t in range(self.tenants)}
@@ -214,6 +234,10 @@ class Measured:
     template: dict
     pack_fill: float = 0.0  # entries per pack item (the pack path's fill in this scenario)
     pack_capacity: int = 0  # entries of this scenario's jobs that fit one lane message (its bytes)
+    # Scenario.timed: the mean earliness of the lane messages sent in the fire phase (what the worker
+    # waits for a fire's instant, s) and the mean clock time of a tick run (its wait before its sends).
+    worker_wait_s: float | None = None
+    tick_wait_s: float | None = None
 
     @property
     def worker_gb(self) -> float:
@@ -270,6 +294,8 @@ def measure(scenario: Scenario, idle_minutes: int = IDLE_MINUTES) -> Measured:
                         env[Env.EXECUTIONS_TABLE]: "Executions", env[Env.SEGMENTS_TABLE]: "Segments",
                         stack.envs["api"][Env.API_KEYS_TABLE]: "ApiKeys"}
         meter.watch_capacity(stack.strict)
+        meter.clock = clock
+        meter.open_pack = stack.stores.lanes.seal.open_pack
         meter.count_invocations({"api": stack.api, "tick": stack.tick_fn, "worker": stack.worker})
         meter.take_logs()
         meter.phase = "idle"
@@ -287,14 +313,18 @@ def measure(scenario: Scenario, idle_minutes: int = IDLE_MINUTES) -> Measured:
                 assert status == 200 and {r["status"] for r in answer["results"]} == {201}, answer
             clock.advance_ms(scenario.create_gap_ms * len(group))
         meter.take_logs()
+        ticks = random.Random(scenario.name)
+
+        def advance(seconds: float) -> None:
+            return advance_timed(stack, clock, seconds, ticks) if scenario.timed else stack.advance(seconds)
         if scenario.settle_minutes:
             meter.phase = "settle"
-            stack.advance(scenario.settle_minutes * 60)
+            advance(scenario.settle_minutes * 60)
             meter.take_logs()
         meter.phase = "count"  # the bench's own scan, billed to no phase
         before = count_executions(stack.stores.executions._table)
         meter.phase = "fire"
-        stack.advance(scenario.fire_minutes * 60)
+        advance(scenario.fire_minutes * 60)
         meter.take_logs()
         meter.phase = "after"
         meter.phase = "count"
@@ -311,10 +341,42 @@ def measure(scenario: Scenario, idle_minutes: int = IDLE_MINUTES) -> Measured:
             stored[logical] = sum(item_size(i) + 100 for i in items)
             if logical == "Jobs":
                 capacity = pack_capacity(items)
-    idle = meter.phases["idle"]
+    idle, fire = meter.phases["idle"], meter.phases["fire"]
+    waits = (sum(fire.early_ms) / max(len(fire.early_ms), 1) / 1000,
+             fire.busy_ms["tick"] / max(fire.invocations["tick"], 1) / 1000) if scenario.timed else (None, None)
     return Measured(scenario, executions, idle, idle.invocations["tick"], meter.phases["create"],
-                    meter.phases["fire"], {t: b / stored_per for t, b in stored.items()},
-                    set(meter.log.metrics) if meter.log else set(), tpl, meter.pack_fill, capacity)
+                    fire, {t: b / stored_per for t, b in stored.items()},
+                    set(meter.log.metrics) if meter.log else set(), tpl, meter.pack_fill, capacity, *waits)
+
+
+def advance_timed(stack, clock, seconds: float, rng: random.Random) -> None:
+    """Move the clock as `stack.advance` does, but run each segment's tick at its own instant of each
+    minute (segment s at s/segments of the minute, plus a part of that second: an EventBridge rule
+    runs at some instant of its minute, and so the runs of one minute never overlap) and deliver each
+    lane message as soon as SQS makes it visible (not on a one-second grid). The parts of the second
+    are stratified over the runs (one drawn within each 1/n of the second, in a drawn order), so that
+    a few runs' waits for their sends average what uniform instants give."""
+    from jobsched.domain.schedule import MS_PER_MINUTE
+
+    start = clock.now_ms()
+    end = start + int(seconds * 1000)
+    segments = stack.settings.total_segments
+    bases = [(minute + s * MS_PER_MINUTE // segments, s)
+             for minute in range(start // MS_PER_MINUTE * MS_PER_MINUTE, end, MS_PER_MINUTE)
+             for s in range(segments)]
+    bases = [(base, s) for base, s in bases if start <= base and base + 1000 <= end]
+    parts = [int((k + rng.random()) * 1000 / max(len(bases), 1)) for k in range(len(bases))]
+    rng.shuffle(parts)
+    ticks = sorted((base + part, s) for (base, s), part in zip(bases, parts))
+    while clock.now_ms() < end:
+        now = clock.now_ms()
+        ready = stack.next_ready_ms()  # receivable once the clock is past it (moto)
+        # One left receivable after a delivery (none here but a redelivery's): a second on, as stepping.
+        ready = None if ready is None else int(ready) + 1 if int(ready) + 1 > now else now + 1000
+        clock.set_ms(max(now, min([end] + [ticks[0][0] for _ in ticks[:1]] + ([ready] if ready is not None else []))))
+        while ticks and ticks[0][0] <= clock.now_ms():
+            stack.tick_fn.invoke({"segment": ticks.pop(0)[1]})
+        stack.deliver()
 
 
 def pack_capacity(items: list[dict]) -> int:

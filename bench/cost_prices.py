@@ -92,10 +92,10 @@ KMS_REUSE_S = 300  # DynamoDB's table-key cache; SQS's data key reuse period whe
 LOG_RETENTION_DAYS = 30
 RETENTION_DAYS = {"Executions": 30, "Jobs": 30, "Timers": 7}  # per-execution items' life (TTL)
 RECURRING_RUNS_PER_JOB = 1440  # a recurring job's create, amortized over a day at one run a minute
-# A tick aligning its sends to just before a whole second: its messages surface about this early
-# for jobs due on whole seconds (SQS's delay counted from its receipt), and it waits half a second
-# a run on average to get there.
-ALIGNED_EARLY_S, ALIGNED_TICK_WAIT_S = 0.05, 0.5
+# The worker's wait for a recurring fire's instant when the tick sends as it comes (before aligned
+# sends, and in the scenarios not measured timed): SQS surfaces a message up to a second before
+# it, by the sub-second remainder of its delay, uniform over the second: half a second on average.
+UNALIGNED_WAIT_S = 0.5
 QUIET_GOAL = 20.0  # USD a month for one recurring execution a second, as deployed by default
 
 
@@ -251,7 +251,8 @@ class WhatIf:
     platform_lines: bool = True  # Lambda's START/END/REPORT lines (SystemLogLevel INFO, Lambda's default)
     timer_packs_of_one_second: bool = False  # every due second its own timer pack (sparse seconds not joined)
     lane_key_reuse_s: int | None = None  # SQS's data-key reuse period on the lanes; None: the template's
-    aligned_sends: bool = False  # the tick sends just before a whole second (jobs due on whole seconds)
+    unaligned_sends: bool = False  # the tick sends as it comes: the model's wait, not the measured ones
+    hourly_metrics_added: int = 0  # custom metrics sent every hour beside those measured (a cut priced back)
 
 
 def bill(m: Measured, rate: float, what_if: WhatIf = WhatIf(), fill: float | None = None) -> dict[str, float]:
@@ -268,16 +269,18 @@ def bill(m: Measured, rate: float, what_if: WhatIf = WhatIf(), fill: float | Non
     # (records run at once): the wait for the due second (the latest of n uniform instants in the
     # second SQS surfaced them), the target, our calls and our CPU for all records on its vCPU share.
     records = max(c["records_per_batch"], 1.0)
-    wait_s = records / (records + 1) if m.scenario.kind == "one-time" else 0.5
-    wait_s = wait_s if what_if.wait and not what_if.late_instead_of_wait else 0.0
-    if what_if.aligned_sends:  # the tick waits instead, at its memory, until just before a whole second
-        wait_s = min(wait_s, ALIGNED_EARLY_S)
+    wait_s = records / (records + 1) if m.scenario.kind == "one-time" else UNALIGNED_WAIT_S
+    # Measured (Scenario.timed): the real tick's sends, aligned where it aligns them, and its runs' wait.
+    measured = m.worker_wait_s is not None and not what_if.unaligned_sends
+    waits = what_if.wait and not what_if.late_instead_of_wait
+    wait_s = (m.worker_wait_s if measured else wait_s) if waits else 0.0
+    tick_wait_s = m.tick_wait_s if measured and waits else 0.0
     calls_per_record = c["calls_worker"] / max(records, 1) if c["calls_worker"] else 0
     batch_s = wait_s + TARGET_S + calls_per_record * CALL_S + records * WORKER_CPU_PER_RECORD_S / m.worker_vcpu
     # An invocation's duration: each job's calls one after another and our CPU per job (a batch's
     # invocation carries create_batch jobs; its own fixed share is not subtracted: conservative).
     api_s = (c["calls_api"] * CALL_S + API_OWN_S) * m.scenario.create_batch
-    tick_s = c["calls_tick_idle"] * CALL_S + (ALIGNED_TICK_WAIT_S if what_if.aligned_sends else 0.0)
+    tick_s = c["calls_tick_idle"] * CALL_S + tick_wait_s  # the wait: not overlapped with its calls (conservative)
     gb_s = {"api": c["inv_api"] * API_GB * api_s,
             "worker": c["inv_worker"] * (what_if.worker_mb / 1024 if what_if.worker_mb else m.worker_gb) * batch_s,
             "tick": TICK_GB * (c["inv_tick"] * tick_s + TICK_S_PER_TIMER)}
@@ -373,10 +376,11 @@ def quiet_month(m_rec: Measured, what_if: WhatIf = WhatIf()) -> dict[str, float]
     alarmed += what_if.alarm_metrics_added
     dashboards = sum(1 for r in m_rec.template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Dashboard")
     hourly = hourly_metrics(m_rec)
+    sent = len(hourly) + what_if.hourly_metrics_added
     kms = has_kms_key(m_rec.template) if what_if.kms is None else what_if.kms
     lines["KMS key (+ a rotated version a year)"] = 2 * price("kms_key_month") if kms else 0.0
     lines[f"custom metrics ({len(hourly)} sent every hour; the API's "
-          f"{len(m_rec.metrics - hourly)} only in hours it is called)"] = len(hourly) * price("metric_month")
+          f"{len(m_rec.metrics - hourly)} only in hours it is called)"] = sent * price("metric_month")
     lines[f"alarms ({alarms}, {alarmed} alarm metrics)"] = alarmed * price("alarm_month")
     lines[f"dashboards ({dashboards}, 3 free)"] = max(0, dashboards - 3) * price("dashboard_month")
     lines["total"] = sum(lines.values())

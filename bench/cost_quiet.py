@@ -3,14 +3,22 @@ deploys it by default, and the cuts to it: those built (their saving: the same c
 what the cut removed) and those weighed and not built, each with what it gives up."""
 from __future__ import annotations
 
+import json
+
 from bench.common import print_table
 from bench.cost_measure import Measured
-from bench.cost_prices import (KMS_REUSE_S, QUIET_GOAL, WhatIf, has_kms_key, hourly_metrics, idle_pollers,
-                               lane_key_reuse_s, quiet_month, traced_functions)
+from bench.cost_prices import (KMS_REUSE_S, QUIET_GOAL, UNALIGNED_WAIT_S, WhatIf, has_kms_key, hourly_metrics,
+                               idle_pollers, lane_key_reuse_s, quiet_month, traced_functions)
+from jobsched.store.queues import ALIGN_EARLY_MS
 
 # The alarms the template deploys only with container tasks (`-c ecsClusters`): the task-events
 # function's errors and its on-failure queue (alarms.py). Nothing invokes that function without them.
 TASK_EVENTS_ALARM_METRICS = 2
+
+
+def _has_throttle_alarms(tpl: dict) -> bool:
+    return any(r["Type"] == "AWS::CloudWatch::Alarm" and "ThrottleEvents" in json.dumps(r["Properties"])
+               for r in tpl["Resources"].values())
 
 
 def _has_task_events_alarms(tpl: dict) -> bool:
@@ -48,6 +56,25 @@ def quiet_cuts(m: Measured) -> list[tuple[str, WhatIf, str, str]]:
                  WhatIf(alarm_metrics_added=1), "built",
                  "nothing: a retried attempt has not ended; counted, it only made the dead share smaller while "
                  "jobs retried"))
+    if m.worker_wait_s is not None:
+        cuts.append((f"aligned sends: the tick sends a small hand-off's messages {ALIGN_EARLY_MS} ms before whole "
+                     f"seconds ahead of their instants (measured: the worker waits {m.worker_wait_s * 1000:.0f} ms a "
+                     f"fire, not the model's {UNALIGNED_WAIT_S * 1000:.0f}; the tick {m.tick_wait_s * 1000:.0f} ms a "
+                     "run at its memory)", WhatIf(unaligned_sends=True), "built",
+                     "nothing of precision (a message surfaces 100 ms before its instant: late only if its send and "
+                     "Lambda's poll take longer, where unaligned every message whose remainder was shorter was); "
+                     "each tick run up to a second longer; a bucket of several pages (a herd, 10,000/s) sent as before"))
+    if not any(name == "Dispatched" for name, _ in hourly_metrics(m)):
+        cuts.append(("no Dispatched metric: the dashboard sums the ticks' log lines a minute at a time (Logs Insights)",
+                     WhatIf(hourly_metrics_added=1), "built",
+                     "the count as a metric (15 months in CloudWatch, for alarms of one's own); the log lines keep it "
+                     "30 days, and Logs Insights bills $0.005 a GB scanned while the dashboard is open"))
+    if not _has_throttle_alarms(tpl):
+        cuts.append(("one alarm on the API's own 5xx answers (Api5xx, sent only when not zero) instead of the "
+                     "DynamoDB throttle alarms (3 tables, 6 alarm metrics)", WhatIf(alarm_metrics_added=5), "built",
+                     "warning of throttles the SDK's retries absorb (they cost time only; the dashboard still graphs "
+                     "them); a throttle they do not absorb fires ApiServerErrors (the API's 503s had no alarm), "
+                     "TickBehind or TickErrors, WorkerRecordErrors or LatenessP99"))
     cuts.append(("a run of sparse due seconds in one timer pack (seconds with one next timer of a bucket slice in a "
                  "hand-off; every second its own pack before)", WhatIf(timer_packs_of_one_second=True), "built",
                  "nothing measured: bench/pack_fill.py keeps 78 entries a lane message at 10,000/s minute after "
@@ -60,10 +87,6 @@ def quiet_cuts(m: Measured) -> list[tuple[str, WhatIf, str, str]]:
          WhatIf(late_instead_of_wait=True), "weighed (tick and worker code)",
          "precision: SQS delays and visibility are whole seconds, so fires would start up to 1 s late "
          "(0.5 s on average) instead of on time; the 1 s p99 goal would have no room left"),
-        ("the tick sends a small hand-off's messages just before a whole second (jobs due on whole seconds wait "
-         "about 50 ms in the worker; the tick waits about 0.5 s a run at its memory)", WhatIf(aligned_sends=True),
-         "weighed (tick code)", "each tick run about 0.5 s longer; nothing for jobs due at other instants (jitter), "
-         "whose remainders stay uniform; not possible where a run's sends are many (10,000/s)"),
         ("one segment (-c segments=1; 4 as deployed)", WhatIf(segments=1), "weighed",
          "a herd's hand-off: one tick run a minute reads every timer (the sizing rule, docs/operations.md)"),
         ("no MaximumConcurrency on the lanes (2 idle pollers each instead of 5)",
@@ -76,9 +99,6 @@ def quiet_cuts(m: Measured) -> list[tuple[str, WhatIf, str, str]]:
          WhatIf(alarm_metrics_added=-1), "weighed",
          "the failing function named by its alarm; with -c regions, the API function's errors on requests another "
          "region forwards to it by Lambda invoke (no API Gateway of this region counts them)"),
-        ("no DynamoDB throttle alarms (3 tables, 6 alarm metrics)", WhatIf(alarm_metrics_added=-6), "weighed",
-         "warning of throttles the SDK's retries absorb before they show as lateness, tick delay or errors; the "
-         "API's throttled requests, which no other alarm sees"),
     ]
     return cuts
 
@@ -90,6 +110,11 @@ def print_quiet_month(quiet: Measured) -> None:
     print(f"goal: at most {QUIET_GOAL:.2f} USD a month ({'met' if month['total'] <= QUIET_GOAL else 'missed'}); "
           f"{quiet.scenario.jobs} jobs, one a second, measured over {quiet.scenario.fire_minutes} minute(s) once over "
           f"{quiet.scenario.settle_minutes} minutes old; {idle_pollers(quiet.template)} idle pollers on the lanes")
+    if quiet.worker_wait_s is not None:
+        print(f"measured (each segment's tick at its own instant of the minute): a lane message surfaces "
+              f"{quiet.worker_wait_s * 1000:.0f} ms before its fire's instant on average (what the worker waits), "
+              f"over {len(quiet.fire.early_ms)} messages; a tick run waits {quiet.tick_wait_s * 1000:.0f} ms on "
+              f"average before its sends, over {quiet.fire.invocations['tick']} runs")
     print("metrics sent every hour: " + ", ".join(sorted(
         name + "".join(f"[{d}={v}]" for d, v in dims if d != "service") for name, dims in hourly_metrics(quiet))))
     traced = traced_functions(quiet.template)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
-from aws_cdk import aws_dynamodb as ddb
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
@@ -27,11 +26,18 @@ DEAD_RATE_PERCENT = 5
 # past about 120,000 of them with nothing, and the lane stalls for every tenant. Half of that is
 # far above the peak the sizing expects (docs/operations.md: 11,364 at herd1m) and leaves room to act.
 LANE_IN_FLIGHT_ALARM = 60_000
+# The API's own 5xx answers (its Api5xx count: a throttled table's 503 THROTTLED, a route's 500)
+# over 5 minutes. With it, no DynamoDB throttle alarm: a throttle the SDK's retries absorb costs
+# only time, one they do not shows as this alarm (the API), TickBehind or TickErrors (the tick),
+# WorkerRecordErrors or LatenessP99 (the worker). The six throttle alarm metrics (reads + writes of
+# three tables) were $0.60 a month of a quiet deployment's bill; this one is $0.10, and sends no
+# data while the API answers no 5xx (docs/performance.md, "A quiet deployment").
+API_5XX_ALARM = 5
 
 
 class Alarms(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, segments: int, dead_letters: dict[Priority, sqs.Queue],
-                 functions: dict[str, lambda_.Function], tables: dict[str, ddb.Table],
+                 functions: dict[str, lambda_.Function],
                  lanes: dict[Priority, sqs.Queue] | None = None, key: kms.IKey | None = None,
                  failed_events: dict[str, sqs.Queue] | None = None) -> None:
         super().__init__(scope, construct_id)
@@ -99,12 +105,6 @@ class Alarms(Construct):
         for name, fn in functions.items():
             add(f"{name.capitalize()}Errors", fn.metric_errors(period=Duration.minutes(5), statistic="Sum"), 5,
                 f"The {name} function failed more than 5 times in 5 minutes. Runbook: docs/operations.md#errors")
-        for name, table in tables.items():
-            throttles = cw.MathExpression(
-                expression="reads + writes",
-                using_metrics={"reads": table.metric("ReadThrottleEvents", period=Duration.minutes(1), statistic="Sum"),
-                               "writes": table.metric("WriteThrottleEvents", period=Duration.minutes(1),
-                                                      statistic="Sum")},
-                period=Duration.minutes(1), label=f"{name} throttles")
-            add(f"{name}Throttled", throttles, 0,
-                f"DynamoDB throttles the {name} table. Runbook: docs/operations.md#dynamodb-throttling", periods=3)
+        add("ApiServerErrors", app_metric("jobsched-api", "Api5xx").with_(period=Duration.minutes(5)), API_5XX_ALARM,
+            f"The API answered more than {API_5XX_ALARM} requests with a 5xx in 5 minutes (a throttled table's "
+            "503 THROTTLED, or a 500). Runbook: docs/operations.md#the-api-answers-5xx")

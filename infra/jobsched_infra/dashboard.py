@@ -21,6 +21,12 @@ TICK_RUNS_QUERY = [
     " by segment",
     "sort segment asc",
 ]
+# What the ticks dispatched, a minute at a time, from their log lines (no Dispatched metric: sent
+# every hour it was $0.30 a month; docs/performance.md, "A quiet deployment").
+DISPATCHED_QUERY = [
+    'filter message = "tick"',
+    "stats sum(dispatched) as dispatched by bin(1m)",
+]
 
 
 def app_metric(service: str, name: str, statistic: str = "Sum") -> cw.Metric:
@@ -41,14 +47,19 @@ class Dashboard(Construct):
                 app_metric(worker, "FireLatenessMs", "p99"),
                 app_metric(worker, "FireLatenessMs", "Maximum"),
             ]),
-            cw.GraphWidget(title="Dispatched and outcomes", width=12, left=[
-                app_metric(tick, "Dispatched"),
+            cw.GraphWidget(title="Outcomes", width=12, left=[
                 app_metric(worker, "Succeeded"),
                 app_metric(worker, "Retried"),
                 app_metric(worker, "Dead"),
                 app_metric(worker, "DuplicatesDropped"),
                 app_metric(worker, "StaleResultsRejected"),
             ]),
+        )
+        board.add_widgets(
+            cw.LogQueryWidget(title="Dispatched a minute (the ticks' log lines)", width=12,
+                              view=cw.LogQueryVisualizationType.LINE,
+                              log_group_names=[functions["tick"].log_group.log_group_name],
+                              query_lines=DISPATCHED_QUERY),
         )
         board.add_widgets(
             cw.GraphWidget(title="Lane depth", width=8, left=[

@@ -277,7 +277,7 @@ class JobschedStack(Stack):
         containers = bool(config.ecs_clusters)
         alarms = Alarms(self, "Alarms", segments=tick_segments, dead_letters=lanes.dead_letters,
                         functions={k: f for k, f in functions.items() if containers or k != "task_events"},
-                        tables=tables, lanes=lanes.queues, key=storage.key,
+                        lanes=lanes.queues, key=storage.key,
                         failed_events={"TaskEvents": task_events_failed} if containers else {})
         # Absence alerts: the worker publishes each alert to the deployment's alert topic, and only there.
         worker_fn.add_environment(Env.ALERT_TOPIC_ARN, alarms.alert_topic.topic_arn)

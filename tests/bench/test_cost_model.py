@@ -213,17 +213,31 @@ def test_the_lanes_kms_requests_are_priced_at_the_templates_reuse_period():
     assert bill(_measured(tpl), 1.0, WhatIf(lane_key_reuse_s=300))["KMS requests"] == pytest.approx(five)
 
 
-def test_aligned_sends_are_priced_as_the_ticks_wait_against_the_workers():
-    """The weighed cut 'the tick sends just before a whole second': the worker's wait for a due
-    second falls to ALIGNED_EARLY_S, the tick waits ALIGNED_TICK_WAIT_S a run at its memory."""
-    from bench.cost_prices import ALIGNED_EARLY_S, ALIGNED_TICK_WAIT_S, TICK_GB, price
+def test_aligned_sends_are_priced_from_the_waits_measured_and_the_cut_by_the_model_it_replaced():
+    """Aligned sends (built): a timed scenario's measured waits are priced, the worker's for each of
+    its invocations and the tick's for each run at its memory; the cut's saving puts back the
+    model's 0.5 s of the worker (UNALIGNED_WAIT_S) and no tick wait."""
+    from dataclasses import replace
 
-    m = _measured(_template())
-    deployed, aligned = bill(m, 1.0), bill(m, 1.0, WhatIf(aligned_sends=True))
+    from bench.cost_prices import TICK_GB, UNALIGNED_WAIT_S, price
+
+    plain = _measured(_template())
+    m = replace(plain, worker_wait_s=0.1, tick_wait_s=0.45)
+    deployed, unaligned = bill(m, 1.0), bill(m, 1.0, WhatIf(unaligned_sends=True))
+    assert unaligned == bill(plain, 1.0)  # as it was priced before
     gb_s = price("lambda_arm_gb_s") * 1e6
     runs = per_execution_counts(m, 1.0)["tick_runs"]
-    assert aligned["Lambda GB-s tick"] - deployed["Lambda GB-s tick"] == \
-        pytest.approx(runs * ALIGNED_TICK_WAIT_S * TICK_GB * gb_s)
-    records = per_execution_counts(m, 1.0)["inv_worker"]
-    assert deployed["Lambda GB-s worker"] - aligned["Lambda GB-s worker"] == \
-        pytest.approx(records * (0.5 - ALIGNED_EARLY_S) * m.worker_gb * gb_s)
+    assert deployed["Lambda GB-s tick"] - unaligned["Lambda GB-s tick"] == pytest.approx(runs * 0.45 * TICK_GB * gb_s)
+    invocations = per_execution_counts(m, 1.0)["inv_worker"]
+    assert unaligned["Lambda GB-s worker"] - deployed["Lambda GB-s worker"] == \
+        pytest.approx(invocations * (UNALIGNED_WAIT_S - 0.1) * m.worker_gb * gb_s)
+
+
+def test_a_metric_cut_is_priced_back_by_the_metrics_it_removed():
+    """The Dispatched metric (built): the quiet month's metrics are the ones measured sent every hour;
+    the cut's saving puts one back."""
+    m = _measured(_template())
+    m.fire.metrics = {("FireLatenessMs", (("service", "jobsched-worker"),))}
+    line = next(k for k in quiet_month(m) if k.startswith("custom metrics"))
+    assert quiet_month(m)[line] == pytest.approx(0.30)
+    assert quiet_month(m, WhatIf(hourly_metrics_added=1))[line] == pytest.approx(0.60)

@@ -17,12 +17,12 @@ def lost_sends(monkeypatch):
     state = {"kinds": set(), "left": 0, "lost": 0}
     real = queues.LaneQueues.send
 
-    def send(self, outgoing):
+    def send(self, outgoing, **kwargs):
         if state["left"] and any(o.dispatch.kind in state["kinds"] for o in outgoing):
             state["left"] -= 1
             state["lost"] += 1
             raise RuntimeError("the API process died before its send")
-        return real(self, outgoing)
+        return real(self, outgoing, **kwargs)
 
     monkeypatch.setattr(queues.LaneQueues, "send", send)
 

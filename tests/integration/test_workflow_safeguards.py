@@ -69,11 +69,11 @@ def test_a_redrive_interrupted_before_its_send_is_sent_by_its_sweep(harness, mon
     original = LaneQueues.send
     died = []
 
-    def die_on_the_redrives_send(self, outgoing):
+    def die_on_the_redrives_send(self, outgoing, **kwargs):
         if not died and any(o.dispatch.kind is DispatchKind.RETRY for o in outgoing):
             died.append(outgoing)
             raise WorkerDied("the API died after reopening the steps, before sending them")
-        return original(self, outgoing)
+        return original(self, outgoing, **kwargs)
 
     monkeypatch.setattr(LaneQueues, "send", die_on_the_redrives_send)
     assert harness.request("POST", f"/v1/executions/{run['executionId']}/redrive")[0] == 500

@@ -168,7 +168,7 @@ class HandOff:
 
     def hand_off(self, timers: list[Timer], jobs: dict[tuple[str, str], Job], claimed_through: int,
                  calendars: CalendarCache | None = None, claimed_at: int | None = None,
-                 snapshots: dict | None = None) -> HandOffReport:
+                 snapshots: dict | None = None, align_cost: float | None = None) -> HandOffReport:
         """Dispatch these due timers. For recurring jobs, write the next FIRE timer (computed
         from the due instant, never from now); occurrences that fall in already-claimed buckets
         are dispatched here too, since no tick will read them. `calendars`: the run's cache of
@@ -176,14 +176,17 @@ class HandOff:
         `claimed_at`: the instant of their bucket's claim (the tick's), which with each timer's
         write instant decides its fires' path (domain/timers.py `sent_alone`). `snapshots`: the
         jobs' plain items, read whole after the bucket's claim (the tick's): their pack entries may
-        carry them to the worker (domain/packs.py `snapshot_of`; service/fences.py)."""
+        carry them to the worker (domain/packs.py `snapshot_of`; service/fences.py). `align_cost`: the
+        tick's small hand-off (service/tick.py): its messages go out just before whole seconds ahead
+        of their instants when that is worth the wait (store/queues.py `aligned_plan`)."""
         return self._hand_off([(t, sent_alone(t.written_ms, claimed_at, t.sole)) for t in timers], jobs,
                               claimed_through, calendars, None if self.multi_region else snapshots,
-                              sole=not self.multi_region)
+                              sole=not self.multi_region, align_cost=align_cost)
 
     def _hand_off(self, timers: list[tuple[Timer, bool | None]], jobs: dict[tuple[str, str], Job],
                   claimed_through: int, calendars: CalendarCache | None = None,
-                  snapshots: dict | None = None, sole: bool = False) -> HandOffReport:
+                  snapshots: dict | None = None, sole: bool = False,
+                  align_cost: float | None = None) -> HandOffReport:
         """hand_off(), each timer with the path of its fires (`Dispatch.solo`). `sole`: the tick's
         query read these timers (single region): the next timer of a fire it sends in a pack is sole
         (Timer.sole): only its bucket's query sends it. Not for a writer's own hand-off (a fire it
@@ -222,8 +225,9 @@ class HandOff:
                         # The sends go out while the next timers are written (neither needs the
                         # other; the bucket is marked done only after both).
                         report.dispatched += len(outgoing)
-                        sending = self._sender.submit(self._lanes.send, outgoing)
+                        sending = self._sender.submit(self._send, outgoing, align_cost)
                         outgoing = []
+                    align_cost = None  # the passes after the first: fires of buckets claimed meanwhile
                     # The next FIRE timers go in timer packs, one per bucket they fall in (CHECKs single).
                     written = self._clock.now_ms()
                     self._timers.put_many(next_timers + checks, pack=True, written_ms=written)
@@ -246,7 +250,7 @@ class HandOff:
             # Crash before or during the send: the bucket is not marked done, so it is handed off
             # again; the deterministic execution ids make the repeat a duplicate send, not a rerun.
             if outgoing:
-                report.sqs_batches += self._lanes.send(outgoing)
+                report.sqs_batches += self._send(outgoing, align_cost)
             report.dispatched += len(outgoing)
         finally:
             if sending is not None:
@@ -266,6 +270,9 @@ class HandOff:
         self._record_excluded(report.excluded, now)
         report.exclusions = len(report.excluded)
         return report
+
+    def _send(self, outgoing: list[Outgoing], align_cost: float | None) -> int:
+        return self._lanes.send(outgoing) if align_cost is None else self._lanes.send(outgoing, align_cost=align_cost)
 
     def _record_excluded(self, excluded: list, now: int) -> None:
         """Exclusion calendars: one conditional put per occurrence on a date the tenant chose to skip

@@ -9,6 +9,7 @@ from typing import Callable, Iterator
 from jobsched.domain.clock import Clock
 from jobsched.domain.timers import TimerKind, TIMER_SLICES, Watermark, bucket_key, minute_of, parse_position, position_key
 from jobsched.service.handoff import LOOK_AHEAD_MINUTES, HandOff, HandOffReport
+from jobsched.sizing import QUIET_WORKER_MEMORY_MB, TICK_MEMORY_MB
 
 # Look-ahead (service/handoff.py): the tick of minute m hands off bucket m + LOOK_AHEAD_MINUTES,
 # so SQS delays make each message visible at its due second although the tick runs once a minute.
@@ -23,6 +24,16 @@ MAX_BUCKETS_PER_RUN = 15
 # reserve plus twice its slowest page so far, saves its position, and the next run resumes there.
 # A run killed at its time limit would instead restart the bucket every minute: the segment stalls.
 TIME_RESERVE_MS = 3_000
+
+# Aligned sends (docs/architecture.md, "Aligned sends"): a bucket handed off whole in one page (at
+# most a page of timers, read at once) by the run it is due in (not a catch-up) sends its messages
+# just before whole seconds ahead of their instants (store/queues.py `aligned_plan`: a quiet
+# bucket's, at most 30 messages, within the second), when the worker's wait that saves outweighs
+# the tick's: a second of the tick's memory costs ALIGN_COST seconds of the worker's as the default
+# template deploys them. A bucket of several pages or more messages (a herd, 20 or 10,000 a second)
+# is sent as it comes, as before.
+ALIGN_COST = TICK_MEMORY_MB / QUIET_WORKER_MEMORY_MB
+ALIGN_MAX_WAIT_MS = 1_000
 
 
 @dataclass
@@ -86,6 +97,7 @@ class Ticker:
             claimed_at = self._stores.watermarks.claim(segment, minute, self._clock.now_ms())
             pages = self._pages(segment, minute, watermark, time_left)
             unsaved: str | None = None  # the position after a slice's end, saved only if the run stops
+            first_page = True
             while True:
                 if not time_left():
                     if unsaved is not None:
@@ -104,9 +116,13 @@ class Ticker:
                 jobs = self._stores.jobs.get_many([(t.tenant_id, t.job_id) for t in page.timers
                                                    if t.kind is not TimerKind.CHECK], whole=snapshots is not None,
                                                   items=snapshots)
+                whole = (first_page and page.ends_bucket and minute == target and time_left(ALIGN_MAX_WAIT_MS)
+                         and watermark.resume_after(minute) is None)
+                first_page = False
                 report.handoff.add(self._handoff.hand_off(page.timers, jobs, claimed_through=minute,
                                                           calendars=calendars, claimed_at=claimed_at,
-                                                          snapshots=snapshots))
+                                                          snapshots=snapshots,
+                                                          align_cost=ALIGN_COST if whole else None))
                 # Crash before this write: the next run hands this page off again (idempotent).
                 slowest_page_ms = max(slowest_page_ms, self._clock.now_ms() - started)
                 if page.ends_slice:
@@ -159,14 +175,16 @@ class Ticker:
                 else:
                     merged_position = position
         if merged:
-            yield SlicePage(merged, merged_position, ends_slice=True)
+            yield SlicePage(merged, merged_position, ends_slice=True, ends_bucket=True)
 
 
 @dataclass
 class SlicePage:
     """Timers to hand off together, and the position after them. `ends_slice`: nothing of the
-    position's slice follows (every slice before it is done too)."""
+    position's slice follows (every slice before it is done too). `ends_bucket`: nothing of the
+    bucket follows."""
 
     timers: list
     position: str
     ends_slice: bool
+    ends_bucket: bool = False
