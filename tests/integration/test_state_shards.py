@@ -79,12 +79,12 @@ def test_the_upgrade_gives_the_jobs_of_the_release_before_their_shard_resumably(
         table.update_item(Key=job_key(TENANT_A, job_id), UpdateExpression="REMOVE stateShard")
     legacy = JobsStore(resource, harness.settings.jobs_table, state_index=JOBS_BY_STATE_INDEX)
     sharded = JobsStore(resource, harness.settings.jobs_table, state_index=JOBS_BY_STATE_SHARD_INDEX)
-    assert sorted(j.job_id for j in legacy.list_in_state(TENANT_A, JobState.ACTIVE, 100, None).items) == jobs
+    assert sorted(j.job_id for j in legacy.list_in_state(TENANT_A, JobState.ACTIVE, 100, None).items) == jobs + [new]
     # Before the upgrade, a list through JobsByStateShard reads them from the tenant's own key
     # (the jobs without a stateShard), merged with the index's entries, page by page.
     assert [j.job_id for j in sharded.list_in_state(TENANT_A, JobState.ACTIVE, 100, None).items] == jobs + [new]
-    first_page = sharded.list_in_state(TENANT_A, JobState.ACTIVE, 4, None)
-    rest_page = sharded.list_in_state(TENANT_A, JobState.ACTIVE, 4, first_page.next_cursor)
+    first_page = sharded.list_in_state(TENANT_A, JobState.ACTIVE, 5, None)
+    rest_page = sharded.list_in_state(TENANT_A, JobState.ACTIVE, 5, first_page.next_cursor)
     assert [j.job_id for j in first_page.items + rest_page.items] == jobs + [new] and rest_page.next_cursor is None
 
     first = backfill_state_shards(table, pages=1, page_size=5)  # stopped after one page
