@@ -150,6 +150,19 @@ def keep_old_state_index(stack) -> None:
     stack.strict.template.projections[table][JOBS_BY_STATE_INDEX] = ("KEYS_ONLY", frozenset())
 
 
+def ids_of_every_page(harness, query: str, limit: int) -> list[str]:
+    """The job ids of `GET /v1/jobs?<query>` page after page, `limit` a page."""
+    ids, cursor = [], None
+    for _ in range(200):  # a list that repeats a page would never end
+        status, page = harness.request("GET", f"/v1/jobs?{query}&limit={limit}" + (f"&cursor={cursor}" if cursor else ""))
+        assert status == 200, page
+        ids += [j["jobId"] for j in page["items"]]
+        cursor = page["nextCursor"]
+        if not cursor:
+            return ids
+    raise AssertionError(f"no last page after 200: {ids[-5:]}")
+
+
 class Harness(InProcessStack):
     def __init__(self, template: dict, clock: FakeClock, state_index: str = STATE_INDEX) -> None:
         self.target = RecordingTarget(clock)

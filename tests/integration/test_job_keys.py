@@ -7,7 +7,7 @@ from jobsched.domain.jobs import JOB_KEY_SHARDS, JobState, job_partition, keyed_
 from jobsched.store.jobs import JOBS_BY_STATE_INDEX, JobsStore, job_key
 from jobsched.store.jobs_state_index import JOBS_BY_STATE_SHARD_INDEX
 
-from .harness import TENANT_A, keep_old_state_index
+from .harness import TENANT_A, ids_of_every_page, keep_old_state_index
 
 HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/x"}
 
@@ -15,18 +15,6 @@ HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/x"}
 def legacy_id(now_ms: int, n: int = 0) -> str:
     """An id as new_job_id made them before the shards: all hex after "job_"."""
     return f"job_{now_ms:012x}{n:020x}"
-
-
-def ids_of_every_page(harness, query: str, limit: int) -> list[str]:
-    ids, cursor = [], None
-    for _ in range(200):  # a list that repeats a page would never end
-        status, page = harness.request("GET", f"/v1/jobs?{query}&limit={limit}" + (f"&cursor={cursor}" if cursor else ""))
-        assert status == 200, page
-        ids += [j["jobId"] for j in page["items"]]
-        cursor = page["nextCursor"]
-        if not cursor:
-            return ids
-    raise AssertionError(f"no last page after 200: {ids[-5:]}")
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from jobsched.store.jobs import JOBS_BY_STATE_INDEX, JobsStore
 from jobsched.store.jobs_state_index import (JOBS_BY_STATE_SHARD_INDEX, STATE_SHARD_ATTRIBUTE, STATE_SHARDS,
                                              UPGRADE_KEY, backfill_state_shards, state_shard)
 
-from .harness import TENANT_A, keep_old_state_index
+from .harness import TENANT_A, ids_of_every_page, keep_old_state_index
 from jobsched.store.jobs import job_key
 
 HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/x"}
@@ -22,18 +22,6 @@ HOOK = {"type": "HTTP", "url": "http://127.0.0.1:9/x"}
 
 def rate_job(harness, name: str) -> dict:
     return harness.create_job({"name": name, "type": "RATE", "schedule": "PT1H", "target": HOOK})
-
-
-def ids_of_every_page(harness, query: str, limit: int) -> list[str]:
-    ids, cursor = [], None
-    for _ in range(200):  # a list that repeats a page would never end
-        status, page = harness.request("GET", f"/v1/jobs?{query}&limit={limit}" + (f"&cursor={cursor}" if cursor else ""))
-        assert status == 200, page
-        ids += [j["jobId"] for j in page["items"]]
-        cursor = page["nextCursor"]
-        if not cursor:
-            return ids
-    raise AssertionError(f"no last page after 200: {ids[-5:]}")
 
 
 def test_a_state_list_merges_the_shards_in_job_id_order_and_each_page_resumes_after_one_job_id(harness):
