@@ -262,15 +262,19 @@ class Simulation:
             job_id = f"job_{self.start_ms - 86_400_000:012x}{KEYED_BY_SHARD}{ids.getrandbits(76):019x}"
             if s.sample_by == "segment" and segment_of(job_id, self.deployment.segments) >= self.ticking:
                 continue
-            if s.one_time:  # due `rate` a second, evenly: each completes its job once
-                schedule = one_time_schedule(first_ms + n * 1000 // s.rate)
+            nominal = first_ms  # a recurring job's first occurrence; the herd's instant
+            if s.one_time:  # due `rate` a second, evenly, at its instant: each completes its job once
+                # No jitter: spread evenly already (the recurring scenario's jitter spreads a minute's
+                # cron fires over it).
+                nominal = first_ms + n * 1000 // s.rate
+                schedule, jitter = one_time_schedule(nominal), 0
             spec = JobSpec(name=f"e2e-{n}", schedule=schedule, payload=payload, jitter_sec=jitter,
                            target=JobTarget(TargetType.HTTP, {"url": f"https://t{n % 97}.example.com/hook"}))
             # Registered a day before (as its id says): not a job its writer may have just sent (packs).
             job = Job(f"tenant-{tenant:05d}", job_id, spec, JobState.ACTIVE, 1, 1, self.start_ms - 86_400_000,
                       self.start_ms - 86_400_000)
             self.dynamo.put_wire("jobs", values_to_wire(job.to_item()))
-            due = job.fire_at(first_ms)
+            due = job.fire_at(nominal)  # its timer at its own first instant (a one-time job's: its runAt)
             # Written by a deployment that keeps write instants (the two-senders rule, docs/architecture.md
             # "Packs"), when the job was registered: a timer without one (written before the rule) is
             # sent undecided, and its chain's next timer is never sole (sent alone when the tick that
