@@ -173,7 +173,7 @@ class JobschedStack(Stack):
         # The API also ends long-running attempts (complete, fail): job reads and completion.
         # BatchWriteItem: the tag and name index entries beside each job (store/jobs.py);
         # BatchGetItem: the jobs those entries name (tag and name filters, filtered bulk actions).
-        # Query on the indexes: JobsByState or JobsByStateShard (store/jobs.py list_in_state), DeadLetters
+        # Query on the indexes: JobsByState or JobsByStateShard (store/job_lists.py list_in_state), DeadLetters
         # (store/dead_letters.py).
         _grant_items(storage.jobs, api_fn, *DDB_READ, *DDB_BATCH_READ, *DDB_PUT, *DDB_QUERY, *DDB_UPDATE,
                      *DDB_BATCH_PUT, query_indexes=True)

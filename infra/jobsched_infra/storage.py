@@ -9,7 +9,7 @@ from constructs import Construct
 
 from jobsched.sizing import PROVISIONED_TARGET_UTILIZATION, TableSizing
 from jobsched.store.dead_letters import DEAD_LETTERS_INDEX
-from jobsched.store.jobs import JOBS_BY_STATE_INDEX
+from jobsched.store.job_lists import JOBS_BY_STATE_INDEX
 from jobsched.store.jobs_state_index import JOBS_BY_STATE_SHARD_INDEX, STATE_SHARD_ATTRIBUTE
 from jobsched_infra.config import ConfigError
 from jobsched_infra.regions import OWNERSHIP_TABLE, RegionPlan, table_name

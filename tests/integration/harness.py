@@ -135,7 +135,7 @@ def keep_old_state_index(stack) -> None:
     or the release before this one): JobsByState (partition tenantId, sort state, keys only) beside
     JobsByStateShard, in the emulator and in the strict layer's model of the template (which bills
     its index writes and refuses over a key's 1,000 WCU)."""
-    from jobsched.store.jobs import JOBS_BY_STATE_INDEX
+    from jobsched.store.job_lists import JOBS_BY_STATE_INDEX
 
     table = stack.settings.jobs_table
     stack.session.client("dynamodb").update_table(

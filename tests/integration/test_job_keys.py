@@ -4,7 +4,8 @@ tenant's own key and keep working beside the new ones."""
 import pytest
 
 from jobsched.domain.jobs import JOB_KEY_SHARDS, JobState, job_partition, keyed_by_shard
-from jobsched.store.jobs import JOBS_BY_STATE_INDEX, JobsStore, job_key
+from jobsched.store.job_lists import JOBS_BY_STATE_INDEX
+from jobsched.store.jobs import JobsStore, job_key
 from jobsched.store.jobs_state_index import JOBS_BY_STATE_SHARD_INDEX
 
 from .harness import TENANT_A, ids_of_every_page, keep_old_state_index

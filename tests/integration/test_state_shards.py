@@ -10,7 +10,8 @@ from botocore.exceptions import ClientError
 from jobsched.cli.main import main
 from jobsched.domain.jobs import Job, JobState
 from jobsched.store.dynamo import plain
-from jobsched.store.jobs import JOBS_BY_STATE_INDEX, JobsStore
+from jobsched.store.job_lists import JOBS_BY_STATE_INDEX
+from jobsched.store.jobs import JobsStore
 from jobsched.store.jobs_state_index import (JOBS_BY_STATE_SHARD_INDEX, STATE_SHARD_ATTRIBUTE, STATE_SHARDS,
                                              UPGRADE_KEY, backfill_state_shards, state_shard)
 

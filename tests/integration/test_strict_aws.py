@@ -9,7 +9,7 @@ from jobsched.local.strict_aws import (
 )
 from jobsched.domain.tenant_tags import TENANT_TAG_KEY
 from jobsched.settings import Env
-from jobsched.store.jobs import JOBS_BY_STATE_INDEX
+from jobsched.store.job_lists import JOBS_BY_STATE_INDEX
 from jobsched.store.signing import SIGNING_PURPOSE
 
 from .harness import KEY_A, TENANT_A, keep_old_state_index
